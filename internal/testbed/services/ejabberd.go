@@ -1,0 +1,439 @@
+package services
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/template"
+	"time"
+
+	"github.com/mlsysops-go/mlsysops/internal/testbed/pki"
+	"github.com/mlsysops-go/mlsysops/internal/testbed/proc"
+)
+
+// Ejabberd is an ejabberd server with its own configuration, spool and log
+// directories, so several can run on one machine beside (and without
+// touching) the system's. It runs Erlang distribution on a fixed loopback
+// port without epmd, so that stopping it leaves no process behind.
+//
+// Security: STARTTLS is required with a certificate from a CA of its own,
+// there is no in-band registration, and the admin API (mod_http_api, HTTPS
+// on loopback) accepts only the admin account, which provisions agents.
+type Ejabberd struct {
+	dir      string
+	portBase int
+	domain   string
+	node     string
+	ctl      string
+	proc     *proc.Process
+	adminPW  string
+}
+
+// Ejabberd ports are offsets from the port base.
+const (
+	ejC2SOffset  = 0
+	ejAPIOffset  = 1
+	ejDistOffset = 9
+)
+
+// NewEjabberd describes a server for the XMPP domain whose state lives in dir
+// and whose ports are portBase (c2s), portBase+1 (HTTPS admin API) and
+// portBase+9 (Erlang distribution, loopback).
+func NewEjabberd(dir string, portBase int, domain string) *Ejabberd {
+	sum := sha256.Sum256([]byte(dir))
+	e := &Ejabberd{
+		dir:      dir,
+		portBase: portBase,
+		domain:   domain,
+		node:     "mlsysops-" + hex.EncodeToString(sum[:4]) + "@localhost",
+		ctl:      lookPath("ejabberdctl", "/usr/sbin/ejabberdctl"),
+	}
+	e.proc = &proc.Process{
+		Name:    "ejabberd",
+		Path:    e.ctl,
+		Args:    append(e.ctlArgs(), "foreground"),
+		Dir:     dir,
+		LogFile: filepath.Join(dir, "logs", "foreground.log"),
+		PIDFile: filepath.Join(dir, "ejabberd.pid"),
+		Ready:   e.Healthy,
+	}
+	return e
+}
+
+func (e *Ejabberd) ctlArgs() []string {
+	return []string{
+		"--config-dir", filepath.Join(e.dir, "etc"),
+		"--spool", filepath.Join(e.dir, "spool"),
+		"--logs", filepath.Join(e.dir, "logs"),
+		"--node", e.node,
+	}
+}
+
+// C2SAddr is the client-to-server address, "127.0.0.1:port".
+func (e *Ejabberd) C2SAddr() string { return "127.0.0.1:" + strconv.Itoa(e.portBase+ejC2SOffset) }
+
+// Domain is the XMPP domain (virtual host) the server serves.
+func (e *Ejabberd) Domain() string { return e.domain }
+
+// APIURL is the base URL of mod_http_api, e.g. https://127.0.0.1:5281/api.
+// Requests authenticate with HTTP basic auth as AdminJID and trust CAFile.
+func (e *Ejabberd) APIURL() string {
+	return "https://127.0.0.1:" + strconv.Itoa(e.portBase+ejAPIOffset) + "/api"
+}
+
+// AdminJID is the account allowed to use the admin API.
+func (e *Ejabberd) AdminJID() string { return "admin@" + e.domain }
+
+// AdminPassword is the admin account's password, generated once per state
+// directory.
+func (e *Ejabberd) AdminPassword() string { return e.adminPW }
+
+// CAFile is the PEM file of the CA that signed the server certificate (SANs:
+// the domain, localhost and 127.0.0.1).
+func (e *Ejabberd) CAFile() string { return filepath.Join(e.dir, "tls", "ca.crt") }
+
+// LogFile is the server's main log.
+func (e *Ejabberd) LogFile() string { return filepath.Join(e.dir, "logs", "ejabberd.log") }
+
+// Running reports whether the server process is alive.
+func (e *Ejabberd) Running() bool { _, ok := e.proc.Pid(); return ok }
+
+// Start prepares the directories, configuration and certificate, starts the
+// server unless it is already healthy, and makes sure the admin account
+// exists.
+func (e *Ejabberd) Start(ctx context.Context) error {
+	if err := e.prepare(); err != nil {
+		return fmt.Errorf("ejabberd: %w", err)
+	}
+	if _, ok := e.proc.Pid(); ok && e.Healthy(ctx) == nil {
+		return nil
+	}
+	_ = e.proc.Stop(5 * time.Second)
+	if err := e.proc.Start(); err != nil {
+		return err
+	}
+	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	// The listener comes up before the admin account exists; wait for the
+	// port first, then create the account, then check the API.
+	if err := waitTCP(wctx, e.C2SAddr(), e.proc); err != nil {
+		return err
+	}
+	if err := e.ensureAdmin(wctx); err != nil {
+		return err
+	}
+	return e.proc.WaitReady(wctx)
+}
+
+func (e *Ejabberd) prepare() error {
+	for _, d := range []string{"etc", "spool", "logs", "tls"} {
+		if err := os.MkdirAll(filepath.Join(e.dir, d), 0o750); err != nil {
+			return err
+		}
+	}
+	pwFile := filepath.Join(e.dir, "admin.password")
+	if b, err := os.ReadFile(pwFile); err == nil && len(bytes.TrimSpace(b)) > 0 {
+		e.adminPW = string(bytes.TrimSpace(b))
+	} else {
+		e.adminPW = RandomSecret()
+		if err := os.WriteFile(pwFile, []byte(e.adminPW), 0o600); err != nil {
+			return err
+		}
+	}
+	tlsDir := filepath.Join(e.dir, "tls")
+	ca, err := pki.LoadOrCreateCA(tlsDir, "ca", "mlsysops-xmpp-ca")
+	if err != nil {
+		return err
+	}
+	certFile, keyFile, err := ca.Issue(tlsDir, "server", pki.CertSpec{
+		CommonName: e.domain, DNSNames: []string{e.domain, "localhost"},
+		IPs: []net.IP{net.ParseIP("127.0.0.1")}, Server: true,
+	})
+	if err != nil {
+		return err
+	}
+	// ejabberd wants certificate and key in one file it can read.
+	var pem bytes.Buffer
+	for _, f := range []string{certFile, keyFile} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		pem.Write(b)
+	}
+	if err := os.WriteFile(filepath.Join(e.dir, "etc", "server.pem"), pem.Bytes(), 0o600); err != nil {
+		return err
+	}
+	var conf bytes.Buffer
+	if err := ejabberdConfig.Execute(&conf, map[string]any{
+		"Domain": e.domain, "C2SPort": e.portBase + ejC2SOffset, "APIPort": e.portBase + ejAPIOffset,
+		"Cert": filepath.Join(e.dir, "etc", "server.pem"), "Admin": e.AdminJID(),
+	}); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(e.dir, "etc", "ejabberd.yml"), conf.Bytes(), 0o640); err != nil {
+		return err
+	}
+	ctlCfg := fmt.Sprintf("# Written by the MLSysOps testbed.\nERLANG_NODE=%s\nERL_DIST_PORT=%d\nINET_DIST_INTERFACE=127.0.0.1\nERL_OPTIONS=\"-env ERL_CRASH_DUMP_BYTES 0\"\n",
+		e.node, e.portBase+ejDistOffset)
+	// Erlang reads inetrc from the config dir and complains when it is missing.
+	if err := os.WriteFile(filepath.Join(e.dir, "etc", "inetrc"), []byte("{lookup, [file, native]}.\n"), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(e.dir, "etc", "ejabberdctl.cfg"), []byte(ctlCfg), 0o640); err != nil {
+		return err
+	}
+	return chownTree(e.dir, "ejabberd")
+}
+
+// chownTree gives dir and everything below it to the named user, because
+// ejabberdctl run as root drops to that user, which must own its spool.
+func chownTree(dir, name string) error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	u, err := user.Lookup(name)
+	if err != nil {
+		return fmt.Errorf("user %s (install Debian's ejabberd with `make deps`): %w", name, err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	return filepath.Walk(dir, func(p string, _ os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, uid, gid)
+	})
+}
+
+func (e *Ejabberd) ctlRun(ctx context.Context, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, e.ctl, append(e.ctlArgs(), args...)...)
+	out, err := cmd.CombinedOutput()
+	return strings.TrimSpace(string(out)), err
+}
+
+func (e *Ejabberd) ensureAdmin(ctx context.Context) error {
+	var last string
+	for {
+		out, err := e.ctlRun(ctx, "register", "admin", e.domain, e.adminPW)
+		if err == nil || strings.Contains(out, "already registered") {
+			if err != nil {
+				// Keep the stored password authoritative.
+				if out, err := e.ctlRun(ctx, "change_password", "admin", e.domain, e.adminPW); err != nil {
+					return fmt.Errorf("ejabberd: set admin password: %s", out)
+				}
+			}
+			return nil
+		}
+		last = out
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("ejabberd: create admin account: %s; see %s", last, e.LogFile())
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+}
+
+// HTTPClient returns a client that trusts the server's CA, for the admin API.
+func (e *Ejabberd) HTTPClient() (*http.Client, error) {
+	b, err := os.ReadFile(e.CAFile())
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		return nil, errors.New("no certificate in " + e.CAFile())
+	}
+	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}, nil
+}
+
+// Healthy checks that the admin API answers an authenticated status call,
+// which needs the listeners, the configuration and the admin account.
+func (e *Ejabberd) Healthy(ctx context.Context) error {
+	if e.adminPW == "" {
+		if b, err := os.ReadFile(filepath.Join(e.dir, "admin.password")); err == nil {
+			e.adminPW = string(bytes.TrimSpace(b))
+		}
+	}
+	c, err := e.HTTPClient()
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.APIURL()+"/status", strings.NewReader("{}"))
+	if err != nil {
+		return err
+	}
+	req.SetBasicAuth(e.AdminJID(), e.adminPW)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("admin API status: HTTP %d", resp.StatusCode)
+	}
+	return nil
+}
+
+// Stop stops the server gracefully and waits for it to exit.
+func (e *Ejabberd) Stop(ctx context.Context) error {
+	if _, ok := e.proc.Pid(); !ok {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	_, _ = e.ctlRun(cctx, "stop")
+	for cctx.Err() == nil {
+		if _, ok := e.proc.Pid(); !ok {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return e.proc.Stop(5 * time.Second)
+}
+
+// Kill kills the server with SIGKILL, as a crash would.
+func (e *Ejabberd) Kill() error { return e.proc.Kill() }
+
+// Ctl runs an ejabberdctl command against this server, for tests and
+// provisioning fallbacks; it returns the command's output.
+func (e *Ejabberd) Ctl(ctx context.Context, args ...string) (string, error) {
+	return e.ctlRun(ctx, args...)
+}
+
+func waitTCP(ctx context.Context, addr string, p *proc.Process) error {
+	for {
+		if _, ok := p.Pid(); !ok {
+			return fmt.Errorf("%s exited during start-up; see %s:\n%s", p.Name, p.LogFile, proc.Tail(p.LogFile, 15))
+		}
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s does not listen on %s; see %s", p.Name, addr, p.LogFile)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+var ejabberdConfig = template.Must(template.New("ejabberd.yml").Parse(`# Written by the MLSysOps testbed.
+loglevel: info
+log_rotate_count: 0
+hosts:
+  - "{{.Domain}}"
+certfiles:
+  - "{{.Cert}}"
+auth_password_format: scram
+auth_scram_hash: sha256
+define_macro:
+  TLS_OPTIONS:
+    - "no_sslv3"
+    - "no_tlsv1"
+    - "no_tlsv1_1"
+    - "cipher_server_preference"
+    - "no_compression"
+c2s_protocol_options: TLS_OPTIONS
+listen:
+  - port: {{.C2SPort}}
+    ip: "127.0.0.1"
+    module: ejabberd_c2s
+    max_stanza_size: 1048576
+    shaper: c2s_shaper
+    access: c2s
+    starttls_required: true
+    backlog: 1024
+  - port: {{.APIPort}}
+    ip: "127.0.0.1"
+    module: ejabberd_http
+    tls: true
+    request_handlers:
+      /api: mod_http_api
+disable_sasl_mechanisms:
+  - "digest-md5"
+  - "X-OAUTH2"
+acl:
+  admin:
+    user:
+      - "{{.Admin}}"
+  local:
+    user_regexp: ""
+access_rules:
+  local:
+    allow: local
+  c2s:
+    deny: blocked
+    allow: all
+  register:
+    deny: all
+api_permissions:
+  "console commands":
+    from:
+      - ejabberd_ctl
+    who: all
+    what: "*"
+  "provisioning":
+    from:
+      - mod_http_api
+    who:
+      access:
+        allow:
+          - acl: admin
+    what:
+      - "*"
+      - "!stop"
+      - "!start"
+      - "!restart"
+shaper:
+  normal:
+    rate: 3000
+    burst_size: 20000
+  agents:
+    rate: 50000000
+    burst_size: 50000000
+shaper_rules:
+  max_user_sessions: 10
+  max_user_offline_messages:
+    10000: local
+    100: all
+  c2s_shaper:
+    none: admin
+    agents: local
+    normal: all
+modules:
+  mod_admin_extra: {}
+  mod_caps: {}
+  mod_disco: {}
+  mod_http_api: {}
+  mod_last: {}
+  mod_offline:
+    access_max_user_messages: max_user_offline_messages
+  mod_ping:
+    send_pings: true
+    ping_interval: 10
+    ping_ack_timeout: 5
+    timeout_action: kill
+  mod_roster:
+    versioning: true
+  mod_stream_mgmt:
+    resume_timeout: 30
+    resend_on_timeout: if_offline
+  mod_version:
+    show_os: false
+`))

@@ -1,0 +1,95 @@
+package services
+
+import (
+	"context"
+
+	"github.com/redis/go-redis/v9"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// These tests start the real servers from Debian's packages (`make deps`).
+
+func TestRedisRestartKeepsData(t *testing.T) {
+	ctx := context.Background()
+	r := NewRedis(t.TempDir(), freePort(t), RandomSecret())
+	if err := r.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Stop(ctx) })
+	if err := r.Start(ctx); err != nil { // idempotent
+		t.Fatal(err)
+	}
+	c := redis.NewClient(&redis.Options{Addr: r.Addr(), Password: r.Password()})
+	defer c.Close()
+	if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := c.Get(ctx, "k").Result(); err != nil || v != "v" {
+		t.Fatalf("after restart k = %q, %v", v, err)
+	}
+	if err := r.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	waitDown(t, r.Running)
+	if err := r.Healthy(ctx); err == nil {
+		t.Fatal("killed redis still answers")
+	}
+	if err := r.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestEjabberdLifecycle(t *testing.T) {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "ejabberd-test-")
+	if err == nil {
+		err = os.Chmod(dir, 0o755) // ejabberd runs as its own user and must reach its dirs
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	e := NewEjabberd(filepath.Join(dir, "x"), freePort(t), "mlsysops.test")
+	start := time.Now()
+	if err := e.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("ejabberd up in %v", time.Since(start))
+	t.Cleanup(func() { _ = e.Stop(ctx) })
+	out, err := e.Ctl(ctx, "registered_users", e.Domain())
+	if err != nil || out != "admin" {
+		t.Fatalf("registered_users = %q, %v", out, err)
+	}
+	if err := e.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if e.Running() {
+		t.Fatal("still running after Stop")
+	}
+	if err := e.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	waitDown(t, e.Running)
+}
+
+func waitDown(t *testing.T, running func() bool) {
+	t.Helper()
+	for i := 0; i < 100 && running(); i++ {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if running() {
+		t.Fatal("process still running")
+	}
+}
