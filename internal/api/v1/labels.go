@@ -1,0 +1,88 @@
+package v1
+
+import corev1 "k8s.io/api/core/v1"
+
+// Every label, annotation and extended resource name MLSysOps reads or
+// writes is declared here, so that the testbed, placement, the agents and
+// the deployer agree on one spelling.
+
+// LabelPrefix starts every label key owned by MLSysOps.
+const LabelPrefix = GroupName + "/"
+
+// Labels set on Kubernetes nodes from their MLSysOpsNode description.
+const (
+	// LabelContinuumLayer names the agent layer a node hosts: AgentLayerNode
+	// for every managed node, AgentLayerCluster for the node that runs its
+	// cluster's agent, AgentLayerContinuum on the Karmada host.
+	LabelContinuumLayer = LabelPrefix + "continuumLayer"
+	// LabelLayer is the node's continuum layer from its description
+	// (cloud, edge_infrastructure, edge, far_edge).
+	LabelLayer = LabelPrefix + "layer"
+	// LabelCluster is the cluster_id the node belongs to.
+	LabelCluster = LabelPrefix + "cluster"
+	// LabelDatacenter is the datacenter_id the node belongs to, if any.
+	LabelDatacenter = LabelPrefix + "datacenter"
+	// LabelNodeType is environment.node_type (virtualized, native, bare_metal).
+	LabelNodeType = LabelPrefix + "node-type"
+	// LabelOS is environment.os (ubuntu, kali, zephyr).
+	LabelOS = LabelPrefix + "os"
+	// LabelMobile is "true" or "false".
+	LabelMobile = LabelPrefix + "mobile"
+	// LabelAvailability is the node's availability (transient, stable).
+	LabelAvailability = LabelPrefix + "availability"
+	// LabelFPGAPresent is "true" on nodes with an FPGA.
+	LabelFPGAPresent = LabelPrefix + "fpga.present"
+	// LabelFPGAModel is the FPGA model (e.g. zcu102), sanitized.
+	LabelFPGAModel = LabelPrefix + "fpga.model"
+	// LabelSensorPrefix followed by a sensor type (camera, temperature, ...)
+	// is set to "true" on nodes that offer that sensor.
+	LabelSensorPrefix = LabelPrefix + "sensor."
+	// LabelUserPrefix followed by a sanitized key carries a user label of the
+	// description: "node-type:rpi" becomes mlsysops.eu/label.node-type=rpi and
+	// a label without a colon, such as "gpu", becomes mlsysops.eu/label.gpu=true.
+	LabelUserPrefix = LabelPrefix + "label."
+)
+
+// Well-known Kubernetes node labels MLSysOpsNode descriptions map to.
+const (
+	// LabelHostname is the node's host name.
+	LabelHostname = corev1.LabelHostname
+	// LabelArch is the CPU architecture (amd64, arm64).
+	LabelArch = corev1.LabelArchStable
+	// LabelKubeOS is the operating system family; always "linux" here.
+	LabelKubeOS = corev1.LabelOSStable
+)
+
+// NVIDIA GPU feature discovery labels, which real GPU nodes carry and the
+// testbed's simulated GPU nodes imitate.
+const (
+	// LabelGPUPresent is "true" on nodes with an NVIDIA GPU.
+	LabelGPUPresent = "nvidia.com/gpu.present"
+	// LabelGPUProduct is the GPU product name, e.g. NVIDIA-H100-80GB-HBM3.
+	LabelGPUProduct = "nvidia.com/gpu.product"
+	// LabelGPUMemory is the memory of one GPU in MiB.
+	LabelGPUMemory = "nvidia.com/gpu.memory"
+	// LabelGPUCount is the number of GPUs on the node.
+	LabelGPUCount = "nvidia.com/gpu.count"
+)
+
+// Labels MLSysOps puts on the workloads it creates.
+const (
+	// LabelApp is the name of the MLSysOpsApp a workload belongs to.
+	LabelApp = LabelPrefix + "app"
+	// LabelComponent is the component name within the application.
+	LabelComponent = LabelPrefix + "component"
+)
+
+// Extended resources.
+const (
+	// ResourceGPU is the NVIDIA device plugin's GPU resource.
+	ResourceGPU corev1.ResourceName = "nvidia.com/gpu"
+)
+
+// Values of LabelContinuumLayer: the layer of the agent a node runs.
+const (
+	AgentLayerContinuum = "continuum"
+	AgentLayerCluster   = "cluster"
+	AgentLayerNode      = "node"
+)
