@@ -140,20 +140,21 @@ func (p *Process) Stop(grace time.Duration) error {
 		_ = os.Remove(p.PIDFile)
 		return nil
 	}
-	_ = syscall.Kill(-pid, syscall.SIGTERM)
+	tree := Descendants(pid)
+	signalAll(pid, tree, syscall.SIGTERM)
 	deadline := time.Now().Add(grace)
 	for time.Now().Before(deadline) {
-		if !processRuns(pid, "") {
+		if !anyRuns(pid, tree) {
 			_ = os.Remove(p.PIDFile)
 			return nil
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	_ = syscall.Kill(-pid, syscall.SIGKILL)
-	for i := 0; i < 50 && processRuns(pid, ""); i++ {
+	signalAll(pid, tree, syscall.SIGKILL)
+	for i := 0; i < 50 && anyRuns(pid, tree); i++ {
 		time.Sleep(100 * time.Millisecond)
 	}
-	if processRuns(pid, "") {
+	if anyRuns(pid, tree) {
 		return fmt.Errorf("%s (pid %d) does not die", p.Name, pid)
 	}
 	_ = os.Remove(p.PIDFile)
@@ -166,7 +167,70 @@ func (p *Process) Kill() error {
 	if !ok {
 		return errors.New(p.Name + " is not running")
 	}
-	return syscall.Kill(-pid, syscall.SIGKILL)
+	signalAll(pid, Descendants(pid), syscall.SIGKILL)
+	return nil
+}
+
+// signalAll signals the process group of pid and every process in tree:
+// some children (su, daemons) start sessions of their own and would
+// escape a signal to the group alone.
+func signalAll(pid int, tree []int, sig syscall.Signal) {
+	_ = syscall.Kill(-pid, sig)
+	for _, c := range tree {
+		_ = syscall.Kill(c, sig)
+	}
+}
+
+func anyRuns(pid int, tree []int) bool {
+	if processRuns(pid, "") {
+		return true
+	}
+	for _, c := range tree {
+		if processRuns(c, "") {
+			return true
+		}
+	}
+	return false
+}
+
+// Descendants lists every live descendant of pid, read from /proc.
+func Descendants(pid int) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	children := map[int][]int{}
+	for _, e := range entries {
+		c, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		i := bytes.LastIndexByte(stat, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(stat[i+1:]))
+		if len(f) < 2 {
+			continue
+		}
+		pp, _ := strconv.Atoi(f[1])
+		children[pp] = append(children[pp], c)
+	}
+	var out []int
+	queue := []int{pid}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, c := range children[p] {
+			out = append(out, c)
+			queue = append(queue, c)
+		}
+	}
+	return out
 }
 
 // Tail returns the last n lines of a file, for error messages.

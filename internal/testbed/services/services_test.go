@@ -1,9 +1,12 @@
-package services
+package services_test
 
 import (
 	"context"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/mlsysops-go/mlsysops/internal/testbed"
+	"github.com/mlsysops-go/mlsysops/internal/testbed/services"
 	"os"
 	"path/filepath"
 	"testing"
@@ -14,7 +17,7 @@ import (
 
 func TestRedisRestartKeepsData(t *testing.T) {
 	ctx := context.Background()
-	r := NewRedis(t.TempDir(), freePort(t), RandomSecret())
+	r := services.NewRedis(t.TempDir(), testbed.FreePorts(t, 10), services.RandomSecret())
 	if err := r.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +61,7 @@ func TestEjabberdLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	e := NewEjabberd(filepath.Join(dir, "x"), freePort(t), "mlsysops.test")
+	e := services.NewEjabberd(filepath.Join(dir, "x"), testbed.FreePorts(t, 10), "mlsysops.test")
 	start := time.Now()
 	if err := e.Start(ctx); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"time"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/mlsysops-go/mlsysops/internal/testbed"
+)
+
+// options are the flags every subcommand shares.
+type options struct {
+	descriptions string
+	state        string
+	portBase     int
+	binDir       string
+	purge        bool
+}
+
+func (o *options) addFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.descriptions, "descriptions", testbed.DefaultDescriptions, "folder with continuum/, clusters/ and nodes/ descriptions: one member cluster per cluster file, one KWOK node per node file")
+	fs.StringVar(&o.state, "state", testbed.DefaultStateDir, "folder for data, certificates, logs, pid files, the kubeconfig and the env file")
+	fs.IntVar(&o.portBase, "port-base", testbed.DefaultPortBase, "first loopback port; the testbed uses ports from here up to port-base+100+10*clusters")
+	fs.StringVar(&o.binDir, "bin", "bin", "folder with the binaries `make deps` builds")
+}
+
+func (o *options) testbed() (*testbed.Testbed, error) {
+	return testbed.New(testbed.Options{
+		Descriptions: o.descriptions, StateDir: o.state, PortBase: o.portBase, BinDir: o.binDir, Out: os.Stdout,
+	})
+}
+
+func newCommand() *cobra.Command {
+	o := &options{}
+	root := &cobra.Command{
+		Use:           "testbed",
+		Short:         "Run a local MLSysOps continuum (Karmada, member clusters with KWOK nodes, ejabberd, Redis)",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	o.addFlags(root.PersistentFlags())
+	root.AddCommand(&cobra.Command{
+		Use:   "up",
+		Short: "Start every component that is not already running and wait until the clusters are Ready",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			tb, err := o.testbed()
+			if err != nil {
+				return err
+			}
+			_, err = tb.Up(cmd.Context())
+			return err
+		},
+	})
+	down := &cobra.Command{
+		Use:   "down",
+		Short: "Stop every component of the testbed",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			tb, err := o.testbed()
+			if err != nil {
+				return err
+			}
+			return tb.Down(cmd.Context(), o.purge)
+		},
+	}
+	down.Flags().BoolVar(&o.purge, "purge", false, "also delete the state folder (data, certificates, logs)")
+	root.AddCommand(down)
+	root.AddCommand(&cobra.Command{
+		Use:   "status",
+		Short: "Report each component: running, pid, ready; exits 1 unless all are ready",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			tb, err := o.testbed()
+			if err != nil {
+				return err
+			}
+			st, err := tb.Status(cmd.Context())
+			if err != nil {
+				return err
+			}
+			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "COMPONENT\tSTATE\tPID\tLOG")
+			bad := 0
+			for _, s := range st {
+				state, pid := "stopped", "-"
+				if s.Running {
+					state, pid = "ready", fmt.Sprint(s.Pid)
+					if !s.Ready {
+						state = "not ready: " + s.Detail
+					}
+				}
+				if !s.Ready {
+					bad++
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", s.Name, state, pid, s.LogFile)
+			}
+			w.Flush()
+			if bad > 0 {
+				return fmt.Errorf("%d of %d components not ready", bad, len(st))
+			}
+			return nil
+		},
+	})
+	root.AddCommand(newBenchCommand(o))
+	return root
+}
+
+// newBenchCommand measures the testbed: time to ready from a clean state
+// (binaries already built), time to ready when everything is reused, and
+// resident memory per component. It prints the figures and stops the
+// testbed it started.
+func newBenchCommand(o *options) *cobra.Command {
+	return &cobra.Command{
+		Use:   "bench",
+		Short: "Measure the testbed's time to ready and memory (uses its own state folder; purged first)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			tb, err := testbed.New(testbed.Options{Descriptions: o.descriptions, StateDir: o.state, PortBase: o.portBase, BinDir: o.binDir})
+			if err != nil {
+				return err
+			}
+			if err := tb.Down(ctx, true); err != nil {
+				return err
+			}
+			defer tb.Down(context.Background(), true)
+			start := time.Now()
+			env, err := tb.Up(ctx)
+			if err != nil {
+				return err
+			}
+			cold := time.Since(start)
+			// Let start-up transients settle before reading memory.
+			time.Sleep(10 * time.Second)
+			mem, err := tb.Memory()
+			if err != nil {
+				return err
+			}
+			start = time.Now()
+			if _, err := tb.Up(ctx); err != nil {
+				return err
+			}
+			warm := time.Since(start)
+			sort.Slice(mem, func(i, j int) bool { return mem[i].RSSBytes > mem[j].RSSBytes })
+			var total int64
+			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "COMPONENT\tRSS MiB")
+			for _, m := range mem {
+				total += m.RSSBytes
+				fmt.Fprintf(w, "%s\t%.1f\n", m.Name, float64(m.RSSBytes)/(1<<20))
+			}
+			w.Flush()
+			fmt.Printf("BenchmarkTestbed clusters=%d nodes=%d cold_up_s=%.1f warm_up_s=%.1f total_rss_mib=%.0f processes=%d\n",
+				len(env.Clusters), len(env.Nodes), cold.Seconds(), warm.Seconds(), float64(total)/(1<<20), len(mem))
+			return nil
+		},
+	}
+}

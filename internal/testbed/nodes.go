@@ -1,0 +1,199 @@
+package testbed
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
+	"github.com/mlsysops-go/mlsysops/internal/resources"
+)
+
+// kwokAnnotation marks the nodes the cluster's KWOK controller simulates.
+const kwokAnnotation = "kwok.x-k8s.io/node"
+
+// nodeObjects returns the KWOK nodes of every member cluster, keyed by
+// cluster: one per node description, with labels and capacity derived from
+// it. The node named after its cluster hosts the cluster agent; a cluster
+// without such a description gets a small control node of that name, so
+// that its agent always has a host.
+func (tb *Testbed) nodeObjects() (map[string][]*corev1.Node, error) {
+	out := map[string][]*corev1.Node{}
+	known := map[string]bool{}
+	for _, c := range tb.clusters {
+		known[c] = true
+	}
+	for _, n := range tb.set.Nodes {
+		cluster := n.Spec.ClusterID
+		if !known[cluster] {
+			return nil, fmt.Errorf("node description %s: cluster_id %q has no file in clusters/", n.Name, cluster)
+		}
+		out[cluster] = append(out[cluster], kwokNode(n.Name, cluster, resources.NodeLabels(n), resources.NodeCapacity(n)))
+	}
+	for _, c := range tb.clusters {
+		hasControl := false
+		for _, n := range out[c] {
+			hasControl = hasControl || n.Name == c
+		}
+		if !hasControl {
+			out[c] = append(out[c], kwokNode(c, c, map[string]string{
+				mlsysopsv1.LabelHostname: c, mlsysopsv1.LabelArch: "amd64", mlsysopsv1.LabelKubeOS: "linux",
+				mlsysopsv1.LabelCluster: c,
+			}, corev1.ResourceList{
+				corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("8Gi"),
+				corev1.ResourcePods: resource.MustParse("110"),
+			}))
+		}
+		sort.Slice(out[c], func(i, j int) bool { return out[c][i].Name < out[c][j].Name })
+	}
+	return out, nil
+}
+
+func kwokNode(name, cluster string, labels map[string]string, capacity corev1.ResourceList) *corev1.Node {
+	l := map[string]string{}
+	for k, v := range labels {
+		l[k] = v
+	}
+	l[mlsysopsv1.LabelContinuumLayer] = mlsysopsv1.AgentLayerNode
+	if name == cluster {
+		l[mlsysopsv1.LabelContinuumLayer] = mlsysopsv1.AgentLayerCluster
+	}
+	arch := l[mlsysopsv1.LabelArch]
+	if arch == "" {
+		arch = "amd64"
+	}
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        name,
+			Labels:      l,
+			Annotations: map[string]string{kwokAnnotation: "fake"},
+		},
+		Status: corev1.NodeStatus{
+			Capacity:    capacity,
+			Allocatable: capacity,
+			NodeInfo: corev1.NodeSystemInfo{
+				Architecture: arch, OperatingSystem: "linux",
+				KubeletVersion: "v1.31.3-kwok", OSImage: "KWOK simulated node",
+			},
+			Phase: corev1.NodeRunning,
+		},
+	}
+}
+
+// createNodes makes each member cluster's KWOK nodes match the
+// descriptions: creates missing ones, updates labels and capacity, deletes
+// KWOK nodes no longer described, and waits until all are Ready.
+func (tb *Testbed) createNodes(ctx context.Context) error {
+	want, err := tb.nodeObjects()
+	if err != nil {
+		return err
+	}
+	for _, cluster := range tb.clusters {
+		cfg, err := restConfig(tb.l.path("kubeconfig"), cluster)
+		if err != nil {
+			return err
+		}
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return err
+		}
+		names := map[string]bool{}
+		for _, n := range want[cluster] {
+			names[n.Name] = true
+			if err := applyNode(ctx, cs, n); err != nil {
+				return fmt.Errorf("cluster %s: %w", cluster, err)
+			}
+		}
+		existing, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		for _, n := range existing.Items {
+			if n.Annotations[kwokAnnotation] != "" && !names[n.Name] {
+				if err := cs.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+					return err
+				}
+			}
+		}
+		if err := waitNodesReady(ctx, cs, names); err != nil {
+			return fmt.Errorf("cluster %s: %w (see logs/%s-kwok.log)", cluster, err, cluster)
+		}
+		var list []string
+		for _, n := range want[cluster] {
+			list = append(list, n.Name)
+		}
+		tb.progress("%s Ready", "nodes of "+cluster, strings.Join(list, ", "))
+	}
+	return nil
+}
+
+func applyNode(ctx context.Context, cs kubernetes.Interface, want *corev1.Node) error {
+	nodes := cs.CoreV1().Nodes()
+	cur, err := nodes.Get(ctx, want.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		// Nodes accept their status on create.
+		if _, err := nodes.Create(ctx, want, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("create node %s: %w", want.Name, err)
+		}
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !equality.Semantic.DeepEqual(cur.Labels, want.Labels) || cur.Annotations[kwokAnnotation] != "fake" {
+		cur.Labels = want.Labels
+		if cur.Annotations == nil {
+			cur.Annotations = map[string]string{}
+		}
+		cur.Annotations[kwokAnnotation] = "fake"
+		if cur, err = nodes.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("update node %s: %w", want.Name, err)
+		}
+	}
+	if !equality.Semantic.DeepEqual(cur.Status.Capacity, want.Status.Capacity) {
+		cur.Status.Capacity = want.Status.Capacity
+		cur.Status.Allocatable = want.Status.Allocatable
+		if _, err := nodes.UpdateStatus(ctx, cur, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("update node %s status: %w", want.Name, err)
+		}
+	}
+	return nil
+}
+
+func waitNodesReady(ctx context.Context, cs kubernetes.Interface, names map[string]bool) error {
+	var notReady []string
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		notReady = notReady[:0]
+		for name := range names {
+			n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil || !nodeReady(n) {
+				notReady = append(notReady, name)
+			}
+		}
+		return len(notReady) == 0, nil
+	})
+	if err != nil {
+		sort.Strings(notReady)
+		return fmt.Errorf("nodes not Ready: %s", strings.Join(notReady, ", "))
+	}
+	return nil
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}

@@ -1,0 +1,5 @@
+package testbed
+
+import "github.com/mlsysops-go/mlsysops/internal/testbed/pki"
+
+func pkiClient(cn string) pki.CertSpec { return pki.CertSpec{CommonName: cn, Client: true} }

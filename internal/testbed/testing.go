@@ -1,0 +1,223 @@
+package testbed
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/mlsysops-go/mlsysops/internal/testbed/services"
+)
+
+// Environment variables that steer the test helpers.
+const (
+	// EnvSkipIntegration set to 1 skips integration tests instead of
+	// failing them when the binaries are missing. CI never sets it.
+	EnvSkipIntegration = "MLSYSOPS_SKIP_INTEGRATION"
+	// EnvTestState overrides the shared test testbed's state folder
+	// (default <repo>/.testbed-test).
+	EnvTestState = "MLSYSOPS_TESTBED_STATE"
+	// EnvTestPortBase overrides its port base (default 17000, so that it
+	// runs beside a `make up` testbed on 16000).
+	EnvTestPortBase = "MLSYSOPS_TESTBED_PORT_BASE"
+)
+
+// DefaultTestPortBase is the shared test testbed's port base.
+const DefaultTestPortBase = 17000
+
+// RESTConfig returns the client configuration of a kubeconfig context
+// (ContextHost, ContextKarmada or a member cluster name), failing t if the
+// context does not exist.
+func (e *Env) RESTConfig(t testing.TB, context string) *rest.Config {
+	t.Helper()
+	cfg, err := e.ClientConfig(context)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// ClientConfig returns the client configuration of a kubeconfig context.
+func (e *Env) ClientConfig(context string) (*rest.Config, error) {
+	return restConfig(e.Kubeconfig, context)
+}
+
+var shared struct {
+	once sync.Once
+	env  *Env
+	err  error
+}
+
+// Shared starts, or reuses, the testbed that every integration test of
+// this checkout shares, and returns its Env. Test binaries that run at the
+// same time take turns through a file lock; the first brings the testbed
+// up and the others find it running. It stays up after the tests; `make
+// test` takes it down at the end.
+//
+// When the binaries from `make deps` are missing the test fails and says
+// so, unless MLSYSOPS_SKIP_INTEGRATION=1 is set, which skips it.
+func Shared(t testing.TB) *Env {
+	t.Helper()
+	shared.once.Do(func() { shared.env, shared.err = upShared() })
+	if shared.err != nil {
+		if os.Getenv(EnvSkipIntegration) == "1" {
+			t.Skipf("integration test skipped (%s=1): %v", EnvSkipIntegration, shared.err)
+		}
+		t.Fatalf("shared testbed: %v", shared.err)
+	}
+	return shared.env
+}
+
+// RepoRoot finds the checkout's root (the folder with the product's
+// go.mod) from the working directory up.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && strings.Contains(string(b), "module github.com/mlsysops-go/mlsysops\n") {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no github.com/mlsysops-go/mlsysops checkout above the working directory")
+		}
+		dir = parent
+	}
+}
+
+func upShared() (*Env, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	bin := filepath.Join(root, "bin")
+	var missing []string
+	for _, b := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "karmada-controller-manager", "karmada-scheduler", "karmada-aggregated-apiserver", "karmada-webhook", "kwok", "karmada-crds/webhook-configuration.yaml"} {
+		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
+			missing = append(missing, b)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("missing %s in %s: run `make deps` first", strings.Join(missing, ", "), bin)
+	}
+	state := os.Getenv(EnvTestState)
+	if state == "" {
+		state = filepath.Join(root, ".testbed-test")
+	}
+	base := DefaultTestPortBase
+	if v := os.Getenv(EnvTestPortBase); v != "" {
+		if base, err = strconv.Atoi(v); err != nil {
+			return nil, fmt.Errorf("%s=%q: %w", EnvTestPortBase, v, err)
+		}
+	}
+	if err := os.MkdirAll(state, 0o755); err != nil {
+		return nil, err
+	}
+	lock, err := os.OpenFile(state+".lock", os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return nil, err
+	}
+	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+
+	var out strings.Builder
+	tb, err := New(Options{
+		Descriptions: filepath.Join(root, "descriptions"), StateDir: state, PortBase: base, BinDir: bin, Out: &out,
+	})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	env, err := tb.Up(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w\nprogress:\n%s", err, out.String())
+	}
+	return env, nil
+}
+
+// Redis starts a Redis private to the test (its own folder and port),
+// for tests that restart or crash it. It is stopped when the test ends.
+func Redis(t testing.TB) *services.Redis {
+	t.Helper()
+	r := services.NewRedis(t.TempDir(), FreePorts(t, 1), services.RandomSecret())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := r.Start(ctx); err != nil {
+		t.Fatalf("private redis: %v", err)
+	}
+	t.Cleanup(func() { _ = r.Stop(context.Background()) })
+	return r
+}
+
+// Ejabberd starts an ejabberd private to the test (its own folders, ports
+// and Erlang node), for tests that restart or crash it. It is stopped and
+// its folder removed when the test ends.
+func Ejabberd(t testing.TB) *services.Ejabberd {
+	t.Helper()
+	// ejabberd runs as its own user, which must reach the folder.
+	dir, err := os.MkdirTemp("", "mlsysops-ejabberd-")
+	if err == nil {
+		err = os.Chmod(dir, 0o755)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := services.NewEjabberd(filepath.Join(dir, "ejabberd"), FreePorts(t, 10), DefaultXMPPDomain)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := e.Start(ctx); err != nil {
+		t.Fatalf("private ejabberd: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = e.Stop(context.Background())
+		_ = e.Kill()
+		os.RemoveAll(dir)
+	})
+	return e
+}
+
+// FreePorts returns the first of n consecutive loopback TCP ports that
+// were free a moment ago.
+func FreePorts(t testing.TB, n int) int {
+	t.Helper()
+	for i := 0; i < 100; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if p+n < 65535 && rangeFree(p, n) {
+			return p
+		}
+	}
+	t.Fatalf("no %d free consecutive ports", n)
+	return 0
+}
+
+func rangeFree(p, n int) bool {
+	for i := 0; i < n; i++ {
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p+i)))
+		if err != nil {
+			return false
+		}
+		l.Close()
+	}
+	return true
+}
