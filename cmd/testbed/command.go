@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"os"
 	"sort"
-	"time"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"

@@ -226,4 +226,3 @@ func waitAll(ctx context.Context, ps ...*proc.Process) error {
 	}
 	return first
 }
-

@@ -28,7 +28,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
-
 )
 
 const (
@@ -341,4 +340,3 @@ func unjoinStale(ctx context.Context, cfg *rest.Config, keep map[string]bool) er
 	}
 	return nil
 }
-

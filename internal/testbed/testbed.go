@@ -752,4 +752,3 @@ func (tb *Testbed) Status(ctx context.Context) ([]ComponentStatus, error) {
 	}
 	return out, nil
 }
-
