@@ -29,8 +29,8 @@ var keyAliases = map[string]string{
 // has its replacement.
 var valueAliases = map[string]string{
 	"lower_or_qqual": "lower_or_equal", // upstream power target relation enum
-	"render":         "rende",         // upstream datacenter city enum
-	"always":         "Always",        // older upstream restart_policy values
+	"render":         "rende",          // upstream datacenter city enum
+	"always":         "Always",         // older upstream restart_policy values
 	"on_failure":     "OnFailure",
 	"never":          "Never",
 }
