@@ -3,6 +3,8 @@ package description
 import (
 	"errors"
 	"fmt"
+	"sort"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -41,13 +43,47 @@ func (p Problem) String() string {
 	return b.String()
 }
 
-// ProblemsFrom turns field errors found in file into problems.
+// ProblemsFrom turns field errors found in file into problems, ordered by
+// field path (list indexes in numeric order) so that problems with one
+// part of a file are listed together.
 func ProblemsFrom(file string, errs field.ErrorList) []Problem {
-	out := make([]Problem, 0, len(errs))
-	for _, e := range errs {
+	sorted := append(field.ErrorList(nil), errs...)
+	sort.SliceStable(sorted, func(i, j int) bool { return pathLess(sorted[i].Field, sorted[j].Field) })
+	out := make([]Problem, 0, len(sorted))
+	for _, e := range sorted {
 		out = append(out, Problem{File: file, Field: e.Field, Type: string(e.Type), Message: e.ErrorBody()})
 	}
 	return out
+}
+
+// pathLess orders field paths, comparing runs of digits as numbers so
+// that components[2] comes before components[10].
+func pathLess(a, b string) bool {
+	for a != "" && b != "" {
+		da, db := digitPrefix(a), digitPrefix(b)
+		if da > 0 && db > 0 {
+			na, _ := strconv.Atoi(a[:da])
+			nb, _ := strconv.Atoi(b[:db])
+			if na != nb {
+				return na < nb
+			}
+			a, b = a[da:], b[db:]
+			continue
+		}
+		if a[0] != b[0] {
+			return a[0] < b[0]
+		}
+		a, b = a[1:], b[1:]
+	}
+	return len(a) < len(b)
+}
+
+func digitPrefix(s string) int {
+	n := 0
+	for n < len(s) && n < 9 && s[n] >= '0' && s[n] <= '9' {
+		n++
+	}
+	return n
 }
 
 // Error lists every problem found while loading descriptions. It is the

@@ -35,7 +35,12 @@ type Set struct {
 	Nodes []*mlsysopsv1.MLSysOpsNode
 	// Datacenters are sorted by metadata.name (= datacenter_id).
 	Datacenters []*mlsysopsv1.MLSysOpsDatacenter
+
+	files map[Object]string
 }
+
+// FileOf returns the file a description of the set was loaded from.
+func (s *Set) FileOf(obj Object) string { return s.files[obj] }
 
 // Cluster returns the cluster with the given cluster_id, or nil.
 func (s *Set) Cluster(id string) *mlsysopsv1.MLSysOpsCluster {
@@ -249,7 +254,7 @@ func isDescriptionFile(name string) bool {
 // assemble groups loaded descriptions into a Set and cross-checks them.
 func assemble(items []loaded, hasFolder map[string]bool) (*Set, []Problem) {
 	var (
-		set       = &Set{}
+		set       = &Set{files: map[Object]string{}}
 		problems  []Problem
 		origin    = map[Object]loaded{}
 		continuum []loaded
@@ -269,6 +274,7 @@ func assemble(items []loaded, hasFolder map[string]bool) (*Set, []Problem) {
 			continue
 		}
 		byName[kind][l.obj.GetName()] = l
+		set.files[l.obj] = l.file
 		switch o := l.obj.(type) {
 		case *mlsysopsv1.MLSysOpsContinuum:
 			continuum = append(continuum, l)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"mime"
 	"path/filepath"
+	"sort"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -188,6 +189,7 @@ func parseDocument(file string, data []byte, format Format, want string) (Object
 	errs = append(w.errs, nameObject(obj, file, specPath, hasMeta)...)
 	errs = append(errs, validateSemantics(obj, specPath)...)
 	if len(errs) > 0 {
+		sort.SliceStable(errs, func(i, j int) bool { return pathLess(errs[i].Field, errs[j].Field) })
 		return nil, specPath, errs
 	}
 	return obj, specPath, nil

@@ -99,7 +99,8 @@ func (w *walker) object(p *field.Path, v interface{}, s *apiextensionsv1.JSONSch
 			if canonical, isAlias := keyAliases[key]; isAlias {
 				if _, knowsCanonical := s.Properties[canonical]; knowsCanonical {
 					if _, both := m[canonical]; both {
-						w.errs = append(w.errs, field.Duplicate(p.Child(key), canonical))
+						w.errs = append(w.errs, field.Invalid(p.Child(key), field.OmitValueType{},
+							fmt.Sprintf("is the upstream spelling of %s, which is set too; keep %s only", canonical, canonical)))
 						continue
 					}
 					name = canonical
