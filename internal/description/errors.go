@@ -51,7 +51,13 @@ func ProblemsFrom(file string, errs field.ErrorList) []Problem {
 	sort.SliceStable(sorted, func(i, j int) bool { return pathLess(sorted[i].Field, sorted[j].Field) })
 	out := make([]Problem, 0, len(sorted))
 	for _, e := range sorted {
-		out = append(out, Problem{File: file, Field: e.Field, Type: string(e.Type), Message: e.ErrorBody()})
+		msg := e.ErrorBody()
+		if e.Field == "" && e.Detail != "" {
+			// A problem with the whole document reads as a sentence about
+			// the file: "app.yaml: is not valid YAML: ...".
+			msg = e.Detail
+		}
+		out = append(out, Problem{File: file, Field: e.Field, Type: string(e.Type), Message: msg})
 	}
 	return out
 }
