@@ -27,8 +27,12 @@ func TestValidateApp(t *testing.T) {
 			want:   []string{"FieldValueInvalid metadata.name"},
 		},
 		"no components": {
-			change: func(a *mlsysopsv1.MLSysOpsApp) { a.Spec.Components = nil; a.Spec.ComponentInteractions = nil; a.Spec.GlobalSatisfaction = nil },
-			want:   []string{"FieldValueRequired spec.components"},
+			change: func(a *mlsysopsv1.MLSysOpsApp) {
+				a.Spec.Components = nil
+				a.Spec.ComponentInteractions = nil
+				a.Spec.GlobalSatisfaction = nil
+			},
+			want: []string{"FieldValueRequired spec.components"},
 		},
 		"duplicate component names": {
 			change: func(a *mlsysopsv1.MLSysOpsApp) {
@@ -74,11 +78,15 @@ func TestValidateApp(t *testing.T) {
 			want:   []string{"FieldValueNotSupported spec.component_interactions[0].type"},
 		},
 		"GPU requests differ from limits": {
-			change: func(a *mlsysopsv1.MLSysOpsApp) { a.Spec.Components[0].Containers[0].PlatformRequirements.GPU.Requests = 2 },
-			want:   []string{"FieldValueInvalid spec.components[0].containers[0].platform_requirements.gpu.requests"},
+			change: func(a *mlsysopsv1.MLSysOpsApp) {
+				a.Spec.Components[0].Containers[0].PlatformRequirements.GPU.Requests = 2
+			},
+			want: []string{"FieldValueInvalid spec.components[0].containers[0].platform_requirements.gpu.requests"},
 		},
 		"GPU requests only": {
-			change: func(a *mlsysopsv1.MLSysOpsApp) { a.Spec.Components[0].Containers[0].PlatformRequirements.GPU.Limits = 0 },
+			change: func(a *mlsysopsv1.MLSysOpsApp) {
+				a.Spec.Components[0].Containers[0].PlatformRequirements.GPU.Limits = 0
+			},
 		},
 		"negative GPU count": {
 			change: func(a *mlsysopsv1.MLSysOpsApp) {
@@ -88,8 +96,10 @@ func TestValidateApp(t *testing.T) {
 			want: []string{"FieldValueInvalid spec.components[0].containers[0].platform_requirements.gpu.limits"},
 		},
 		"CPU requests above limits": {
-			change: func(a *mlsysopsv1.MLSysOpsApp) { a.Spec.Components[0].Containers[0].PlatformRequirements.CPU.Requests = q("4") },
-			want:   []string{"FieldValueInvalid spec.components[0].containers[0].platform_requirements.cpu.requests"},
+			change: func(a *mlsysopsv1.MLSysOpsApp) {
+				a.Spec.Components[0].Containers[0].PlatformRequirements.CPU.Requests = q("4")
+			},
+			want: []string{"FieldValueInvalid spec.components[0].containers[0].platform_requirements.cpu.requests"},
 		},
 		"memory without a unit": {
 			change: func(a *mlsysopsv1.MLSysOpsApp) {
@@ -208,8 +218,10 @@ func TestValidateApp(t *testing.T) {
 			want: []string{"FieldValueNotSupported spec.components[0].node_placement.continuum_layer[0]"},
 		},
 		"sensor entry without a sensor": {
-			change: func(a *mlsysopsv1.MLSysOpsApp) { a.Spec.Components[0].Sensors = []mlsysopsv1.AppSensor{{Protocol: "RTSP"}} },
-			want:   []string{"FieldValueRequired spec.components[0].sensors[0]"},
+			change: func(a *mlsysopsv1.MLSysOpsApp) {
+				a.Spec.Components[0].Sensors = []mlsysopsv1.AppSensor{{Protocol: "RTSP"}}
+			},
+			want: []string{"FieldValueRequired spec.components[0].sensors[0]"},
 		},
 		"sensor entry with two sensors": {
 			change: func(a *mlsysopsv1.MLSysOpsApp) {
@@ -235,8 +247,10 @@ func TestValidateApp(t *testing.T) {
 			want: []string{"FieldValueDuplicate spec.components[0].storage.buckets[1].bucket_id"},
 		},
 		"weight for unknown metric": {
-			change: func(a *mlsysopsv1.MLSysOpsApp) { a.Spec.GlobalSatisfaction.AchievementWeights[0].MetricID = "throughput" },
-			want:   []string{"FieldValueNotFound spec.global_satisfaction.achievement_weights[0].metric_id"},
+			change: func(a *mlsysopsv1.MLSysOpsApp) {
+				a.Spec.GlobalSatisfaction.AchievementWeights[0].MetricID = "throughput"
+			},
+			want: []string{"FieldValueNotFound spec.global_satisfaction.achievement_weights[0].metric_id"},
 		},
 		"weights above one": {
 			change: func(a *mlsysopsv1.MLSysOpsApp) {
