@@ -1,0 +1,243 @@
+package messaging
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"mellium.im/xmpp/jid"
+)
+
+// Config configures a Client. Zero durations and sizes take the defaults
+// documented on each field.
+type Config struct {
+	// JID is the agent's bare JID, e.g. "node-1@mlsysops.local". Required.
+	JID string
+	// Resource is the fixed resource bound at every connect. A stable resource
+	// makes a reconnecting agent replace its own stale session at once.
+	// Default "agent".
+	Resource string
+	// Password of the account. Required. It comes from a Secret, never from
+	// a manifest.
+	Password string
+	// Layer is the agent's layer, stamped on every envelope. Required.
+	Layer Layer
+
+	// Server is the c2s address, "host:port". Default "<domain>:5222".
+	Server string
+	// CAFile is a PEM bundle of CAs that may sign the server certificate.
+	// Empty uses the system roots.
+	CAFile string
+	// TLSServerName overrides the name checked in the server certificate.
+	// Default: the JID's domain.
+	TLSServerName string
+	// InsecureSkipVerify disables certificate verification. For throw-away
+	// test servers only; it must be set explicitly.
+	InsecureSkipVerify bool
+
+	// Parent is the bare JID commands are accepted from and heartbeats are
+	// sent to. Empty for the continuum agent.
+	Parent string
+	// Controllers are further bare JIDs allowed to send commands (for
+	// example the northbound API's account).
+	Controllers []string
+	// Children are the bare JIDs reports are accepted from, known from the
+	// system description; more are added with AddChild (for example when a
+	// subscribe is accepted).
+	Children []string
+	// AcceptSubscribe decides whether a subscribe message from a JID that is
+	// not yet a child may reach the subscribe handler. Nil refuses every
+	// unknown JID.
+	AcceptSubscribe func(from string) bool
+
+	// ConnectTimeout bounds dial, TLS, SASL and bind. Default 10s.
+	ConnectTimeout time.Duration
+	// WriteTimeout bounds one stanza write. Default 10s.
+	WriteTimeout time.Duration
+	// KeepaliveInterval is how often the client pings the server to detect a
+	// dead connection that TCP has not noticed. Default 15s; negative disables.
+	KeepaliveInterval time.Duration
+	// MinBackoff and MaxBackoff bound the jittered exponential reconnect
+	// backoff. Defaults 100ms and 30s.
+	MinBackoff, MaxBackoff time.Duration
+	// ShutdownBackoff is the wait after the server announced system-shutdown
+	// or reset: ejabberd keeps accepting logins for about a second after it and
+	// then drops them. Default 3s.
+	ShutdownBackoff time.Duration
+	// ConflictBackoff is the wait after another session took over our
+	// resource (stream error conflict). Default 60s.
+	ConflictBackoff time.Duration
+
+	// DeliveryTimeout is the delivery deadline of reliable messages sent with
+	// a context that has none. Default 2m.
+	DeliveryTimeout time.Duration
+	// RetryInterval is the first re-send delay of an unacknowledged message;
+	// it doubles per attempt up to MaxRetryInterval. Defaults 2s and 30s.
+	RetryInterval, MaxRetryInterval time.Duration
+	// RequestTimeout bounds Request when its context has no deadline.
+	// Default 30s.
+	RequestTimeout time.Duration
+	// QueueSize bounds the messages held by the client (queued, in flight
+	// or awaiting acknowledgement); Send blocks when it is reached.
+	// Default 10000.
+	QueueSize int
+	// Window is the number of unacknowledged reliable messages in flight
+	// towards one peer. Default 256.
+	Window int
+	// DedupSize and DedupTTL bound the cache of delivered message ids.
+	// Defaults 65536 and 30m.
+	DedupSize int
+	DedupTTL  time.Duration
+
+	// HeartbeatInterval is how often a child sends heartbeats to its
+	// parent. Default 2s; negative disables.
+	HeartbeatInterval time.Duration
+	// LivenessTimeout is how long a child may stay silent (no heartbeat, no
+	// message, no presence) before the parent reports it gone. Default 3 ×
+	// HeartbeatInterval.
+	LivenessTimeout time.Duration
+
+	// Logger receives structured logs. Default slog.Default().
+	Logger *slog.Logger
+	// Registerer receives the client's metrics. Nil keeps them unregistered.
+	Registerer prometheus.Registerer
+}
+
+// Default values of Config.
+const (
+	DefaultResource          = "agent"
+	DefaultConnectTimeout    = 10 * time.Second
+	DefaultWriteTimeout      = 10 * time.Second
+	DefaultKeepaliveInterval = 15 * time.Second
+	DefaultMinBackoff        = 100 * time.Millisecond
+	DefaultMaxBackoff        = 30 * time.Second
+	DefaultShutdownBackoff   = 3 * time.Second
+	DefaultConflictBackoff   = 60 * time.Second
+	DefaultDeliveryTimeout   = 2 * time.Minute
+	DefaultRetryInterval     = 2 * time.Second
+	DefaultMaxRetryInterval  = 30 * time.Second
+	DefaultRequestTimeout    = 30 * time.Second
+	DefaultQueueSize         = 10000
+	DefaultWindow            = 256
+	DefaultDedupSize         = 65536
+	DefaultDedupTTL          = 30 * time.Minute
+	DefaultHeartbeatInterval = 2 * time.Second
+)
+
+func durationDefault(d *time.Duration, def time.Duration) {
+	if *d == 0 {
+		*d = def
+	}
+}
+
+// withDefaults returns a copy of c with every zero field set to its default.
+func (c Config) withDefaults() Config {
+	if c.Resource == "" {
+		c.Resource = DefaultResource
+	}
+	durationDefault(&c.ConnectTimeout, DefaultConnectTimeout)
+	durationDefault(&c.WriteTimeout, DefaultWriteTimeout)
+	durationDefault(&c.KeepaliveInterval, DefaultKeepaliveInterval)
+	durationDefault(&c.MinBackoff, DefaultMinBackoff)
+	durationDefault(&c.MaxBackoff, DefaultMaxBackoff)
+	durationDefault(&c.ShutdownBackoff, DefaultShutdownBackoff)
+	durationDefault(&c.ConflictBackoff, DefaultConflictBackoff)
+	durationDefault(&c.DeliveryTimeout, DefaultDeliveryTimeout)
+	durationDefault(&c.RetryInterval, DefaultRetryInterval)
+	durationDefault(&c.MaxRetryInterval, DefaultMaxRetryInterval)
+	durationDefault(&c.RequestTimeout, DefaultRequestTimeout)
+	durationDefault(&c.DedupTTL, DefaultDedupTTL)
+	durationDefault(&c.HeartbeatInterval, DefaultHeartbeatInterval)
+	if c.LivenessTimeout == 0 {
+		if c.HeartbeatInterval > 0 {
+			c.LivenessTimeout = 3 * c.HeartbeatInterval
+		} else {
+			c.LivenessTimeout = 3 * DefaultHeartbeatInterval
+		}
+	}
+	if c.QueueSize == 0 {
+		c.QueueSize = DefaultQueueSize
+	}
+	if c.Window == 0 {
+		c.Window = DefaultWindow
+	}
+	if c.DedupSize == 0 {
+		c.DedupSize = DefaultDedupSize
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Server == "" {
+		if j, err := jid.Parse(c.JID); err == nil {
+			c.Server = net.JoinHostPort(j.Domainpart(), "5222")
+		}
+	}
+	return c
+}
+
+// Validate reports every problem of the configuration at once.
+func (c Config) Validate() error {
+	var errs []error
+	bare := func(field, s string) {
+		j, err := jid.Parse(s)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("%s %q: %w", field, s, err))
+		case j.Localpart() == "" || j.Resourcepart() != "":
+			errs = append(errs, fmt.Errorf("%s %q: want a bare JID such as agent@domain", field, s))
+		}
+	}
+	if c.JID == "" {
+		errs = append(errs, errors.New("JID is required"))
+	} else {
+		bare("JID", c.JID)
+	}
+	if c.Password == "" {
+		errs = append(errs, errors.New("password is required"))
+	}
+	if !c.Layer.Valid() {
+		errs = append(errs, fmt.Errorf("layer %q: want continuum, cluster, node or service", c.Layer))
+	}
+	if c.Parent != "" {
+		bare("parent", c.Parent)
+	}
+	for _, s := range c.Controllers {
+		bare("controller", s)
+	}
+	for _, s := range c.Children {
+		bare("child", s)
+	}
+	if c.Server != "" {
+		if _, _, err := net.SplitHostPort(c.Server); err != nil {
+			errs = append(errs, fmt.Errorf("server %q: want host:port: %w", c.Server, err))
+		}
+	}
+	for name, d := range map[string]time.Duration{
+		"connect timeout": c.ConnectTimeout, "write timeout": c.WriteTimeout,
+		"min backoff": c.MinBackoff, "max backoff": c.MaxBackoff,
+		"shutdown backoff": c.ShutdownBackoff, "conflict backoff": c.ConflictBackoff,
+		"delivery timeout": c.DeliveryTimeout, "retry interval": c.RetryInterval,
+		"max retry interval": c.MaxRetryInterval, "request timeout": c.RequestTimeout,
+		"dedup TTL": c.DedupTTL, "liveness timeout": c.LivenessTimeout,
+	} {
+		if d < 0 {
+			errs = append(errs, fmt.Errorf("%s %v must not be negative", name, d))
+		}
+	}
+	if c.MinBackoff > 0 && c.MaxBackoff > 0 && c.MinBackoff > c.MaxBackoff {
+		errs = append(errs, fmt.Errorf("min backoff %v exceeds max backoff %v", c.MinBackoff, c.MaxBackoff))
+	}
+	if c.QueueSize < 0 || c.Window < 0 || c.DedupSize < 0 {
+		errs = append(errs, errors.New("queue size, window and dedup size must not be negative"))
+	}
+	if c.Window > 0 && c.QueueSize > 0 && c.Window > c.QueueSize {
+		errs = append(errs, fmt.Errorf("window %d exceeds queue size %d", c.Window, c.QueueSize))
+	}
+	if c.HeartbeatInterval > 0 && c.LivenessTimeout > 0 && c.LivenessTimeout <= c.HeartbeatInterval {
+		errs = append(errs, fmt.Errorf("liveness timeout %v must exceed the heartbeat interval %v", c.LivenessTimeout, c.HeartbeatInterval))
+	}
+	return errors.Join(errs...)
+}

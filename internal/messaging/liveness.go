@@ -1,0 +1,177 @@
+package messaging
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+)
+
+// PeerEvent reports that a parent or child came online or went away.
+type PeerEvent struct {
+	Peer   string
+	Role   Role
+	Online bool
+	// Reason says what triggered the change: "presence", "message",
+	// "heartbeat", "presence unavailable" or "silent for 6s".
+	Reason string
+	Time   time.Time
+}
+
+// PeerState is the current liveness of one tracked peer.
+type PeerState struct {
+	Peer     string
+	Role     Role
+	Online   bool
+	LastSeen time.Time
+	// Since is when Online last changed.
+	Since time.Time
+}
+
+type peerLive struct {
+	role      Role
+	online    bool
+	lastSeen  time.Time
+	since     time.Time
+	resources map[string]bool
+	// confirmBy, when set, is when a peer that was online before our
+	// reconnect must have shown up again (peers without heartbeats).
+	confirmBy time.Time
+}
+
+// tracker follows the liveness of the parent and the children. Children
+// must show a sign of life (heartbeat, message or presence) at least every
+// timeout; the parent is followed through presence and traffic only, since
+// it sends no heartbeats.
+type tracker struct {
+	mu      sync.Mutex
+	timeout time.Duration
+	peers   map[string]*peerLive
+	paused  bool
+}
+
+func newTracker(timeout time.Duration) *tracker {
+	return &tracker{timeout: timeout, peers: map[string]*peerLive{}, paused: true}
+}
+
+// track starts following peer with role; a no-op when already tracked.
+func (t *tracker) track(peer string, role Role) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if p := t.peers[peer]; p != nil {
+		p.role = role
+		return
+	}
+	t.peers[peer] = &peerLive{role: role, resources: map[string]bool{}}
+}
+
+// untrack stops following peer.
+func (t *tracker) untrack(peer string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.peers, peer)
+}
+
+// seen records a sign of life.
+func (t *tracker) seen(peer, reason string, now time.Time) *PeerEvent {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.seenLocked(peer, reason, now)
+}
+
+func (t *tracker) seenLocked(peer, reason string, now time.Time) *PeerEvent {
+	p := t.peers[peer]
+	if p == nil {
+		return nil
+	}
+	p.lastSeen = now
+	p.confirmBy = time.Time{}
+	if p.online {
+		return nil
+	}
+	p.online, p.since = true, now
+	return &PeerEvent{Peer: peer, Role: p.role, Online: true, Reason: reason, Time: now}
+}
+
+// presence records an available or unavailable presence of one resource.
+func (t *tracker) presence(peer, resource string, available bool, now time.Time) *PeerEvent {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p := t.peers[peer]
+	if p == nil {
+		return nil
+	}
+	if available {
+		p.resources[resource] = true
+		return t.seenLocked(peer, "presence", now)
+	}
+	delete(p.resources, resource)
+	if len(p.resources) > 0 || !p.online {
+		return nil
+	}
+	return t.goneLocked(p, peer, "presence unavailable", now)
+}
+
+func (t *tracker) goneLocked(p *peerLive, peer, reason string, now time.Time) *PeerEvent {
+	p.online, p.since = false, now
+	p.confirmBy = time.Time{}
+	clear(p.resources)
+	return &PeerEvent{Peer: peer, Role: p.role, Online: false, Reason: reason, Time: now}
+}
+
+// check reports children silent for longer than the timeout.
+func (t *tracker) check(now time.Time) []PeerEvent {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.paused {
+		return nil
+	}
+	var evs []PeerEvent
+	for peer, p := range t.peers {
+		switch {
+		case !p.online:
+		case p.role == RoleChild && now.Sub(p.lastSeen) > t.timeout:
+			evs = append(evs, *t.goneLocked(p, peer, fmt.Sprintf("silent for %v", now.Sub(p.lastSeen).Round(time.Millisecond)), now))
+		case !p.confirmBy.IsZero() && now.After(p.confirmBy):
+			evs = append(evs, *t.goneLocked(p, peer, "not seen since our reconnect", now))
+		}
+	}
+	return evs
+}
+
+// pause stops timeouts while our own connection is down: silence then says
+// nothing about the peers.
+func (t *tracker) pause() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.paused = true
+}
+
+// resume restarts timeouts after we reconnected. The server sends the
+// current presence of every roster contact again, so resources start empty,
+// and every peer gets a full timeout to show up.
+func (t *tracker) resume(now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.paused = false
+	for _, p := range t.peers {
+		clear(p.resources)
+		if p.online {
+			p.lastSeen = now
+			if p.role != RoleChild {
+				p.confirmBy = now.Add(t.timeout)
+			}
+		}
+	}
+}
+
+func (t *tracker) states() []PeerState {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]PeerState, 0, len(t.peers))
+	for peer, p := range t.peers {
+		out = append(out, PeerState{Peer: peer, Role: p.role, Online: p.online, LastSeen: p.lastSeen, Since: p.since})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Peer < out[j].Peer })
+	return out
+}

@@ -1,0 +1,418 @@
+package messaging
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Payload types of the catalogue. Descriptions and specs travel as raw JSON so
+// this package does not depend on the API types; handlers decode them with
+// the types of internal/api/v1.
+
+// Subscribe registers a child with its parent ("subscribe").
+type Subscribe struct {
+	// Name is the agent's name (its host name).
+	Name string `json:"name"`
+	// Layer is the child's layer.
+	Layer Layer `json:"layer"`
+	// Cluster is the cluster the child belongs to, for node agents.
+	Cluster string `json:"cluster,omitempty"`
+	// Version is the agent's build version.
+	Version string `json:"version,omitempty"`
+}
+
+// SubscribeAck answers Subscribe ("sub_ack").
+type SubscribeAck struct {
+	Accepted bool   `json:"accepted"`
+	Reason   string `json:"reason,omitempty"`
+	// HeartbeatIntervalMillis tells the child how often to send heartbeats;
+	// zero keeps the child's configuration.
+	HeartbeatIntervalMillis int64 `json:"heartbeat_interval_ms,omitempty"`
+}
+
+// Heartbeat is the periodic liveness signal of a child ("heartbeat").
+type Heartbeat struct {
+	Name          string `json:"name"`
+	UptimeSeconds int64  `json:"uptime_seconds"`
+	// Status is a short health word such as "ok" or "degraded".
+	Status string `json:"status,omitempty"`
+}
+
+// NodeDescriptionSubmitted carries a node's system description
+// ("node_sys_desc_submitted").
+type NodeDescriptionSubmitted struct {
+	Node string `json:"node"`
+	// Description is the MLSysOpsNode description, in the upstream file form
+	// (`{"MLSysOpsNode": {...}}`) or as the spec object.
+	Description json.RawMessage `json:"description"`
+}
+
+// NodeStateSync asks the cluster for the node's applications
+// ("node_state_sync").
+type NodeStateSync struct {
+	Node string `json:"node"`
+}
+
+// NodeState answers NodeStateSync ("node_state").
+type NodeState struct {
+	Node         string                     `json:"node"`
+	Applications map[string]NodeApplication `json:"applications"`
+}
+
+// NodeApplication is one application's slice on a node.
+type NodeApplication struct {
+	Name string `json:"name"`
+	// Components maps a component name to its pod spec.
+	Components map[string]json.RawMessage `json:"components"`
+	// Spec is the application spec filtered to this node's components.
+	Spec json.RawMessage `json:"spec,omitempty"`
+}
+
+// ComponentPlaced tells a node a component now runs on it
+// ("application_component_placed").
+type ComponentPlaced struct {
+	// Name is the application name.
+	Name          string `json:"name"`
+	ComponentName string `json:"component_name"`
+	Node          string `json:"node,omitempty"`
+	// Spec is the application spec filtered to this node's components.
+	Spec json.RawMessage `json:"spec,omitempty"`
+	// PodSpec is the component's pod spec as deployed.
+	PodSpec json.RawMessage `json:"pod_spec,omitempty"`
+}
+
+// ComponentUpdated tells a node a placed component changed
+// ("application_component_updated").
+type ComponentUpdated ComponentPlaced
+
+// ComponentRemoved tells a node a component is gone
+// ("application_component_removed").
+type ComponentRemoved struct {
+	Name          string `json:"name"`
+	ComponentName string `json:"component_name"`
+	Node          string `json:"node,omitempty"`
+}
+
+// PlanSubmitted hands a node's plan to the cluster's fluidity mechanism
+// ("message_to_fluidity").
+type PlanSubmitted struct {
+	PlanUID     string `json:"plan_uid"`
+	Node        string `json:"node"`
+	Application string `json:"application,omitempty"`
+	// Mechanism is the mechanism the plan targets, "fluidity" by default.
+	Mechanism string `json:"mechanism,omitempty"`
+	// Plan is the mechanism command in the upstream shape.
+	Plan json.RawMessage `json:"plan"`
+}
+
+// Plan outcomes reported by PlanExecuted.
+const (
+	PlanCompleted = "Completed"
+	PlanFailed    = "Failed"
+)
+
+// PlanExecuted reports the outcome of a plan to the node
+// ("message_to_fluidity_proxy").
+type PlanExecuted struct {
+	PlanUID string `json:"plan_uid"`
+	// Status is PlanCompleted or PlanFailed.
+	Status  string          `json:"status"`
+	Message string          `json:"message,omitempty"`
+	Result  json.RawMessage `json:"result,omitempty"`
+}
+
+// TelemetryReport carries the latest telemetry samples ("telemetry_report").
+type TelemetryReport struct {
+	Node    string             `json:"node"`
+	Time    time.Time          `json:"time"`
+	Metrics map[string]float64 `json:"metrics"`
+}
+
+// TelemetryIntervalUpdate changes a child's telemetry interval
+// ("otel_node_interval_update"). Upstream sent a one-element list by
+// accident; this is the object.
+type TelemetryIntervalUpdate struct {
+	Node            string  `json:"node"`
+	IntervalSeconds float64 `json:"interval_seconds"`
+}
+
+// TelemetryDeploy asks the cluster to (re)deploy a node's collector
+// ("otel_deploy").
+type TelemetryDeploy struct {
+	Node string `json:"node"`
+	// Config is the collector configuration (YAML).
+	Config          string  `json:"otel_config"`
+	IntervalSeconds float64 `json:"interval_seconds"`
+}
+
+// TelemetryRemove asks the cluster to remove a node's collector
+// ("otel_remove").
+type TelemetryRemove struct {
+	Node string `json:"node"`
+}
+
+// NodeExporterDeploy asks the cluster to deploy a node's exporter
+// ("node_exporter_deploy").
+type NodeExporterDeploy struct {
+	Node  string   `json:"node"`
+	Port  int      `json:"port"`
+	Flags []string `json:"flags,omitempty"`
+}
+
+// NodeExporterRemove asks the cluster to remove a node's exporter
+// ("node_exporter_remove").
+type NodeExporterRemove struct {
+	Node string `json:"node"`
+}
+
+// Quantity is an allocatable and a free amount of one resource.
+type Quantity struct {
+	Allocatable int64 `json:"allocatable"`
+	Free        int64 `json:"free"`
+}
+
+// GPUCapacity counts the GPUs of one model in a cluster.
+type GPUCapacity struct {
+	Total int `json:"total"`
+	Free  int `json:"free"`
+	// MemoryMiB is the memory of one GPU of this model, when known.
+	MemoryMiB int64 `json:"memory_mib,omitempty"`
+}
+
+// CapacityReport is a cluster's free capacity ("cluster_capacity_report").
+type CapacityReport struct {
+	Cluster string    `json:"cluster"`
+	Time    time.Time `json:"time"`
+	// ReadyNodes is the number of schedulable, ready nodes.
+	ReadyNodes int `json:"ready_nodes"`
+	// CPUMillis is CPU in millicores.
+	CPUMillis Quantity `json:"cpu_millis"`
+	// MemoryBytes is memory in bytes.
+	MemoryBytes Quantity `json:"memory_bytes"`
+	// GPUs maps a GPU model (the nvidia.com/gpu.product label) to its counts.
+	GPUs map[string]GPUCapacity `json:"gpus,omitempty"`
+}
+
+// ComponentStatus is the status of one component of an application.
+type ComponentStatus struct {
+	Node    string `json:"node,omitempty"`
+	Phase   string `json:"phase"`
+	Message string `json:"message,omitempty"`
+}
+
+// ApplicationStatusReport is an application's status in one cluster
+// ("application_status_report").
+type ApplicationStatusReport struct {
+	Application string                     `json:"application"`
+	Cluster     string                     `json:"cluster"`
+	Phase       string                     `json:"phase"`
+	Message     string                     `json:"message,omitempty"`
+	Components  map[string]ComponentStatus `json:"components,omitempty"`
+	Time        time.Time                  `json:"time"`
+}
+
+// Management modes carried by ManagementMode (upstream PUT /manage/mode/{0,1}).
+const (
+	ModeHeuristic = 0
+	ModeML        = 1
+)
+
+// ManagementMode switches an agent's management mode ("ch_mode").
+type ManagementMode struct {
+	Mode   int    `json:"mode"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// Ping is an application-level round trip ("ping").
+type Ping struct {
+	Note string `json:"note,omitempty"`
+}
+
+// Pong answers Ping ("pong").
+type Pong struct {
+	Note string `json:"note,omitempty"`
+}
+
+// Ack acknowledges, cumulatively, every message of the receiver's Stream up to
+// and including Upto ("ack"). Rejected lists the sequence numbers among them
+// that were refused, with the reason.
+type Ack struct {
+	Stream   string      `json:"stream"`
+	Upto     uint64      `json:"upto"`
+	Rejected []Rejection `json:"rejected,omitempty"`
+}
+
+// Rejection names one refused message in an Ack.
+type Rejection struct {
+	Seq    uint64 `json:"seq"`
+	ID     string `json:"id"`
+	Reason string `json:"reason"`
+}
+
+// ErrorReply answers a request whose handler failed ("error").
+type ErrorReply struct {
+	Message string `json:"message"`
+}
+
+func (*Subscribe) MessageType() Type                { return TypeSubscribe }
+func (*SubscribeAck) MessageType() Type             { return TypeSubscribeAck }
+func (*Heartbeat) MessageType() Type                { return TypeHeartbeat }
+func (*NodeDescriptionSubmitted) MessageType() Type { return TypeNodeDescriptionSubmitted }
+func (*NodeStateSync) MessageType() Type            { return TypeNodeStateSync }
+func (*NodeState) MessageType() Type                { return TypeNodeState }
+func (*ComponentPlaced) MessageType() Type          { return TypeComponentPlaced }
+func (*ComponentUpdated) MessageType() Type         { return TypeComponentUpdated }
+func (*ComponentRemoved) MessageType() Type         { return TypeComponentRemoved }
+func (*PlanSubmitted) MessageType() Type            { return TypePlanSubmitted }
+func (*PlanExecuted) MessageType() Type             { return TypePlanExecuted }
+func (*TelemetryReport) MessageType() Type          { return TypeTelemetryReport }
+func (*TelemetryIntervalUpdate) MessageType() Type  { return TypeTelemetryIntervalUpdate }
+func (*TelemetryDeploy) MessageType() Type          { return TypeTelemetryDeploy }
+func (*TelemetryRemove) MessageType() Type          { return TypeTelemetryRemove }
+func (*NodeExporterDeploy) MessageType() Type       { return TypeNodeExporterDeploy }
+func (*NodeExporterRemove) MessageType() Type       { return TypeNodeExporterRemove }
+func (*CapacityReport) MessageType() Type           { return TypeCapacityReport }
+func (*ApplicationStatusReport) MessageType() Type  { return TypeApplicationStatusReport }
+func (*ManagementMode) MessageType() Type           { return TypeManagementMode }
+func (*Ping) MessageType() Type                     { return TypePing }
+func (*Pong) MessageType() Type                     { return TypePong }
+func (*Ack) MessageType() Type                      { return TypeAck }
+func (*ErrorReply) MessageType() Type               { return TypeError }
+
+var errMissing = errors.New("missing required field")
+
+func required(pairs ...string) error {
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if pairs[i+1] == "" {
+			return fmt.Errorf("%w %q", errMissing, pairs[i])
+		}
+	}
+	return nil
+}
+
+func requiredJSON(name string, raw json.RawMessage) error {
+	if len(raw) == 0 || string(raw) == "null" {
+		return fmt.Errorf("%w %q", errMissing, name)
+	}
+	return nil
+}
+
+// Validate checks the required fields.
+func (m *Subscribe) Validate() error {
+	if !m.Layer.Valid() {
+		return fmt.Errorf("invalid layer %q", m.Layer)
+	}
+	return required("name", m.Name)
+}
+
+// Validate checks the required fields.
+func (m *Heartbeat) Validate() error { return required("name", m.Name) }
+
+// Validate checks the required fields.
+func (m *NodeDescriptionSubmitted) Validate() error {
+	if err := required("node", m.Node); err != nil {
+		return err
+	}
+	return requiredJSON("description", m.Description)
+}
+
+// Validate checks the required fields.
+func (m *NodeStateSync) Validate() error { return required("node", m.Node) }
+
+// Validate checks the required fields.
+func (m *NodeState) Validate() error { return required("node", m.Node) }
+
+// Validate checks the required fields.
+func (m *ComponentPlaced) Validate() error {
+	return required("name", m.Name, "component_name", m.ComponentName)
+}
+
+// Validate checks the required fields.
+func (m *ComponentUpdated) Validate() error {
+	return required("name", m.Name, "component_name", m.ComponentName)
+}
+
+// Validate checks the required fields.
+func (m *ComponentRemoved) Validate() error {
+	return required("name", m.Name, "component_name", m.ComponentName)
+}
+
+// Validate checks the required fields.
+func (m *PlanSubmitted) Validate() error {
+	if err := required("plan_uid", m.PlanUID, "node", m.Node); err != nil {
+		return err
+	}
+	return requiredJSON("plan", m.Plan)
+}
+
+// Validate checks the required fields.
+func (m *PlanExecuted) Validate() error {
+	if err := required("plan_uid", m.PlanUID); err != nil {
+		return err
+	}
+	if m.Status != PlanCompleted && m.Status != PlanFailed {
+		return fmt.Errorf("status must be %q or %q, got %q", PlanCompleted, PlanFailed, m.Status)
+	}
+	return nil
+}
+
+// Validate checks the required fields.
+func (m *TelemetryReport) Validate() error { return required("node", m.Node) }
+
+// Validate checks the required fields.
+func (m *TelemetryIntervalUpdate) Validate() error {
+	if m.IntervalSeconds <= 0 {
+		return fmt.Errorf("interval_seconds must be positive, got %v", m.IntervalSeconds)
+	}
+	return required("node", m.Node)
+}
+
+// Validate checks the required fields.
+func (m *TelemetryDeploy) Validate() error { return required("node", m.Node) }
+
+// Validate checks the required fields.
+func (m *TelemetryRemove) Validate() error { return required("node", m.Node) }
+
+// Validate checks the required fields.
+func (m *NodeExporterDeploy) Validate() error {
+	if m.Port < 1 || m.Port > 65535 {
+		return fmt.Errorf("port %d out of range", m.Port)
+	}
+	return required("node", m.Node)
+}
+
+// Validate checks the required fields.
+func (m *NodeExporterRemove) Validate() error { return required("node", m.Node) }
+
+// Validate checks the required fields.
+func (m *CapacityReport) Validate() error {
+	for model, g := range m.GPUs {
+		if g.Free < 0 || g.Total < 0 || g.Free > g.Total {
+			return fmt.Errorf("gpus[%s]: free %d and total %d inconsistent", model, g.Free, g.Total)
+		}
+	}
+	return required("cluster", m.Cluster)
+}
+
+// Validate checks the required fields.
+func (m *ApplicationStatusReport) Validate() error {
+	return required("application", m.Application, "phase", m.Phase)
+}
+
+// Validate checks the mode.
+func (m *ManagementMode) Validate() error {
+	if m.Mode != ModeHeuristic && m.Mode != ModeML {
+		return fmt.Errorf("mode must be %d or %d, got %d", ModeHeuristic, ModeML, m.Mode)
+	}
+	return nil
+}
+
+// Validate checks the required fields.
+func (m *Ack) Validate() error {
+	if m.Upto == 0 {
+		return fmt.Errorf("upto must be positive")
+	}
+	return required("stream", m.Stream)
+}

@@ -1,0 +1,331 @@
+// Package provision creates XMPP accounts for agents and links parents and
+// children in their rosters, through ejabberd's admin API (mod_http_api) or
+// ejabberdctl. In-band registration stays off everywhere: only the deployer
+// and the testbed create accounts, each with a generated password.
+package provision
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os/exec"
+	"strings"
+	"time"
+
+	"mellium.im/xmpp/jid"
+)
+
+// Provisioner manages accounts and roster links on one XMPP server.
+type Provisioner interface {
+	// EnsureAccount creates the account, or sets its password when it
+	// already exists.
+	EnsureAccount(ctx context.Context, account, password string) error
+	// DeleteAccount removes the account; a missing account is not an error.
+	DeleteAccount(ctx context.Context, account string) error
+	// Link puts a and b in each other's roster with subscription "both", so
+	// each receives the other's presence (and learns it again after a
+	// restart through the server's presence probes).
+	Link(ctx context.Context, a, b string) error
+	// Unlink removes the roster items Link created.
+	Unlink(ctx context.Context, a, b string) error
+}
+
+// GeneratePassword returns a random 32-character password.
+func GeneratePassword() (string, error) {
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("generate password: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+// Agent creates or updates the account of an agent with a fresh generated
+// password and returns the password (to be stored in the agent's Secret).
+func Agent(ctx context.Context, p Provisioner, account string) (string, error) {
+	pw, err := GeneratePassword()
+	if err != nil {
+		return "", err
+	}
+	if err := p.EnsureAccount(ctx, account, pw); err != nil {
+		return "", err
+	}
+	return pw, nil
+}
+
+func split(account string) (user, host string, err error) {
+	j, err := jid.Parse(account)
+	if err != nil {
+		return "", "", fmt.Errorf("account %q: %w", account, err)
+	}
+	if j.Localpart() == "" || j.Resourcepart() != "" {
+		return "", "", fmt.Errorf("account %q: want a bare JID such as agent@domain", account)
+	}
+	return j.Localpart(), j.Domainpart(), nil
+}
+
+// HTTPAPI provisions through ejabberd's mod_http_api, authenticated as an
+// admin account with HTTP basic auth. The admin account must be allowed the
+// commands register, change_password, unregister, add_rosteritem and
+// delete_rosteritem in api_permissions (the last four come from
+// mod_admin_extra, which must be enabled).
+type HTTPAPI struct {
+	base          string
+	admin, secret string
+	client        *http.Client
+}
+
+var _ Provisioner = (*HTTPAPI)(nil)
+
+// NewHTTPAPI returns a provisioner for the API at baseURL (for example
+// "http://127.0.0.1:5280/api"). A nil client uses one with a 30s timeout.
+func NewHTTPAPI(baseURL, adminJID, adminPassword string, client *http.Client) *HTTPAPI {
+	if client == nil {
+		client = &http.Client{Timeout: 30 * time.Second}
+	}
+	return &HTTPAPI{base: strings.TrimRight(baseURL, "/"), admin: adminJID, secret: adminPassword, client: client}
+}
+
+// APIError is a refusal from mod_http_api.
+type APIError struct {
+	Command string
+	Status  int
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+}
+
+func (e *APIError) Error() string {
+	return fmt.Sprintf("ejabberd API %s: HTTP %d: code %d: %s", e.Command, e.Status, e.Code, e.Message)
+}
+
+// errAlreadyRegistered is ejabberd's error code for register on an
+// existing account.
+const errAlreadyRegistered = 10090
+
+func (h *HTTPAPI) call(ctx context.Context, command string, args any) (json.RawMessage, error) {
+	body, err := json.Marshal(args)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s arguments: %w", command, err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.base+"/"+command, bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("ejabberd API %s: %w", command, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.SetBasicAuth(h.admin, h.secret)
+	resp, err := h.client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("ejabberd API %s: %w", command, err)
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return nil, fmt.Errorf("ejabberd API %s: read response: %w", command, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		apiErr := &APIError{Command: command, Status: resp.StatusCode}
+		if json.Unmarshal(out, apiErr) != nil || apiErr.Message == "" {
+			apiErr.Message = strings.TrimSpace(string(out))
+		}
+		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
+			apiErr.Message += " (check the admin account and api_permissions)"
+		}
+		return nil, apiErr
+	}
+	return out, nil
+}
+
+// callStatus calls a command whose result is an integer status (0 = ok).
+func (h *HTTPAPI) callStatus(ctx context.Context, command string, args any) error {
+	out, err := h.call(ctx, command, args)
+	if err != nil {
+		return err
+	}
+	var status int
+	if json.Unmarshal(out, &status) == nil && status != 0 {
+		return &APIError{Command: command, Status: http.StatusOK, Code: status, Message: "command returned a failure status"}
+	}
+	return nil
+}
+
+// EnsureAccount implements Provisioner.
+func (h *HTTPAPI) EnsureAccount(ctx context.Context, account, password string) error {
+	user, host, err := split(account)
+	if err != nil {
+		return err
+	}
+	if password == "" {
+		return errors.New("ensure account: empty password")
+	}
+	_, err = h.call(ctx, "register", map[string]string{"user": user, "host": host, "password": password})
+	var apiErr *APIError
+	if errors.As(err, &apiErr) && (apiErr.Code == errAlreadyRegistered || apiErr.Status == http.StatusConflict) {
+		err = h.callStatus(ctx, "change_password", map[string]string{"user": user, "host": host, "newpass": password})
+	}
+	if err != nil {
+		return fmt.Errorf("ensure account %s: %w", account, err)
+	}
+	return nil
+}
+
+// DeleteAccount implements Provisioner.
+func (h *HTTPAPI) DeleteAccount(ctx context.Context, account string) error {
+	user, host, err := split(account)
+	if err != nil {
+		return err
+	}
+	if _, err := h.call(ctx, "unregister", map[string]string{"user": user, "host": host}); err != nil {
+		return fmt.Errorf("delete account %s: %w", account, err)
+	}
+	return nil
+}
+
+// Link implements Provisioner.
+func (h *HTTPAPI) Link(ctx context.Context, a, b string) error {
+	if err := h.addItem(ctx, a, b); err != nil {
+		return err
+	}
+	return h.addItem(ctx, b, a)
+}
+
+func (h *HTTPAPI) addItem(ctx context.Context, owner, contact string) error {
+	ou, oh, err := split(owner)
+	if err != nil {
+		return err
+	}
+	cu, ch, err := split(contact)
+	if err != nil {
+		return err
+	}
+	args := map[string]any{"localuser": ou, "localhost": oh, "user": cu, "host": ch,
+		"nick": cu, "group": "mlsysops", "subs": "both"}
+	err = h.callStatus(ctx, "add_rosteritem", args)
+	var apiErr *APIError
+	if errors.As(err, &apiErr) && strings.Contains(apiErr.Message, "groups") {
+		// ejabberd 24.02 and later (API v2) take a list of groups.
+		delete(args, "group")
+		args["groups"] = []string{"mlsysops"}
+		err = h.callStatus(ctx, "add_rosteritem", args)
+	}
+	if err != nil {
+		return fmt.Errorf("add %s to the roster of %s: %w", contact, owner, err)
+	}
+	return nil
+}
+
+// Unlink implements Provisioner.
+func (h *HTTPAPI) Unlink(ctx context.Context, a, b string) error {
+	for _, pair := range [][2]string{{a, b}, {b, a}} {
+		ou, oh, err := split(pair[0])
+		if err != nil {
+			return err
+		}
+		cu, ch, err := split(pair[1])
+		if err != nil {
+			return err
+		}
+		if err := h.callStatus(ctx, "delete_rosteritem", map[string]string{"localuser": ou, "localhost": oh, "user": cu, "host": ch}); err != nil {
+			return fmt.Errorf("remove %s from the roster of %s: %w", pair[1], pair[0], err)
+		}
+	}
+	return nil
+}
+
+// Ctl provisions by running ejabberdctl on the server's host. It is slower
+// (an Erlang VM per call, about 0.3s) and passes passwords on the command
+// line, so prefer HTTPAPI; Ctl is for bootstrapping the admin account.
+type Ctl struct {
+	// Path of ejabberdctl; default "ejabberdctl".
+	Path string
+	// Args are passed before every command, e.g. "--config-dir", DIR,
+	// "--node", NAME, so that every call reaches the same node.
+	Args []string
+}
+
+var _ Provisioner = (*Ctl)(nil)
+
+func (c *Ctl) run(ctx context.Context, args ...string) (string, error) {
+	path := c.Path
+	if path == "" {
+		path = "ejabberdctl"
+	}
+	all := append(append([]string(nil), c.Args...), args...)
+	out, err := exec.CommandContext(ctx, path, all...).CombinedOutput()
+	text := strings.TrimSpace(string(out))
+	if err != nil {
+		return text, fmt.Errorf("ejabberdctl %s: %w: %s", args[0], err, text)
+	}
+	return text, nil
+}
+
+// EnsureAccount implements Provisioner.
+func (c *Ctl) EnsureAccount(ctx context.Context, account, password string) error {
+	user, host, err := split(account)
+	if err != nil {
+		return err
+	}
+	if password == "" {
+		return errors.New("ensure account: empty password")
+	}
+	out, err := c.run(ctx, "register", user, host, password)
+	if err != nil && strings.Contains(out, "already registered") {
+		_, err = c.run(ctx, "change_password", user, host, password)
+	}
+	if err != nil {
+		return fmt.Errorf("ensure account %s: %w", account, err)
+	}
+	return nil
+}
+
+// DeleteAccount implements Provisioner.
+func (c *Ctl) DeleteAccount(ctx context.Context, account string) error {
+	user, host, err := split(account)
+	if err != nil {
+		return err
+	}
+	if _, err := c.run(ctx, "unregister", user, host); err != nil {
+		return fmt.Errorf("delete account %s: %w", account, err)
+	}
+	return nil
+}
+
+// Link implements Provisioner.
+func (c *Ctl) Link(ctx context.Context, a, b string) error {
+	for _, pair := range [][2]string{{a, b}, {b, a}} {
+		ou, oh, err := split(pair[0])
+		if err != nil {
+			return err
+		}
+		cu, ch, err := split(pair[1])
+		if err != nil {
+			return err
+		}
+		if _, err := c.run(ctx, "add_rosteritem", ou, oh, cu, ch, cu, "mlsysops", "both"); err != nil {
+			return fmt.Errorf("add %s to the roster of %s: %w", pair[1], pair[0], err)
+		}
+	}
+	return nil
+}
+
+// Unlink implements Provisioner.
+func (c *Ctl) Unlink(ctx context.Context, a, b string) error {
+	for _, pair := range [][2]string{{a, b}, {b, a}} {
+		ou, oh, err := split(pair[0])
+		if err != nil {
+			return err
+		}
+		cu, ch, err := split(pair[1])
+		if err != nil {
+			return err
+		}
+		if _, err := c.run(ctx, "delete_rosteritem", ou, oh, cu, ch); err != nil {
+			return fmt.Errorf("remove %s from the roster of %s: %w", pair[1], pair[0], err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,539 @@
+package messaging
+
+import (
+	"context"
+	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"reflect"
+	"strings"
+	"sync"
+	"time"
+
+	"mellium.im/sasl"
+	"mellium.im/xmlstream"
+	"mellium.im/xmpp"
+	"mellium.im/xmpp/jid"
+	"mellium.im/xmpp/mux"
+	"mellium.im/xmpp/ping"
+	"mellium.im/xmpp/stanza"
+)
+
+// NS is the XML namespace of the element that carries an envelope inside a
+// message stanza: <env xmlns="urn:mlsysops:agent:1" type="...">JSON</env>.
+const NS = "urn:mlsysops:agent:1"
+
+var envName = xml.Name{Space: NS, Local: "env"}
+
+// errAuth marks a refused login: retrying fast would only get the host
+// banned by mod_fail2ban.
+var errAuth = errors.New("authentication failed")
+
+// stableSession is how long a session must last for the reconnect backoff
+// to start again from its minimum.
+const stableSession = 10 * time.Second
+
+// Run connects and keeps the client connected until ctx ends. It returns nil
+// after a clean shutdown; messages still unacknowledged then fail with
+// ErrClosed. Run may be called once.
+func (c *Client) Run(ctx context.Context) error {
+	c.mu.Lock()
+	if c.running {
+		c.mu.Unlock()
+		return errors.New("messaging: Run called twice")
+	}
+	c.running = true
+	c.runCtx = ctx
+	c.mu.Unlock()
+	defer c.m.unregister(c.cfg.Registerer)
+
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); c.tickLoop(ctx) }()
+	go func() { defer wg.Done(); c.heartbeatLoop(ctx) }()
+
+	bo := newBackoff(c.cfg.MinBackoff, c.cfg.MaxBackoff)
+	sessions := 0
+	for ctx.Err() == nil {
+		s, err := c.connect(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			wait := bo.next()
+			if classifyDisconnect(err) == disconnectAuth {
+				wait = c.cfg.ConflictBackoff
+			}
+			c.log.Warn("XMPP connect failed", "server", c.cfg.Server, "err", err, "retry_in", wait)
+			sleep(ctx, wait)
+			continue
+		}
+		if sessions > 0 {
+			c.m.reconnects.Inc()
+		}
+		sessions++
+		began := time.Now()
+		err = c.serve(ctx, s)
+		if ctx.Err() != nil {
+			break
+		}
+		kind := classifyDisconnect(err)
+		var wait time.Duration
+		switch kind {
+		case disconnectShutdown:
+			// ejabberd keeps accepting logins for about a second after
+			// announcing a shutdown, then drops them silently.
+			wait = c.cfg.ShutdownBackoff + time.Duration(rand.Int64N(int64(time.Second)))
+		case disconnectConflict:
+			wait = c.cfg.ConflictBackoff
+		default:
+			if time.Since(began) > stableSession {
+				bo.reset()
+			}
+			wait = bo.next()
+		}
+		c.log.Warn("XMPP session ended", "err", err, "kind", kind, "lasted", time.Since(began).Round(time.Millisecond), "retry_in", wait)
+		sleep(ctx, wait)
+	}
+	c.out.close()
+	wg.Wait()
+	return nil
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// session is one established XMPP session.
+type session struct {
+	s    *xmpp.Session
+	conn net.Conn // the TCP connection under TLS
+	once sync.Once
+}
+
+// kill tears the connection down so that Serve returns.
+func (s *session) kill() {
+	s.once.Do(func() {
+		_ = s.s.Conn().Close()
+		_ = s.conn.Close()
+	})
+}
+
+func (c *Client) connect(ctx context.Context) (*session, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.ConnectTimeout)
+	defer cancel()
+	d := net.Dialer{KeepAlive: 15 * time.Second}
+	conn, err := d.DialContext(ctx, "tcp", c.cfg.Server)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", c.cfg.Server, err)
+	}
+	origin, err := c.jid.WithResource(c.cfg.Resource)
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("resource %q: %w", c.cfg.Resource, err)
+	}
+	features := []xmpp.StreamFeature{
+		xmpp.StartTLS(c.tls),
+		// No -PLUS mechanisms: ejabberd 23.01 rejects mellium's tls-exporter
+		// channel binding on TLS 1.3, and mellium does not fall back.
+		xmpp.SASL("", c.cfg.Password, sasl.ScramSha256, sasl.ScramSha1),
+		bindNamed(c.cfg.Resource),
+	}
+	s, err := xmpp.NewSession(ctx, c.jid.Domain(), origin, conn, 0,
+		xmpp.NewNegotiator(func(*xmpp.Session, *xmpp.StreamConfig) xmpp.StreamConfig {
+			return xmpp.StreamConfig{Features: features}
+		}))
+	if err != nil {
+		conn.Close()
+		if isSASLError(err) {
+			err = fmt.Errorf("%w: %v", errAuth, err)
+		}
+		return nil, fmt.Errorf("negotiate XMPP session as %s: %w", origin, err)
+	}
+	return &session{s: s, conn: conn}, nil
+}
+
+// isSASLError recognises mellium's SASL failure, whose type is internal.
+func isSASLError(err error) bool {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if t := reflect.TypeOf(e); t != nil && strings.Contains(t.PkgPath(), "saslerr") {
+			return true
+		}
+	}
+	return false
+}
+
+// serve runs one session until it ends and returns why it ended.
+func (c *Client) serve(ctx context.Context, s *session) error {
+	sctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		c.setConnected(false)
+		cancel()
+		s.kill()
+		wg.Wait()
+	}()
+
+	// Initial presence: broadcast to the roster (the parent and children
+	// are linked there by provisioning) and directed to the parent, so it
+	// sees us leave even without a roster link.
+	if err := c.sendPresence(sctx, s.s, jid.JID{}); err != nil {
+		return fmt.Errorf("send initial presence: %w", err)
+	}
+	if parent := c.peers.parent; parent != "" {
+		if pj, err := c.parseJID(parent); err == nil {
+			if err := c.sendPresence(sctx, s.s, pj); err != nil {
+				return fmt.Errorf("send presence to parent: %w", err)
+			}
+		}
+	}
+	c.setConnected(true)
+	c.log.Info("XMPP session established", "jid", s.s.LocalAddr().String(), "server", c.cfg.Server)
+
+	wg.Add(3)
+	go func() { defer wg.Done(); c.writeLoop(sctx, s) }()
+	go func() { defer wg.Done(); c.keepalive(sctx, s) }()
+	go func() {
+		defer wg.Done()
+		<-sctx.Done()
+		if ctx.Err() != nil {
+			// Shutting down: close the stream politely and give the server
+			// a moment to close its side before cutting the connection.
+			_ = s.s.Close()
+			t := time.AfterFunc(2*time.Second, s.kill)
+			defer t.Stop()
+		}
+	}()
+
+	m := mux.New(stanza.NSClient, ping.Handle())
+	err := s.s.Serve(xmpp.HandlerFunc(func(t xmlstream.TokenReadEncoder, start *xml.StartElement) error {
+		switch start.Name.Local {
+		case "message":
+			c.onMessage(t, start)
+			return nil
+		case "presence":
+			c.onPresence(start)
+			return nil
+		}
+		// IQs: XMPP ping (without a ping handler ejabberd stops pinging us,
+		// so a hung client would go unnoticed), and service-unavailable
+		// for the rest.
+		return m.HandleXMPP(t, start)
+	}))
+	return err
+}
+
+func (c *Client) setConnected(up bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.connected == up {
+		return
+	}
+	c.connected = up
+	if up {
+		close(c.upCh)
+		c.m.connected.Set(1)
+		c.live.resume(time.Now())
+		// Anything written to the previous connection may be lost.
+		c.out.resendAll("")
+	} else {
+		c.upCh = make(chan struct{})
+		c.m.connected.Set(0)
+		c.live.pause()
+	}
+}
+
+func (c *Client) sendPresence(ctx context.Context, s *xmpp.Session, to jid.JID) error {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.WriteTimeout)
+	defer cancel()
+	return s.Send(ctx, stanza.Presence{To: to}.Wrap(nil))
+}
+
+// writeLoop is the only writer of envelopes on a session: acknowledgements
+// first, then queued messages.
+func (c *Client) writeLoop(ctx context.Context, s *session) {
+	for {
+		for ctx.Err() == nil {
+			if to, a, ok := c.in.takeAck(); ok {
+				env := c.newEnvelope(TypeAck)
+				env.Payload, _ = json.Marshal(a)
+				data, _ := json.Marshal(env)
+				if err := c.write(ctx, s.s, to, stanza.HeadlineMessage, env.ID, data); err != nil {
+					c.log.Warn("write failed; dropping the connection", "to", to, "type", TypeAck, "err", err)
+					s.kill()
+					return
+				}
+				c.m.sent.WithLabelValues(string(TypeAck)).Inc()
+				continue
+			}
+			e, data := c.out.next(time.Now())
+			if e == nil {
+				break
+			}
+			typ := stanza.HeadlineMessage // never stored offline
+			if e.reliable {
+				typ = stanza.ChatMessage // stored offline while the peer is away
+			}
+			if err := c.write(ctx, s.s, e.to, typ, e.env.ID, data); err != nil {
+				// A reliable message stays in flight and is re-sent on the
+				// next session.
+				c.log.Warn("write failed; dropping the connection", "to", e.to, "type", e.env.Type, "err", err)
+				s.kill()
+				return
+			}
+			c.m.sent.WithLabelValues(string(e.env.Type)).Inc()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.wakeCh:
+		}
+	}
+}
+
+func (c *Client) write(ctx context.Context, s *xmpp.Session, to string, typ stanza.MessageType, id string, data []byte) error {
+	toJ, err := c.parseJID(to)
+	if err != nil {
+		return fmt.Errorf("parse destination %q: %w", to, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.WriteTimeout)
+	defer cancel()
+	return s.Send(ctx, stanza.Message{To: toJ, Type: typ, ID: id}.Wrap(
+		xmlstream.Wrap(xmlstream.Token(xml.CharData(data)), xml.StartElement{Name: envName})))
+}
+
+// keepalive pings the server so that a connection that died silently (no
+// RST, no FIN) is noticed and replaced.
+func (c *Client) keepalive(ctx context.Context, s *session) {
+	if c.cfg.KeepaliveInterval < 0 {
+		return
+	}
+	t := time.NewTicker(c.cfg.KeepaliveInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		pctx, cancel := context.WithTimeout(ctx, c.cfg.KeepaliveInterval)
+		err := ping.Send(pctx, s.s, c.jid.Domain())
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			c.log.Warn("server did not answer a ping; dropping the connection", "err", err)
+			s.kill()
+			return
+		}
+	}
+}
+
+// tickLoop re-sends unacknowledged messages, fails expired ones and checks
+// liveness, whether connected or not.
+func (c *Client) tickLoop(ctx context.Context) {
+	tick := c.cfg.RetryInterval / 4
+	if lt := c.cfg.LivenessTimeout / 5; lt < tick {
+		tick = lt
+	}
+	tick = min(max(tick, 10*time.Millisecond), 250*time.Millisecond)
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	lastExpire := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			c.out.tick(now, c.Connected())
+			for _, ev := range c.live.check(now) {
+				c.emit(&ev)
+			}
+			if now.Sub(lastExpire) > 10*time.Second {
+				c.in.expire(now, c.cfg.DedupTTL)
+				lastExpire = now
+			}
+		}
+	}
+}
+
+// heartbeatLoop sends heartbeats to the parent while connected.
+func (c *Client) heartbeatLoop(ctx context.Context) {
+	parent := c.peers.parent
+	if parent == "" || c.cfg.HeartbeatInterval <= 0 {
+		return
+	}
+	name := c.jid.Localpart()
+	t := time.NewTicker(c.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if !c.Connected() {
+			continue
+		}
+		hctx, cancel := context.WithTimeout(ctx, c.cfg.HeartbeatInterval)
+		_, err := c.SendAsync(hctx, parent, &Heartbeat{Name: name, UptimeSeconds: int64(time.Since(c.start).Seconds()), Status: "ok"})
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			c.log.Debug("heartbeat not queued", "err", err)
+		}
+	}
+}
+
+// onMessage parses a message stanza. It runs on the session's read loop and
+// must not block: work is handed to the sender's worker.
+func (c *Client) onMessage(t xml.TokenReader, start *xml.StartElement) {
+	var fromAttr, typ string
+	for _, a := range start.Attr {
+		switch a.Name.Local {
+		case "from":
+			fromAttr = a.Value
+		case "type":
+			typ = a.Value
+		}
+	}
+	data, found, err := readEnvelopeElement(t)
+	if typ == string(stanza.ErrorMessage) {
+		// A bounce from the server, e.g. the peer's offline storage is
+		// full. The message stays unacknowledged and is re-sent.
+		c.m.dropped.WithLabelValues("bounced").Inc()
+		c.log.Debug("message bounced by the server", "from", fromAttr)
+		return
+	}
+	if err != nil || !found {
+		c.m.dropped.WithLabelValues("malformed").Inc()
+		c.log.Warn("message without a readable envelope dropped", "from", fromAttr, "err", err)
+		return
+	}
+	from, err := bareJID(fromAttr)
+	if err != nil {
+		c.m.dropped.WithLabelValues("malformed").Inc()
+		c.log.Warn("message with an invalid sender dropped", "from", fromAttr, "err", err)
+		return
+	}
+	env, err := DecodeEnvelope(data)
+	if err != nil {
+		c.m.dropped.WithLabelValues("malformed").Inc()
+		c.log.Warn("malformed envelope dropped", "from", from, "err", err)
+		return
+	}
+	c.m.received.WithLabelValues(string(env.Type)).Inc()
+	if env.From != from {
+		// The server stamps the stanza's from; an envelope claiming
+		// someone else is forged.
+		c.m.droppedUnauthorized.WithLabelValues(string(env.Type)).Inc()
+		c.log.Warn("forged sender: envelope from does not match the stanza", "from", from, "claimed", env.From, "type", env.Type, "id", env.ID)
+		return
+	}
+	now := time.Now()
+	if env.Type == TypeAck {
+		if c.peers.role(from) == RoleUnknown && !c.out.knows(from) {
+			return
+		}
+		m, err := env.DecodePayload()
+		if err != nil {
+			c.m.dropped.WithLabelValues("malformed").Inc()
+			c.log.Warn("malformed ack dropped", "from", from, "err", err)
+			return
+		}
+		c.out.ack(from, m.(*Ack))
+		c.emit(c.live.seen(from, "message", now))
+		return
+	}
+	spec, _ := Lookup(env.Type)
+	keep, reason := c.peers.authorize(from, spec, c.correlated(from, env))
+	if reason != "" {
+		c.m.droppedUnauthorized.WithLabelValues(string(env.Type)).Inc()
+		c.log.Warn("unauthorized message refused", "from", from, "type", env.Type, "id", env.ID, "reason", reason)
+	}
+	if !keep {
+		return
+	}
+	if env.Type == TypeHeartbeat {
+		c.emit(c.live.seen(from, "heartbeat", now))
+	} else {
+		c.emit(c.live.seen(from, "message", now))
+	}
+	res, startWorker := c.in.receive(from, env, reason, now)
+	switch res {
+	case pushDuplicate:
+		c.m.duplicates.Inc()
+	case pushOverflow:
+		c.m.dropped.WithLabelValues("overflow").Inc()
+	}
+	if startWorker {
+		go c.worker(from)
+	}
+}
+
+// readEnvelopeElement returns the text of the first <env/> child.
+func readEnvelopeElement(t xml.TokenReader) ([]byte, bool, error) {
+	d := xml.NewTokenDecoder(t)
+	for {
+		tok, err := d.Token()
+		if err == io.EOF {
+			return nil, false, nil
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		se, ok := tok.(xml.StartElement)
+		if !ok {
+			continue
+		}
+		if se.Name != envName {
+			if err := d.Skip(); err != nil {
+				return nil, false, err
+			}
+			continue
+		}
+		var body struct {
+			Data []byte `xml:",chardata"`
+		}
+		if err := d.DecodeElement(&body, &se); err != nil {
+			return nil, false, err
+		}
+		return body.Data, true, nil
+	}
+}
+
+// onPresence follows the presence of the parent and the children.
+func (c *Client) onPresence(start *xml.StartElement) {
+	var fromAttr, typ string
+	for _, a := range start.Attr {
+		switch a.Name.Local {
+		case "from":
+			fromAttr = a.Value
+		case "type":
+			typ = a.Value
+		}
+	}
+	if fromAttr == "" {
+		return
+	}
+	j, err := jid.Parse(fromAttr)
+	if err != nil {
+		return
+	}
+	from := j.Bare().String()
+	if from == c.bare {
+		return
+	}
+	switch typ {
+	case "":
+		c.emit(c.live.presence(from, j.Resourcepart(), true, time.Now()))
+	case string(stanza.UnavailablePresence):
+		c.emit(c.live.presence(from, j.Resourcepart(), false, time.Now()))
+	}
+}

@@ -1,0 +1,167 @@
+// Package messaging_test runs the messaging library against a real ejabberd
+// (Debian's 23.01, started privately per test by the testbed's services).
+package messaging_test
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/mlsysops-go/mlsysops/internal/messaging"
+	"github.com/mlsysops-go/mlsysops/internal/messaging/provision"
+	"github.com/mlsysops-go/mlsysops/internal/testbed"
+	"github.com/mlsysops-go/mlsysops/internal/testbed/services"
+)
+
+// startEjabberd starts a private ejabberd for the test (stopped at cleanup).
+func startEjabberd(t testing.TB) *services.Ejabberd {
+	t.Helper()
+	return testbed.Ejabberd(t)
+}
+
+func provisioner(t testing.TB, e *services.Ejabberd) *provision.HTTPAPI {
+	t.Helper()
+	hc, err := e.HTTPClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return provision.NewHTTPAPI(e.APIURL(), e.AdminJID(), e.AdminPassword(), hc)
+}
+
+// account provisions name@domain with a generated password.
+func account(t testing.TB, p provision.Provisioner, name string) (string, string) {
+	t.Helper()
+	j := name + "@" + testbed.DefaultXMPPDomain
+	pw, err := provision.Agent(context.Background(), p, j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j, pw
+}
+
+func link(t testing.TB, p provision.Provisioner, a, b string) {
+	t.Helper()
+	if err := p.Link(context.Background(), a, b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// testLogger writes warnings and errors into the test log.
+func testLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+type tWriter struct{ t testing.TB }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// agent is a running client with its own metrics registry.
+type agent struct {
+	*messaging.Client
+	reg    *prometheus.Registry
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// stop shuts the client down and waits for Run to return.
+func (a *agent) stop() {
+	a.cancel()
+	<-a.done
+}
+
+// startAgent creates and runs a client; cfg needs only the identity and
+// peers, the server settings are filled in.
+func startAgent(t testing.TB, e *services.Ejabberd, cfg messaging.Config) *agent {
+	t.Helper()
+	cfg.Server = e.C2SAddr()
+	cfg.CAFile = e.CAFile()
+	if cfg.Logger == nil {
+		cfg.Logger = testLogger(t)
+	}
+	reg := prometheus.NewRegistry()
+	cfg.Registerer = reg
+	c, err := messaging.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	a := &agent{Client: c, reg: reg, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(a.done)
+		if err := c.Run(ctx); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	var once sync.Once
+	t.Cleanup(func() { once.Do(a.stop) })
+	wctx, wcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer wcancel()
+	if err := c.WaitConnected(wctx); err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// metric sums the values of a metric family in the agent's registry whose
+// labels include want.
+func (a *agent) metric(t testing.TB, name string, want map[string]string) float64 {
+	t.Helper()
+	mfs, err := a.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if !labelsMatch(m, want) {
+				continue
+			}
+			switch {
+			case m.Counter != nil:
+				sum += m.Counter.GetValue()
+			case m.Gauge != nil:
+				sum += m.Gauge.GetValue()
+			}
+		}
+	}
+	return sum
+}
+
+func labelsMatch(m *dto.Metric, want map[string]string) bool {
+	for k, v := range want {
+		found := false
+		for _, l := range m.GetLabel() {
+			if l.GetName() == k && l.GetValue() == v {
+				found = true
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// eventually polls cond until it holds or the timeout passes.
+func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
