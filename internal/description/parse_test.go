@@ -24,7 +24,7 @@ MLSysOpsApp:
 		wantName string
 		want     []string
 	}{
-		"upstream YAML": {data: upstreamYAML, format: FormatYAML, wantName: "demo"},
+		"upstream YAML":                 {data: upstreamYAML, format: FormatYAML, wantName: "demo"},
 		"upstream YAML, format guessed": {data: upstreamYAML, format: FormatAuto, wantName: "demo"},
 		"upstream JSON": {
 			data:     `{"MLSysOpsApp": {"name": "demo", "components": [{"metadata": {"name": "web"}, "containers": [{"image": "nginx"}]}]}}`,
