@@ -509,6 +509,11 @@ func (c *Client) deliver(from string, d delivery) {
 	var h Handler
 	if reason == "" {
 		if h = c.handler(env.Type); h == nil {
+			if env.Type == TypeHeartbeat {
+				// Heartbeats already did their work in the liveness tracker.
+				c.in.done(from, env, "", time.Now())
+				return
+			}
 			reason = "no handler for " + string(env.Type)
 		}
 	}

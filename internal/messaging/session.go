@@ -118,6 +118,18 @@ type session struct {
 	s    *xmpp.Session
 	conn net.Conn // the TCP connection under TLS
 	once sync.Once
+
+	mu    sync.Mutex
+	pings map[string]chan struct{} // keepalive pings awaiting their result
+}
+
+// send writes one element with a write deadline (see connect for why
+// mellium gets no context).
+func (s *session) send(timeout time.Duration, r xml.TokenReader) error {
+	_ = s.conn.SetWriteDeadline(time.Now().Add(timeout))
+	err := s.s.Send(context.Background(), r)
+	_ = s.conn.SetWriteDeadline(time.Time{})
+	return err
 }
 
 // kill tears the connection down so that Serve returns.
@@ -129,10 +141,10 @@ func (s *session) kill() {
 }
 
 func (c *Client) connect(ctx context.Context) (*session, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.ConnectTimeout)
+	dctx, cancel := context.WithTimeout(ctx, c.cfg.ConnectTimeout)
 	defer cancel()
 	d := net.Dialer{KeepAlive: 15 * time.Second}
-	conn, err := d.DialContext(ctx, "tcp", c.cfg.Server)
+	conn, err := d.DialContext(dctx, "tcp", c.cfg.Server)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", c.cfg.Server, err)
 	}
@@ -148,10 +160,19 @@ func (c *Client) connect(ctx context.Context) (*session, error) {
 		xmpp.SASL("", c.cfg.Password, sasl.ScramSha256, sasl.ScramSha1),
 		bindNamed(c.cfg.Resource),
 	}
-	s, err := xmpp.NewSession(ctx, c.jid.Domain(), origin, conn, 0,
+	// mellium turns a context into connection deadlines from a goroutine
+	// that may fire after the call returned when the context is cancelled
+	// right afterwards, breaking the next read or write. So mellium only
+	// ever gets context.Background(), and timeouts are deadlines set here.
+	_ = conn.SetDeadline(time.Now().Add(c.cfg.ConnectTimeout))
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
+	s, err := xmpp.NewSession(context.Background(), c.jid.Domain(), origin, conn, 0,
 		xmpp.NewNegotiator(func(*xmpp.Session, *xmpp.StreamConfig) xmpp.StreamConfig {
 			return xmpp.StreamConfig{Features: features}
 		}))
+	if !stop() && err == nil {
+		err = ctx.Err()
+	}
 	if err != nil {
 		conn.Close()
 		if isSASLError(err) {
@@ -159,7 +180,8 @@ func (c *Client) connect(ctx context.Context) (*session, error) {
 		}
 		return nil, fmt.Errorf("negotiate XMPP session as %s: %w", origin, err)
 	}
-	return &session{s: s, conn: conn}, nil
+	_ = conn.SetDeadline(time.Time{})
+	return &session{s: s, conn: conn, pings: map[string]chan struct{}{}}, nil
 }
 
 // isSASLError recognises mellium's SASL failure, whose type is internal.
@@ -186,12 +208,12 @@ func (c *Client) serve(ctx context.Context, s *session) error {
 	// Initial presence: broadcast to the roster (the parent and children
 	// are linked there by provisioning) and directed to the parent, so it
 	// sees us leave even without a roster link.
-	if err := c.sendPresence(sctx, s.s, jid.JID{}); err != nil {
+	if err := c.sendPresence(s, jid.JID{}); err != nil {
 		return fmt.Errorf("send initial presence: %w", err)
 	}
 	if parent := c.peers.parent; parent != "" {
 		if pj, err := c.parseJID(parent); err == nil {
-			if err := c.sendPresence(sctx, s.s, pj); err != nil {
+			if err := c.sendPresence(s, pj); err != nil {
 				return fmt.Errorf("send presence to parent: %w", err)
 			}
 		}
@@ -223,6 +245,10 @@ func (c *Client) serve(ctx context.Context, s *session) error {
 		case "presence":
 			c.onPresence(start)
 			return nil
+		case "iq":
+			if s.onIQResult(start) {
+				return nil
+			}
 		}
 		// IQs: XMPP ping (without a ping handler ejabberd stops pinging us,
 		// so a hung client would go unnoticed), and service-unavailable
@@ -252,10 +278,8 @@ func (c *Client) setConnected(up bool) {
 	}
 }
 
-func (c *Client) sendPresence(ctx context.Context, s *xmpp.Session, to jid.JID) error {
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.WriteTimeout)
-	defer cancel()
-	return s.Send(ctx, stanza.Presence{To: to}.Wrap(nil))
+func (c *Client) sendPresence(s *session, to jid.JID) error {
+	return s.send(c.cfg.WriteTimeout, stanza.Presence{To: to}.Wrap(nil))
 }
 
 // writeLoop is the only writer of envelopes on a session: acknowledgements
@@ -267,7 +291,7 @@ func (c *Client) writeLoop(ctx context.Context, s *session) {
 				env := c.newEnvelope(TypeAck)
 				env.Payload, _ = json.Marshal(a)
 				data, _ := json.Marshal(env)
-				if err := c.write(ctx, s.s, to, stanza.HeadlineMessage, env.ID, data); err != nil {
+				if err := c.write(s, to, stanza.HeadlineMessage, env.ID, data); err != nil {
 					c.log.Warn("write failed; dropping the connection", "to", to, "type", TypeAck, "err", err)
 					s.kill()
 					return
@@ -283,7 +307,7 @@ func (c *Client) writeLoop(ctx context.Context, s *session) {
 			if e.reliable {
 				typ = stanza.ChatMessage // stored offline while the peer is away
 			}
-			if err := c.write(ctx, s.s, e.to, typ, e.env.ID, data); err != nil {
+			if err := c.write(s, e.to, typ, e.env.ID, data); err != nil {
 				// A reliable message stays in flight and is re-sent on the
 				// next session.
 				c.log.Warn("write failed; dropping the connection", "to", e.to, "type", e.env.Type, "err", err)
@@ -300,14 +324,12 @@ func (c *Client) writeLoop(ctx context.Context, s *session) {
 	}
 }
 
-func (c *Client) write(ctx context.Context, s *xmpp.Session, to string, typ stanza.MessageType, id string, data []byte) error {
+func (c *Client) write(s *session, to string, typ stanza.MessageType, id string, data []byte) error {
 	toJ, err := c.parseJID(to)
 	if err != nil {
 		return fmt.Errorf("parse destination %q: %w", to, err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.WriteTimeout)
-	defer cancel()
-	return s.Send(ctx, stanza.Message{To: toJ, Type: typ, ID: id}.Wrap(
+	return s.send(c.cfg.WriteTimeout, stanza.Message{To: toJ, Type: typ, ID: id}.Wrap(
 		xmlstream.Wrap(xmlstream.Token(xml.CharData(data)), xml.StartElement{Name: envName})))
 }
 
@@ -325,15 +347,69 @@ func (c *Client) keepalive(ctx context.Context, s *session) {
 			return
 		case <-t.C:
 		}
-		pctx, cancel := context.WithTimeout(ctx, c.cfg.KeepaliveInterval)
-		err := ping.Send(pctx, s.s, c.jid.Domain())
-		cancel()
-		if err != nil && ctx.Err() == nil {
+		if err := c.ping(ctx, s); err != nil && ctx.Err() == nil {
 			c.log.Warn("server did not answer a ping; dropping the connection", "err", err)
 			s.kill()
 			return
 		}
 	}
+}
+
+// ping sends an XMPP ping to the server and waits for its result, which
+// onIQResult picks up (mellium's ping.Send has the context race described in
+// connect).
+func (c *Client) ping(ctx context.Context, s *session) error {
+	id := "ka-" + randomID(6)
+	ch := make(chan struct{})
+	s.mu.Lock()
+	s.pings[id] = ch
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.pings, id)
+		s.mu.Unlock()
+	}()
+	iq := stanza.IQ{ID: id, Type: stanza.GetIQ, To: c.jid.Domain()}.Wrap(
+		xmlstream.Wrap(nil, xml.StartElement{Name: xml.Name{Space: ping.NS, Local: "ping"}}))
+	if err := s.send(c.cfg.WriteTimeout, iq); err != nil {
+		return fmt.Errorf("send ping: %w", err)
+	}
+	t := time.NewTimer(c.cfg.KeepaliveInterval)
+	defer t.Stop()
+	select {
+	case <-ch:
+		return nil
+	case <-t.C:
+		return fmt.Errorf("no answer to ping within %v", c.cfg.KeepaliveInterval)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// onIQResult completes a keepalive ping; it reports whether it did.
+func (s *session) onIQResult(start *xml.StartElement) bool {
+	var id, typ string
+	for _, a := range start.Attr {
+		switch a.Name.Local {
+		case "id":
+			id = a.Value
+		case "type":
+			typ = a.Value
+		}
+	}
+	if typ != string(stanza.ResultIQ) && typ != string(stanza.ErrorIQ) {
+		return false
+	}
+	s.mu.Lock()
+	ch := s.pings[id]
+	delete(s.pings, id)
+	s.mu.Unlock()
+	if ch == nil {
+		return false
+	}
+	// An error answer still proves the server is alive.
+	close(ch)
+	return true
 }
 
 // tickLoop re-sends unacknowledged messages, fails expired ones and checks

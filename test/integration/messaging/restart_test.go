@@ -1,0 +1,126 @@
+package messaging_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mlsysops-go/mlsysops/internal/messaging"
+)
+
+// TestExactlyOnceAcrossServerRestart streams 10,000 commands from a cluster
+// agent to a node agent and stops (or kills) ejabberd while they flow. Every
+// command must be acknowledged to the sender and handled exactly once, in
+// the order it was sent.
+func TestExactlyOnceAcrossServerRestart(t *testing.T) {
+	for _, mode := range []string{"stop", "kill"} {
+		t.Run(mode, func(t *testing.T) {
+			const n = 10000
+			e := startEjabberd(t)
+			p := provisioner(t, e)
+			parentJID, parentPW := account(t, p, "cluster-1")
+			childJID, childPW := account(t, p, "node-1")
+			link(t, p, parentJID, childJID)
+
+			parent := startAgent(t, e, messaging.Config{JID: parentJID, Password: parentPW, Layer: messaging.LayerCluster,
+				Children: []string{childJID}, RetryInterval: time.Second})
+			child := startAgent(t, e, messaging.Config{JID: childJID, Password: childPW, Layer: messaging.LayerNode,
+				Parent: parentJID, RetryInterval: time.Second})
+
+			var mu sync.Mutex
+			counts := make([]int, n)
+			var order []int
+			messaging.HandleFunc(child.Client, func(ctx context.Context, env *messaging.Envelope, m *messaging.ComponentPlaced) (messaging.Message, error) {
+				i, err := strconv.Atoi(strings.TrimPrefix(m.ComponentName, "c-"))
+				if err != nil || i < 0 || i >= n {
+					return nil, fmt.Errorf("unexpected component %q", m.ComponentName)
+				}
+				mu.Lock()
+				counts[i]++
+				order = append(order, i)
+				mu.Unlock()
+				return nil, nil
+			})
+			handled := func() int {
+				mu.Lock()
+				defer mu.Unlock()
+				return len(order)
+			}
+
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			deliveries := make(chan *messaging.Delivery, n)
+			sendErr := make(chan error, 1)
+			go func() {
+				defer close(deliveries)
+				for i := 0; i < n; i++ {
+					d, err := parent.SendAsync(ctx, childJID, &messaging.ComponentPlaced{Name: "app-1", ComponentName: fmt.Sprintf("c-%05d", i)})
+					if err != nil {
+						sendErr <- fmt.Errorf("SendAsync %d: %w", i, err)
+						return
+					}
+					deliveries <- d
+				}
+			}()
+
+			eventually(t, 2*time.Minute, "a third of the commands handled", func() bool { return handled() >= n/3 })
+			atRestart := handled()
+			began := time.Now()
+			switch mode {
+			case "stop":
+				if err := e.Stop(ctx); err != nil {
+					t.Fatalf("stop ejabberd: %v", err)
+				}
+			case "kill":
+				if err := e.Kill(); err != nil {
+					t.Fatalf("kill ejabberd: %v", err)
+				}
+			}
+			if err := e.Start(ctx); err != nil {
+				t.Fatalf("start ejabberd again: %v", err)
+			}
+			t.Logf("ejabberd %s+start with %d of %d handled took %v", mode, atRestart, n, time.Since(began).Round(time.Millisecond))
+
+			failed := 0
+			for d := range deliveries {
+				if err := d.Wait(ctx); err != nil {
+					if failed < 5 {
+						t.Errorf("delivery %s: %v", d.ID(), err)
+					}
+					failed++
+				}
+			}
+			select {
+			case err := <-sendErr:
+				t.Fatal(err)
+			default:
+			}
+			if failed > 0 {
+				t.Fatalf("%d of %d deliveries failed", failed, n)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for i, c := range counts {
+				if c != 1 {
+					t.Errorf("command %d handled %d times, want exactly once", i, c)
+				}
+			}
+			for k, i := range order {
+				if i != k {
+					t.Fatalf("handling order broken at position %d: got command %d", k, i)
+				}
+			}
+			if r := parent.metric(t, "mlsysops_messaging_reconnects_total", nil); r < 1 {
+				t.Errorf("parent reconnects = %v, want at least 1 (did the restart happen?)", r)
+			}
+			t.Logf("after the restart: parent retried %v, child dropped %v duplicates, parent reconnected %v times",
+				parent.metric(t, "mlsysops_messaging_retried_total", nil),
+				child.metric(t, "mlsysops_messaging_duplicates_total", nil),
+				parent.metric(t, "mlsysops_messaging_reconnects_total", nil))
+		})
+	}
+}
