@@ -23,7 +23,7 @@ if [[ ! -x "$CONTROLLER_GEN" ]]; then
   trap 'rm -rf "$tmp"' EXIT
   # go install pkg@version builds outside this module, so the product's
   # go.mod is left alone.
-  GOBIN="$tmp" GOFLAGS=-mod=mod go install "sigs.k8s.io/controller-tools/cmd/controller-gen@$CONTROLLER_TOOLS_VERSION"
+  GOBIN="$tmp" go install "sigs.k8s.io/controller-tools/cmd/controller-gen@$CONTROLLER_TOOLS_VERSION"
   mkdir -p "$BIN_DIR"
   mv "$tmp/controller-gen" "$CONTROLLER_GEN"
 fi

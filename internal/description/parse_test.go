@@ -200,6 +200,20 @@ func TestParseLimits(t *testing.T) {
 	if diff := cmp.Diff([]string{"FieldValueInvalid "}, summary(errs)); diff != "" {
 		t.Errorf("oversized document (-want +got):\n%s", diff)
 	}
+	// An alias bomb expands to billions of nodes; it must be refused, not
+	// expanded.
+	var bomb strings.Builder
+	bomb.WriteString("a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n")
+	prev := "a"
+	for _, name := range []string{"b", "c", "d", "e", "f", "g", "h", "i"} {
+		bomb.WriteString(name + ": &" + name + " [" + strings.TrimSuffix(strings.Repeat("*"+prev+", ", 9), ", ") + "]\n")
+		prev = name
+	}
+	bomb.WriteString("MLSysOpsNode: *i\n")
+	_, errs = Parse("bomb.yaml", []byte(bomb.String()))
+	if diff := cmp.Diff([]string{"FieldValueInvalid "}, summary(errs)); diff != "" {
+		t.Errorf("alias bomb (-want +got):\n%s", diff)
+	}
 	_, errs = Parse("empty.yaml", []byte("# only a comment\n"))
 	if diff := cmp.Diff([]string{"FieldValueInvalid "}, summary(errs)); diff != "" {
 		t.Errorf("empty document (-want +got):\n%s", diff)
