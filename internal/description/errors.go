@@ -96,6 +96,7 @@ func digitPrefix(s string) int {
 // error LoadDir and LoadFile return; errors.As recovers it, and it
 // marshals to JSON as {"problems": [...]}.
 type Error struct {
+	// Problems lists every problem, ordered by file and field path.
 	Problems []Problem `json:"problems"`
 }
 

@@ -15,8 +15,11 @@ import (
 
 // IOStreams are the streams a command reads and writes.
 type IOStreams struct {
-	In     io.Reader
-	Out    io.Writer
+	// In is standard input.
+	In io.Reader
+	// Out receives results.
+	Out io.Writer
+	// ErrOut receives errors and progress.
 	ErrOut io.Writer
 }
 

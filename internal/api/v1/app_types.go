@@ -32,7 +32,8 @@ type MLSysOpsApp struct {
 type MLSysOpsAppList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []MLSysOpsApp `json:"items"`
+	// Items are the listed objects.
+	Items []MLSysOpsApp `json:"items"`
 }
 
 // MLSysOpsAppSpec is the upstream application description.

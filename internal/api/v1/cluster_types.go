@@ -29,7 +29,8 @@ type MLSysOpsCluster struct {
 type MLSysOpsClusterList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []MLSysOpsCluster `json:"items"`
+	// Items are the listed objects.
+	Items []MLSysOpsCluster `json:"items"`
 }
 
 // MLSysOpsClusterSpec is the upstream cluster description.

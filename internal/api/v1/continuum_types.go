@@ -29,7 +29,8 @@ type MLSysOpsContinuum struct {
 type MLSysOpsContinuumList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []MLSysOpsContinuum `json:"items"`
+	// Items are the listed objects.
+	Items []MLSysOpsContinuum `json:"items"`
 }
 
 // MLSysOpsContinuumSpec is the upstream continuum description.

@@ -29,7 +29,8 @@ type MLSysOpsDatacenter struct {
 type MLSysOpsDatacenterList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []MLSysOpsDatacenter `json:"items"`
+	// Items are the listed objects.
+	Items []MLSysOpsDatacenter `json:"items"`
 }
 
 // MLSysOpsDatacenterSpec is the upstream datacenter description.

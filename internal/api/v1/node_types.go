@@ -33,7 +33,8 @@ type MLSysOpsNode struct {
 type MLSysOpsNodeList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []MLSysOpsNode `json:"items"`
+	// Items are the listed objects.
+	Items []MLSysOpsNode `json:"items"`
 }
 
 // MLSysOpsNodeSpec is the upstream node description.
