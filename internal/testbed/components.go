@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"time"
 
 	"github.com/mlsysops-go/mlsysops/internal/testbed/pki"
 	"github.com/mlsysops-go/mlsysops/internal/testbed/proc"
@@ -74,6 +73,29 @@ func httpsReady(url string, caFile string) func(ctx context.Context) error {
 			tc.RootCAs.AppendCertsFromPEM(b)
 		}
 		return httpGet(ctx, &http.Client{Transport: &http.Transport{TLSClientConfig: tc}}, url)
+	}
+}
+
+// servesTLS returns a probe that is satisfied by any HTTP answer over TLS
+// trusting the testbed CA: for servers without a health endpoint.
+func servesTLS(url, caFile string) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		b, err := os.ReadFile(caFile)
+		if err != nil {
+			return err
+		}
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(b)
+		c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			return err
+		}
+		return resp.Body.Close()
 	}
 }
 

@@ -155,12 +155,6 @@ type Env struct {
 	XMPPAdminPassword string `json:"xmppAdminPassword"`
 }
 
-// RESTConfig returns the client configuration of one kubeconfig context:
-// ContextHost, ContextKarmada or a member cluster's name.
-func (e *Env) RESTConfig(context string) (*rest.Config, error) {
-	return restConfig(e.Kubeconfig, context)
-}
-
 // LoadEnv reads the Env a testbed wrote into stateDir.
 func LoadEnv(stateDir string) (*Env, error) {
 	b, err := os.ReadFile(filepath.Join(stateDir, "testbed.json"))
@@ -324,6 +318,10 @@ func (tb *Testbed) prepare() (*plan, error) {
 		}
 	}
 
+	kwokConfig := "apiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokConfiguration\noptions: {}\n"
+	if err := os.WriteFile(tb.l.path("run", "kwok.yaml"), []byte(kwokConfig), 0o644); err != nil {
+		return nil, err
+	}
 	token, err := tb.memberToken()
 	if err != nil {
 		return nil, err
@@ -350,7 +348,7 @@ func (tb *Testbed) prepare() (*plan, error) {
 	}
 
 	p := &plan{etcd: tb.etcd()}
-	memberKCM := "*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-route,-persistentvolume-binder,-persistentvolume-expander,-attachdetach"
+	kcmControllers := "*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-route,-persistentvolume-binder,-persistentvolume-expander,-attachdetach"
 	for _, e := range entries {
 		port := tb.l.port(portHostAPIServer)
 		var extra []string
@@ -364,16 +362,16 @@ func (tb *Testbed) prepare() (*plan, error) {
 			port = tb.l.memberPort(tb.memberIndex(e.name), memberAPIServer)
 			tokenFile = tokens
 		}
-		p.apiservers = append(p.apiservers, tb.apiServerProcess(apiServer{name: e.name, port: port, tokens: tokenFile, extra: extra, certFile: apiCert, keyFile: apiKey}))
+		p.apiservers = append(p.apiservers, tb.apiServerProcess(apiServer{name: componentPrefix(e.name), port: port, tokens: tokenFile, extra: extra, certFile: apiCert, keyFile: apiKey}))
 		kcmKubeconfig, err := kubeconfigFor(e, kcmCert, kcmKey, "kcm")
 		if err != nil {
 			return nil, err
 		}
 		switch e.name {
 		case ContextHost:
-			p.managers = append(p.managers, tb.kcmProcess(e.name, tb.l.port(portHostKCM), kcmKubeconfig, "namespace,garbagecollector,serviceaccount-token,serviceaccount,clusterrole-aggregation,deployment,replicaset,root-ca-certificate-publisher"))
+			p.managers = append(p.managers, tb.kcmProcess(componentPrefix(e.name), tb.l.port(portHostKCM), kcmKubeconfig, kcmControllers))
 		case ContextKarmada:
-			p.managers = append(p.managers, tb.kcmProcess(e.name, tb.l.port(portKarmadaKCM), kcmKubeconfig, "namespace,garbagecollector,serviceaccount-token,clusterrole-aggregation,ttl-after-finished,csrsigning,csrcleaner"))
+			p.managers = append(p.managers, tb.kcmProcess(componentPrefix(e.name), tb.l.port(portKarmadaKCM), kcmKubeconfig, "namespace,garbagecollector,serviceaccount-token,clusterrole-aggregation,ttl-after-finished,csrsigning,csrcleaner"))
 		default:
 			i := tb.memberIndex(e.name)
 			schedKubeconfig, err := kubeconfigFor(e, schedCert, schedKey, "scheduler")
@@ -385,7 +383,7 @@ func (tb *Testbed) prepare() (*plan, error) {
 				return nil, err
 			}
 			p.managers = append(p.managers,
-				tb.kcmProcess(e.name, tb.l.memberPort(i, memberKCM), kcmKubeconfig, memberKCM,
+				tb.kcmProcess(e.name, tb.l.memberPort(i, memberKCM), kcmKubeconfig, kcmControllers,
 					"--node-monitor-grace-period=20s", "--node-monitor-period=2s"),
 				tb.schedulerProcess(e.name, tb.l.memberPort(i, memberScheduler), schedKubeconfig),
 				tb.kwokProcess(e.name, i, adminKubeconfig))
@@ -419,7 +417,7 @@ func (tb *Testbed) prepare() (*plan, error) {
 			"--health-probe-bind-address=" + tb.l.addr(portWebhookHealth),
 			"--default-not-ready-toleration-seconds=30",
 			"--default-unreachable-toleration-seconds=30",
-		}, httpReady("http://"+tb.l.addr(portWebhookHealth)+"/readyz")),
+		}, servesTLS(tb.l.url(portKarmadaWebhook)+"/", c.ca.CertFile)),
 	}
 	p.karmadaCtl = []*proc.Process{
 		tb.process("karmada-controller-manager", "karmada-controller-manager", []string{
@@ -432,16 +430,25 @@ func (tb *Testbed) prepare() (*plan, error) {
 			"--cluster-monitor-grace-period=20s",
 			"--failover-eviction-timeout=30s",
 			"--controllers=*",
-		}, httpReady("http://"+tb.l.addr(portKarmadaCMHealth)+"/readyz")),
+		}, httpReady("http://"+tb.l.addr(portKarmadaCMHealth)+"/healthz")),
 		tb.process("karmada-scheduler", "karmada-scheduler", []string{
 			"--kubeconfig=" + karmadaKubeconfig,
 			"--leader-elect=false",
 			"--enable-scheduler-estimator=false",
 			"--metrics-bind-address=" + tb.l.addr(portKarmadaSchedMet),
 			"--health-probe-bind-address=" + tb.l.addr(portKarmadaSchedHlt),
-		}, httpReady("http://"+tb.l.addr(portKarmadaSchedHlt)+"/readyz")),
+		}, httpReady("http://"+tb.l.addr(portKarmadaSchedHlt)+"/healthz")),
 	}
 	return p, nil
+}
+
+// componentPrefix names the processes of a kubeconfig context's cluster:
+// karmada-host-*, karmada-* and <member>-*.
+func componentPrefix(context string) string {
+	if context == ContextKarmada {
+		return "karmada"
+	}
+	return context
 }
 
 func (tb *Testbed) memberIndex(name string) int {
@@ -451,8 +458,8 @@ func (tb *Testbed) memberIndex(name string) int {
 func (tb *Testbed) kwokProcess(cluster string, i int, kubeconfig string) *proc.Process {
 	return tb.process(cluster+"-kwok", "kwok", []string{
 		"--kubeconfig=" + kubeconfig,
-		// A config path that does not exist: no user config, default stages.
-		"--config=" + tb.l.path("run", cluster+"-kwok.yaml"),
+		// Our own (empty) configuration rather than ~/.kwok: default stages.
+		"--config=" + tb.l.path("run", "kwok.yaml"),
 		"--manage-all-nodes=false",
 		"--manage-nodes-with-annotation-selector=" + kwokAnnotation + "=fake",
 		"--cidr=10." + strconv.Itoa(100+i) + ".0.0/16",
@@ -731,14 +738,15 @@ func (tb *Testbed) Status(ctx context.Context) ([]ComponentStatus, error) {
 	}
 	for _, svc := range []struct {
 		name    string
-		running bool
+		pid     func() (int, bool)
 		healthy func(context.Context) error
 		log     string
 	}{
-		{"redis", tb.redis.Running(), tb.redis.Healthy, tb.redis.LogFile()},
-		{"ejabberd", tb.ejabberd.Running(), tb.ejabberd.Healthy, tb.ejabberd.LogFile()},
+		{"redis", tb.redis.Pid, tb.redis.Healthy, tb.redis.LogFile()},
+		{"ejabberd", tb.ejabberd.Pid, tb.ejabberd.Healthy, tb.ejabberd.LogFile()},
 	} {
-		s := ComponentStatus{Name: svc.name, Running: svc.running, LogFile: tb.rel(svc.log)}
+		s := ComponentStatus{Name: svc.name, LogFile: tb.rel(svc.log)}
+		s.Pid, s.Running = svc.pid()
 		if s.Running {
 			cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 			if err := svc.healthy(cctx); err != nil {

@@ -50,6 +50,15 @@ func (p *Process) Pid() (int, bool) {
 	return pid, processRuns(pid, p.Path)
 }
 
+func (p *Process) alive() bool {
+	b, err := os.ReadFile(p.PIDFile)
+	if err != nil {
+		return false
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	return err == nil && pid > 0 && processRuns(pid, "")
+}
+
 // processRuns tells whether pid is a live (not zombie) process running exe.
 func processRuns(pid int, exe string) bool {
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
@@ -113,7 +122,9 @@ func (p *Process) Start() error {
 func (p *Process) WaitReady(ctx context.Context) error {
 	var last error
 	for {
-		if _, ok := p.Pid(); !ok {
+		// Only liveness here: right after a start, /proc/<pid>/cmdline can
+		// still be empty while the kernel finishes the exec.
+		if !p.alive() {
 			return fmt.Errorf("%s exited during start-up; see %s:\n%s", p.Name, p.LogFile, Tail(p.LogFile, 15))
 		}
 		if p.Ready == nil {
@@ -238,6 +249,10 @@ func Tail(file string, n int) string {
 	b, err := os.ReadFile(file)
 	if err != nil {
 		return ""
+	}
+	// Only what the last start wrote.
+	if i := strings.LastIndex(string(b), "\n==== "); i >= 0 {
+		b = b[i+1:]
 	}
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
 	if len(lines) > n {

@@ -108,6 +108,9 @@ func (e *Ejabberd) CAFile() string { return filepath.Join(e.dir, "tls", "ca.crt"
 // LogFile is the server's main log.
 func (e *Ejabberd) LogFile() string { return filepath.Join(e.dir, "logs", "ejabberd.log") }
 
+// Pid returns the server's process id and whether it is alive.
+func (e *Ejabberd) Pid() (int, bool) { return e.proc.Pid() }
+
 // Running reports whether the server process is alive.
 func (e *Ejabberd) Running() bool { _, ok := e.proc.Pid(); return ok }
 

@@ -92,6 +92,9 @@ func (r *Redis) Stop(ctx context.Context) error { return r.proc.Stop(10 * time.S
 // Kill kills the server with SIGKILL, as a crash would.
 func (r *Redis) Kill() error { return r.proc.Kill() }
 
+// Pid returns the server's process id and whether it is alive.
+func (r *Redis) Pid() (int, bool) { return r.proc.Pid() }
+
 // Running reports whether the server process is alive.
 func (r *Redis) Running() bool { _, ok := r.proc.Pid(); return ok }
 
