@@ -7,7 +7,8 @@
 //   - the upstream form, one root key naming the kind with the snake_case
 //     fields under it (MLSysOpsNode: {name: ..., hardware: ...});
 //   - the custom resource form (apiVersion mlsysops.eu/v1, kind, metadata,
-//     spec), as stored by the apiserver.
+//     spec), as stored by the apiserver; upstream's own resources, with the
+//     fields at the root next to metadata and no spec, load too.
 //
 // Validation is one implementation shared by every caller (the agents, the
 // northbound API, the testbed and the mls CLI). It checks a file against the

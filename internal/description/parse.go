@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
@@ -142,13 +143,26 @@ func parseDocument(file string, data []byte, format Format, want string) (Object
 		cr      map[string]interface{}
 		hasMeta bool
 	)
-	if specPath.String() == "spec" {
-		// Resource form: check metadata as the apiserver would, then the
-		// rest of the object against the CRD's root schema.
-		if m, ok := doc["metadata"]; ok && m != nil {
-			hasMeta = true
-			w.errs = append(w.errs, decodeMeta(m, &meta)...)
+	if m, ok := doc["metadata"]; ok && m != nil && specPath.String() == "spec" {
+		hasMeta = true
+		w.errs = append(w.errs, decodeMeta(m, &meta)...)
+	}
+	if fields := rootSpecFields(doc, &specSchema); specPath.String() == "spec" && fields != nil {
+		// Upstream's own resources keep the description's fields at the
+		// root of the object, next to apiVersion, kind and metadata.
+		specPath = nil
+		w.errs = append(w.errs, normalizeFrequencies(kind, fields, specPath)...)
+		out, _ := w.walk(specPath, fields, &specSchema)
+		cr = map[string]interface{}{"spec": out}
+		if status, ok := doc["status"]; ok && status != nil {
+			statusSchema := root.Properties["status"]
+			if st, ok := w.walk(field.NewPath("status"), status, &statusSchema); ok {
+				cr["status"] = st
+			}
 		}
+	} else if specPath.String() == "spec" {
+		// Resource form: the rest of the object against the CRD's root
+		// schema; metadata was checked above, as the apiserver would.
 		if spec, ok := doc["spec"].(map[string]interface{}); ok {
 			w.errs = append(w.errs, normalizeFrequencies(kind, spec, specPath)...)
 		}
@@ -328,6 +342,35 @@ func detectKind(doc map[string]interface{}, want string) (string, *field.Path, f
 		}
 	}
 	return kind, field.NewPath(kind), errs
+}
+
+// rootSpecFields returns the description fields of a resource written in
+// upstream's layout (no spec; the fields at the root), or nil when the
+// resource has a spec or no root key the spec knows (then a misspelt spec
+// is reported as such).
+func rootSpecFields(doc map[string]interface{}, spec *apiextensionsv1.JSONSchemaProps) map[string]interface{} {
+	if _, hasSpec := doc["spec"]; hasSpec {
+		return nil
+	}
+	fields := map[string]interface{}{}
+	known := false
+	for k, v := range doc {
+		switch k {
+		case "apiVersion", "kind", "metadata", "status":
+			continue
+		}
+		fields[k] = v
+		if _, ok := spec.Properties[k]; ok {
+			known = true
+		}
+		if _, ok := spec.Properties[keyAliases[k]]; ok {
+			known = true
+		}
+	}
+	if !known {
+		return nil
+	}
+	return fields
 }
 
 // decodeMeta checks and decodes a resource's metadata.
