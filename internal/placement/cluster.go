@@ -1,0 +1,243 @@
+package placement
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
+)
+
+// Cluster is what cluster placement knows of one member cluster.
+type Cluster struct {
+	Name string
+	// Ready is Karmada's view of the cluster.
+	Ready bool
+	// Location and provider, from the cluster's datacenter description.
+	Continent, Country, City, CloudProvider string
+	// Nodes as the cluster agent last reported them (or as Karmada
+	// summarises them): labels, allocatable and what is requested.
+	Nodes []Node
+}
+
+// AppRequest is one application to place on clusters.
+type AppRequest struct {
+	App *mlsysopsv1.MLSysOpsAppSpec
+	// Exclude names clusters not to use, with the reason (the cluster that
+	// failed, a cluster whose agent is gone).
+	Exclude map[string]string
+}
+
+// ClusterDecision is the outcome of placing an application.
+type ClusterDecision struct {
+	// Clusters chosen, best first (as many as cluster_placement.instances).
+	Clusters []string
+	// Rejected gives every cluster that cannot host the application with
+	// the reasons.
+	Rejected map[string][]string
+	// Scores of the feasible clusters.
+	Scores map[string]int64
+}
+
+// Feasible reports whether at least one cluster was chosen.
+func (d *ClusterDecision) Feasible() bool { return len(d.Clusters) > 0 }
+
+// Reason explains, cluster by cluster, why the application fits nowhere.
+func (d *ClusterDecision) Reason() string {
+	names := make([]string, 0, len(d.Rejected))
+	for n := range d.Rejected {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	parts := make([]string, 0, len(names))
+	for _, n := range names {
+		parts = append(parts, n+": "+strings.Join(d.Rejected[n], "; "))
+	}
+	if len(parts) == 0 {
+		return "no member clusters"
+	}
+	return strings.Join(parts, " | ")
+}
+
+// PlaceApp chooses the clusters for an application: it keeps the clusters
+// that satisfy cluster_placement (cluster ids, accelerators, node types,
+// location, cloud provider) and on which every component can be placed on
+// the reported nodes (components placed one after the other, so they share
+// the capacity), scores them, and returns the best ones. A user's
+// cluster_id list restricts the choice and its order breaks ties.
+func PlaceApp(req AppRequest, clusters []Cluster) (ClusterDecision, error) {
+	d := ClusterDecision{Rejected: map[string][]string{}, Scores: map[string]int64{}}
+	cp := req.App.ClusterPlacement
+	wanted := map[string]int{}
+	if cp != nil {
+		for i, id := range cp.ClusterID {
+			if id != "*" {
+				wanted[id] = i
+			}
+		}
+	}
+	type cand struct {
+		name  string
+		score int64
+	}
+	var cands []cand
+	for i := range clusters {
+		c := &clusters[i]
+		reasons, score, err := evaluateCluster(req, c, wanted)
+		if err != nil {
+			return d, err
+		}
+		if len(reasons) > 0 {
+			d.Rejected[c.Name] = reasons
+			continue
+		}
+		if pos, ok := wanted[c.Name]; ok {
+			// Earlier in the user's list is better, by a tie-breaking margin.
+			score += int64(len(wanted) - pos)
+		}
+		d.Scores[c.Name] = score
+		cands = append(cands, cand{c.Name, score})
+	}
+	sort.Slice(cands, func(i, j int) bool {
+		if cands[i].score != cands[j].score {
+			return cands[i].score > cands[j].score
+		}
+		return cands[i].name < cands[j].name
+	})
+	n := 1
+	if cp != nil && cp.Instances > 0 {
+		n = int(cp.Instances)
+	}
+	for i := 0; i < len(cands) && i < n; i++ {
+		d.Clusters = append(d.Clusters, cands[i].name)
+	}
+	return d, nil
+}
+
+func evaluateCluster(req AppRequest, c *Cluster, wanted map[string]int) ([]string, int64, error) {
+	var reasons []string
+	if why, ok := req.Exclude[c.Name]; ok {
+		return []string{why}, 0, nil
+	}
+	if !c.Ready {
+		return []string{"not Ready in Karmada"}, 0, nil
+	}
+	if len(wanted) > 0 {
+		if _, ok := wanted[c.Name]; !ok {
+			return []string{"not in cluster_placement.cluster_id"}, 0, nil
+		}
+	}
+	if cp := req.App.ClusterPlacement; cp != nil {
+		if cp.CloudProvider != "" && cp.CloudProvider != c.CloudProvider {
+			reasons = append(reasons, fmt.Sprintf("cloud provider %q, want %q", c.CloudProvider, cp.CloudProvider))
+		}
+		if loc := cp.Location; loc != nil {
+			if len(loc.Continent) > 0 && !containsFold(loc.Continent, c.Continent) {
+				reasons = append(reasons, fmt.Sprintf("continent %q not in %v", c.Continent, loc.Continent))
+			}
+			if len(loc.Country) > 0 && !containsFold(loc.Country, c.Country) {
+				reasons = append(reasons, fmt.Sprintf("country %q not in %v", c.Country, loc.Country))
+			}
+			if len(loc.City) > 0 && !containsFold(loc.City, c.City) {
+				reasons = append(reasons, fmt.Sprintf("city %q not in %v", c.City, loc.City))
+			}
+		}
+		for _, acc := range cp.Accelerators {
+			if !hasAccelerator(c.Nodes, acc) {
+				reasons = append(reasons, fmt.Sprintf("no node with accelerator %s", acc))
+			}
+		}
+		if len(cp.NodeTypes) > 0 && !hasLayer(c.Nodes, cp.NodeTypes) {
+			reasons = append(reasons, fmt.Sprintf("no node of type %v", cp.NodeTypes))
+		}
+	}
+	if len(reasons) > 0 {
+		return reasons, 0, nil
+	}
+	// Place the components one after another on a copy of the nodes'
+	// usage, so that together they must fit.
+	nodes := make([]Node, len(c.Nodes))
+	for i := range c.Nodes {
+		nodes[i] = c.Nodes[i]
+		nodes[i].Requested = c.Nodes[i].Requested.DeepCopy()
+		if nodes[i].Requested == nil {
+			nodes[i].Requested = corev1.ResourceList{}
+		}
+	}
+	var score int64
+	for i := range req.App.Components {
+		comp := &req.App.Components[i]
+		dec, err := PlaceComponent(Request{App: req.App, Component: comp}, nodes)
+		if err != nil {
+			return nil, 0, err
+		}
+		if !dec.Feasible() {
+			reasons = append(reasons, fmt.Sprintf("component %s: %s", comp.Metadata.Name, dec.Reason()))
+			continue
+		}
+		best := int64(0)
+		for _, n := range dec.Nodes {
+			best = max(best, dec.Scores[n])
+		}
+		score += best
+		per := PodRequests(comp)
+		for i := range nodes {
+			for k := int32(0); k < dec.Assignment[nodes[i].Name()]; k++ {
+				for res, q := range per {
+					add(nodes[i].Requested, res, q)
+				}
+			}
+		}
+	}
+	if len(reasons) > 0 {
+		return reasons, 0, nil
+	}
+	if n := len(req.App.Components); n > 0 {
+		score /= int64(n)
+	}
+	// Scale to leave room for the user's order as a tie-breaker.
+	return nil, score * 100, nil
+}
+
+func hasAccelerator(nodes []Node, acc string) bool {
+	for i := range nodes {
+		l := nodes[i].Node.Labels
+		switch acc {
+		case "gpu":
+			if l[mlsysopsv1.LabelGPUPresent] == "true" {
+				return true
+			}
+		case "fpga":
+			if l[mlsysopsv1.LabelFPGAPresent] == "true" {
+				return true
+			}
+		case "tpu":
+			if l[mlsysopsv1.LabelPrefix+"tpu.present"] == "true" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func hasLayer(nodes []Node, layers []mlsysopsv1.ContinuumLayer) bool {
+	for i := range nodes {
+		for _, l := range layers {
+			if l == mlsysopsv1.LayerAny || nodes[i].Node.Labels[mlsysopsv1.LabelLayer] == string(l) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func containsFold(list []string, s string) bool {
+	for _, x := range list {
+		if strings.EqualFold(x, s) {
+			return true
+		}
+	}
+	return false
+}
