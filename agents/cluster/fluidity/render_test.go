@@ -1,0 +1,159 @@
+package fluidity
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
+	"github.com/mlsysops-go/mlsysops/internal/description"
+	"github.com/mlsysops-go/mlsysops/internal/placement"
+	"github.com/mlsysops-go/mlsysops/internal/resources"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+// exampleContinuum turns descriptions/ into placement's view of each
+// cluster: one Ready node per node description, with the labels and
+// capacity the testbed gives its KWOK nodes.
+func exampleContinuum(t *testing.T) []placement.Cluster {
+	t.Helper()
+	set, err := description.LoadDir("../../../descriptions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	byCluster := map[string][]placement.Node{}
+	for _, n := range set.Nodes {
+		node := &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: resources.NodeLabels(n)},
+			Status: corev1.NodeStatus{
+				Allocatable: resources.NodeCapacity(n),
+				Conditions:  []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
+			},
+		}
+		spec := n.Spec
+		byCluster[n.Spec.ClusterID] = append(byCluster[n.Spec.ClusterID], placement.Node{Node: node, Description: &spec})
+	}
+	var out []placement.Cluster
+	for _, c := range set.Clusters {
+		out = append(out, placement.Cluster{Name: c.Name, Ready: true, Nodes: byCluster[c.Name]})
+	}
+	return out
+}
+
+// TestRenderGolden places every example application on the example
+// continuum (descriptions/), renders each component on the nodes chosen,
+// and compares with testdata/<app>.output.yaml.
+func TestRenderGolden(t *testing.T) {
+	files, err := filepath.Glob("../../../examples/apps/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no example apps: %v", err)
+	}
+	continuum := exampleContinuum(t)
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), ".yaml")
+		t.Run(name, func(t *testing.T) {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			app, errs := description.ParseApp(data, description.FormatYAML)
+			if len(errs) > 0 {
+				t.Fatalf("example does not parse: %v", errs.ToAggregate())
+			}
+			cd, err := placement.PlaceApp(placement.AppRequest{App: &app.Spec}, continuum)
+			if err != nil || !cd.Feasible() {
+				t.Fatalf("example app fits nowhere: %v %s", err, cd.Reason())
+			}
+			var nodes []placement.Node
+			for _, c := range continuum {
+				if c.Name == cd.Clusters[0] {
+					nodes = c.Nodes
+				}
+			}
+			var out bytes.Buffer
+			fmt.Fprintf(&out, "# cluster: %s\n", cd.Clusters[0])
+			for i := range app.Spec.Components {
+				comp := &app.Spec.Components[i]
+				d, err := placement.PlaceComponent(placement.Request{App: &app.Spec, Component: comp}, nodes)
+				if err != nil || !d.Feasible() {
+					t.Fatalf("component %s: %v %s", comp.Metadata.Name, err, d.Reason())
+				}
+				objs, err := Render(app, comp, d.Nodes)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, o := range []any{objs.Deployment, objs.Service} {
+					if o == (*corev1.Service)(nil) {
+						continue
+					}
+					b, err := yaml.Marshal(o)
+					if err != nil {
+						t.Fatal(err)
+					}
+					out.WriteString("---\n")
+					out.Write(b)
+				}
+			}
+			golden := filepath.Join("testdata", name+".output.yaml")
+			if *update {
+				if err := os.WriteFile(golden, out.Bytes(), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run go test -update to create it)", err)
+			}
+			if diff := cmp.Diff(string(want), out.String()); diff != "" {
+				t.Errorf("rendered objects differ from %s (-want +got):\n%s", golden, diff)
+			}
+		})
+	}
+}
+
+func TestRenderRejectsNodesOutsidePin(t *testing.T) {
+	app := &mlsysopsv1.MLSysOpsApp{}
+	app.Name = "a"
+	comp := mlsysopsv1.Component{Metadata: mlsysopsv1.ComponentMetadata{Name: "c"}, NodePlacement: &mlsysopsv1.NodePlacement{Node: "pinned"},
+		Containers: []mlsysopsv1.Container{{Image: "i"}}}
+	app.Spec.Components = []mlsysopsv1.Component{comp}
+	if _, err := Render(app, &comp, []string{"other"}); err == nil {
+		t.Error("rendered a pinned component onto another node")
+	}
+}
+
+func TestWithHostnames(t *testing.T) {
+	pinned := []corev1.NodeSelectorRequirement{{Key: mlsysopsv1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{"a"}}}
+	got := withHostnames(pinned, []string{"a", "b"})
+	want := []corev1.NodeSelectorRequirement{{Key: mlsysopsv1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{"a"}}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Error(diff)
+	}
+}
+
+func TestDNSLabel(t *testing.T) {
+	cases := map[string]string{
+		"server-app": "server-app",
+		"Server_App": "server-app-",
+		strings.Repeat("x", 70): strings.Repeat("x", 56) + "-",
+	}
+	for in, prefix := range cases {
+		got := dnsLabel(in)
+		if !strings.HasPrefix(got, prefix) || len(got) > 63 {
+			t.Errorf("dnsLabel(%q) = %q, want prefix %q and at most 63 chars", in, got, prefix)
+		}
+	}
+	if dnsLabel("Server_App") == dnsLabel("server-app") {
+		t.Error("distinct names collide")
+	}
+}
