@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -124,6 +125,12 @@ func (tb *Testbed) createNodes(ctx context.Context) error {
 					return err
 				}
 			}
+		}
+		// What the NVIDIA GPU operator installs on real GPU clusters, so
+		// pods asking for runtime class nvidia are admitted.
+		rc := &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "nvidia"}, Handler: "nvidia"}
+		if _, err := cs.NodeV1().RuntimeClasses().Create(ctx, rc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("cluster %s: runtime class nvidia: %w", cluster, err)
 		}
 		if err := waitNodesReady(ctx, cs, names); err != nil {
 			return fmt.Errorf("cluster %s: %w (see logs/%s-kwok.log)", cluster, err, cluster)
