@@ -143,8 +143,8 @@ func TestWithHostnames(t *testing.T) {
 
 func TestDNSLabel(t *testing.T) {
 	cases := map[string]string{
-		"server-app": "server-app",
-		"Server_App": "server-app-",
+		"server-app":            "server-app",
+		"Server_App":            "server-app-",
 		strings.Repeat("x", 70): strings.Repeat("x", 56) + "-",
 	}
 	for in, prefix := range cases {
