@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -16,7 +15,6 @@ import (
 	karmadaclientset "github.com/karmada-io/karmada/pkg/generated/clientset/versioned"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclientset "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -28,6 +26,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
+
+	"github.com/mlsysops-go/mlsysops/internal/kube"
 )
 
 const (
@@ -43,80 +43,18 @@ func installKarmadaCRDs(ctx context.Context, cfg *rest.Config, dir string) error
 	if err != nil {
 		return err
 	}
-	var files []string
-	err = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".yaml") {
-			files = append(files, p)
-		}
-		return err
-	})
+	crds, err := kube.ReadCRDs(os.DirFS(dir), ".")
 	if err != nil {
 		return fmt.Errorf("read Karmada CRDs from %s (run `make deps`): %w", dir, err)
 	}
-	if len(files) == 0 {
+	if len(crds) == 0 {
 		return fmt.Errorf("no Karmada CRDs in %s: run `make deps`", dir)
 	}
-	var names []string
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return err
-		}
-		var crd apiextensionsv1.CustomResourceDefinition
-		if err := yaml.Unmarshal(b, &crd); err != nil {
-			return fmt.Errorf("parse %s: %w", f, err)
-		}
-		if err := applyCRD(ctx, cs, &crd); err != nil {
-			return err
-		}
-		names = append(names, crd.Name)
-	}
-	return waitCRDsEstablished(ctx, cs, names)
-}
-
-func applyCRD(ctx context.Context, cs apiextensionsclientset.Interface, crd *apiextensionsv1.CustomResourceDefinition) error {
-	crds := cs.ApiextensionsV1().CustomResourceDefinitions()
-	cur, err := crds.Get(ctx, crd.Name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		_, err = crds.Create(ctx, crd, metav1.CreateOptions{})
-	case err == nil:
-		crd.ResourceVersion = cur.ResourceVersion
-		_, err = crds.Update(ctx, crd, metav1.UpdateOptions{})
-	}
-	if err != nil {
-		return fmt.Errorf("apply CRD %s: %w", crd.Name, err)
-	}
-	return nil
-}
-
-func waitCRDsEstablished(ctx context.Context, cs apiextensionsclientset.Interface, names []string) error {
-	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		for _, n := range names {
-			crd, err := cs.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, n, metav1.GetOptions{})
-			if err != nil {
-				return false, nil
-			}
-			established := false
-			for _, c := range crd.Status.Conditions {
-				if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-					established = true
-				}
-			}
-			if !established {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
+	return kube.ApplyCRDs(ctx, cs, crds)
 }
 
 func ensureNamespace(ctx context.Context, cs kubernetes.Interface, name string) error {
-	_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create namespace %s: %w", name, err)
-	}
-	return nil
+	return kube.EnsureNamespace(ctx, cs, name)
 }
 
 // registerAggregatedAPI makes the Karmada apiserver serve cluster.karmada.io
