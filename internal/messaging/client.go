@@ -487,7 +487,8 @@ func (c *Client) worker(from string) {
 }
 
 func (c *Client) deliver(from string, d delivery) {
-	env, reason := d.env, d.reject
+	// A refusal decided on arrival was logged then.
+	env, reason, logged := d.env, d.reject, d.reject != ""
 	log := c.log.With("from", from, "type", env.Type, "id", env.ID)
 	now := time.Now()
 	if reason == "" && !env.Expires.IsZero() && now.After(env.Expires) {
@@ -518,7 +519,9 @@ func (c *Client) deliver(from string, d delivery) {
 		}
 	}
 	if reason != "" {
-		log.Warn("message refused", "reason", reason)
+		if !logged {
+			log.Warn("message refused", "reason", reason)
+		}
 		c.in.done(from, env, reason, time.Now())
 		return
 	}
@@ -582,9 +585,9 @@ func (c *Client) emit(ev *PeerEvent) {
 	}
 	c.m.peerEvents.WithLabelValues(state).Inc()
 	c.log.Info("peer "+state, "peer", ev.Peer, "role", ev.Role, "reason", ev.Reason)
-	if ev.Online {
-		// Whatever waits for this peer can go now rather than at its next
-		// re-send time.
+	if ev.Online && !ev.first {
+		// The peer is back: whatever waits for it can go now rather than at
+		// its next re-send time.
 		c.out.resendAll(ev.Peer)
 	}
 	select {

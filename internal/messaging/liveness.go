@@ -16,6 +16,9 @@ type PeerEvent struct {
 	// "heartbeat", "presence unavailable" or "silent for 6s".
 	Reason string
 	Time   time.Time
+
+	// first is set when the peer is seen for the first time.
+	first bool
 }
 
 // PeerState is the current liveness of one tracked peer.
@@ -89,8 +92,9 @@ func (t *tracker) seenLocked(peer, reason string, now time.Time) *PeerEvent {
 	if p.online {
 		return nil
 	}
+	first := p.since.IsZero()
 	p.online, p.since = true, now
-	return &PeerEvent{Peer: peer, Role: p.role, Online: true, Reason: reason, Time: now}
+	return &PeerEvent{Peer: peer, Role: p.role, Online: true, Reason: reason, Time: now, first: first}
 }
 
 // presence records an available or unavailable presence of one resource.

@@ -120,7 +120,7 @@ type session struct {
 	once sync.Once
 
 	mu    sync.Mutex
-	pings map[string]chan struct{} // keepalive pings awaiting their result
+	pings map[string]chan string // pings awaiting their answer, by IQ id
 }
 
 // send writes one element with a write deadline (see connect for why
@@ -181,7 +181,7 @@ func (c *Client) connect(ctx context.Context) (*session, error) {
 		return nil, fmt.Errorf("negotiate XMPP session as %s: %w", origin, err)
 	}
 	_ = conn.SetDeadline(time.Time{})
-	return &session{s: s, conn: conn, pings: map[string]chan struct{}{}}, nil
+	return &session{s: s, conn: conn, pings: map[string]chan string{}}, nil
 }
 
 // isSASLError recognises mellium's SASL failure, whose type is internal.
@@ -205,18 +205,14 @@ func (c *Client) serve(ctx context.Context, s *session) error {
 		wg.Wait()
 	}()
 
-	// Initial presence: broadcast to the roster (the parent and children
-	// are linked there by provisioning) and directed to the parent, so it
-	// sees us leave even without a roster link.
+	// Initial presence, broadcast to the roster: provisioning links the
+	// parent and its children there (subscription both), so each sees the
+	// other come and go, and learns the current state again after its own
+	// restart through the server's probes. No directed presence on top: the
+	// server then sends a second unavailable presence when we leave, which
+	// can arrive after our next session's available one.
 	if err := c.sendPresence(s, jid.JID{}); err != nil {
 		return fmt.Errorf("send initial presence: %w", err)
-	}
-	if parent := c.peers.parent; parent != "" {
-		if pj, err := c.parseJID(parent); err == nil {
-			if err := c.sendPresence(s, pj); err != nil {
-				return fmt.Errorf("send presence to parent: %w", err)
-			}
-		}
 	}
 	c.setConnected(true)
 	c.log.Info("XMPP session established", "jid", s.s.LocalAddr().String(), "server", c.cfg.Server)
@@ -243,7 +239,7 @@ func (c *Client) serve(ctx context.Context, s *session) error {
 			c.onMessage(t, start)
 			return nil
 		case "presence":
-			c.onPresence(start)
+			c.onPresence(sctx, s, start)
 			return nil
 		case "iq":
 			if s.onIQResult(start) {
@@ -359,8 +355,15 @@ func (c *Client) keepalive(ctx context.Context, s *session) {
 // onIQResult picks up (mellium's ping.Send has the context race described in
 // connect).
 func (c *Client) ping(ctx context.Context, s *session) error {
-	id := "ka-" + randomID(6)
-	ch := make(chan struct{})
+	_, err := s.ping(ctx, c.jid.Domain(), c.cfg.WriteTimeout, c.cfg.KeepaliveInterval)
+	return err
+}
+
+// ping sends an XMPP ping to `to` and returns the answer's IQ type
+// ("result" or "error").
+func (s *session) ping(ctx context.Context, to jid.JID, writeTimeout, wait time.Duration) (string, error) {
+	id := "ping-" + randomID(6)
+	ch := make(chan string, 1)
 	s.mu.Lock()
 	s.pings[id] = ch
 	s.mu.Unlock()
@@ -369,20 +372,20 @@ func (c *Client) ping(ctx context.Context, s *session) error {
 		delete(s.pings, id)
 		s.mu.Unlock()
 	}()
-	iq := stanza.IQ{ID: id, Type: stanza.GetIQ, To: c.jid.Domain()}.Wrap(
+	iq := stanza.IQ{ID: id, Type: stanza.GetIQ, To: to}.Wrap(
 		xmlstream.Wrap(nil, xml.StartElement{Name: xml.Name{Space: ping.NS, Local: "ping"}}))
-	if err := s.send(c.cfg.WriteTimeout, iq); err != nil {
-		return fmt.Errorf("send ping: %w", err)
+	if err := s.send(writeTimeout, iq); err != nil {
+		return "", fmt.Errorf("send ping to %s: %w", to, err)
 	}
-	t := time.NewTimer(c.cfg.KeepaliveInterval)
+	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
-	case <-ch:
-		return nil
+	case typ := <-ch:
+		return typ, nil
 	case <-t.C:
-		return fmt.Errorf("no answer to ping within %v", c.cfg.KeepaliveInterval)
+		return "", fmt.Errorf("no answer to ping from %s within %v", to, wait)
 	case <-ctx.Done():
-		return ctx.Err()
+		return "", ctx.Err()
 	}
 }
 
@@ -407,8 +410,7 @@ func (s *session) onIQResult(start *xml.StartElement) bool {
 	if ch == nil {
 		return false
 	}
-	// An error answer still proves the server is alive.
-	close(ch)
+	ch <- typ
 	return true
 }
 
@@ -479,7 +481,7 @@ func (c *Client) onMessage(t xml.TokenReader, start *xml.StartElement) {
 			typ = a.Value
 		}
 	}
-	data, found, err := readEnvelopeElement(t)
+	data, found, err := readEnvelopeElement(start, t)
 	if typ == string(stanza.ErrorMessage) {
 		// A bounce from the server, e.g. the peer's offline storage is
 		// full. The message stays unacknowledged and is re-sent.
@@ -553,9 +555,13 @@ func (c *Client) onMessage(t xml.TokenReader, start *xml.StartElement) {
 	}
 }
 
-// readEnvelopeElement returns the text of the first <env/> child.
-func readEnvelopeElement(t xml.TokenReader) ([]byte, bool, error) {
-	d := xml.NewTokenDecoder(t)
+// readEnvelopeElement returns the text of the first <env/> child of the
+// stanza that start opens; t yields the tokens after start.
+func readEnvelopeElement(start *xml.StartElement, t xml.TokenReader) ([]byte, bool, error) {
+	d := xml.NewTokenDecoder(xmlstream.MultiReader(xmlstream.Token(*start), t))
+	if _, err := d.Token(); err != nil { // the stanza's own start element
+		return nil, false, err
+	}
 	for {
 		tok, err := d.Token()
 		if err == io.EOF {
@@ -564,28 +570,35 @@ func readEnvelopeElement(t xml.TokenReader) ([]byte, bool, error) {
 		if err != nil {
 			return nil, false, err
 		}
-		se, ok := tok.(xml.StartElement)
-		if !ok {
-			continue
-		}
-		if se.Name != envName {
-			if err := d.Skip(); err != nil {
+		switch tok := tok.(type) {
+		case xml.EndElement:
+			return nil, false, nil // end of the stanza
+		case xml.StartElement:
+			if tok.Name != envName {
+				if err := d.Skip(); err != nil {
+					return nil, false, err
+				}
+				continue
+			}
+			var body struct {
+				Data []byte `xml:",chardata"`
+			}
+			if err := d.DecodeElement(&body, &tok); err != nil {
 				return nil, false, err
 			}
-			continue
+			return body.Data, true, nil
 		}
-		var body struct {
-			Data []byte `xml:",chardata"`
-		}
-		if err := d.DecodeElement(&body, &se); err != nil {
-			return nil, false, err
-		}
-		return body.Data, true, nil
 	}
 }
 
 // onPresence follows the presence of the parent and the children.
-func (c *Client) onPresence(start *xml.StartElement) {
+//
+// ejabberd sometimes delivers an unavailable presence of a previous session
+// (or of a probe) after the available presence of the current one with the
+// same full JID, so an unavailable is confirmed with an XMPP ping to that
+// full JID before the peer is reported gone: the server answers an error
+// for a resource that is not connected, the peer answers if it is.
+func (c *Client) onPresence(ctx context.Context, s *session, start *xml.StartElement) {
 	var fromAttr, typ string
 	for _, a := range start.Attr {
 		switch a.Name.Local {
@@ -603,13 +616,36 @@ func (c *Client) onPresence(start *xml.StartElement) {
 		return
 	}
 	from := j.Bare().String()
-	if from == c.bare {
+	if from == c.bare || c.peers.role(from) == RoleUnknown {
 		return
 	}
+	c.log.Debug("presence", "from", fromAttr, "type", typ)
 	switch typ {
 	case "":
 		c.emit(c.live.presence(from, j.Resourcepart(), true, time.Now()))
 	case string(stanza.UnavailablePresence):
-		c.emit(c.live.presence(from, j.Resourcepart(), false, time.Now()))
+		go func() {
+			sleep(ctx, confirmDelay)
+			answer, err := s.ping(ctx, j, c.cfg.WriteTimeout, confirmTimeout)
+			if ctx.Err() != nil {
+				return
+			}
+			if err == nil && answer == string(stanza.ResultIQ) {
+				c.log.Debug("stale unavailable presence ignored: the peer answers", "peer", fromAttr)
+				c.emit(c.live.seen(from, "ping", time.Now()))
+				return
+			}
+			c.log.Debug("unavailable presence confirmed", "peer", fromAttr, "answer", answer, "err", err)
+			c.emit(c.live.presence(from, j.Resourcepart(), false, time.Now()))
+		}()
 	}
 }
+
+// confirmDelay and confirmTimeout time the ping that confirms an
+// unavailable presence: the delay lets the server finish replacing an old
+// session by a new one with the same resource, during which it answers for
+// neither.
+const (
+	confirmDelay   = 300 * time.Millisecond
+	confirmTimeout = 2 * time.Second
+)

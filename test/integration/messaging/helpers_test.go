@@ -5,6 +5,7 @@ package messaging_test
 import (
 	"context"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -54,7 +55,11 @@ func link(t testing.TB, p provision.Provisioner, a, b string) {
 
 // testLogger writes warnings and errors into the test log.
 func testLogger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	level := slog.LevelWarn
+	if os.Getenv("MESSAGING_TEST_DEBUG") != "" {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: level}))
 }
 
 type tWriter struct{ t testing.TB }
@@ -82,7 +87,9 @@ func (a *agent) stop() {
 // peers, the server settings are filled in.
 func startAgent(t testing.TB, e *services.Ejabberd, cfg messaging.Config) *agent {
 	t.Helper()
-	cfg.Server = e.C2SAddr()
+	if cfg.Server == "" {
+		cfg.Server = e.C2SAddr()
+	}
 	cfg.CAFile = e.CAFile()
 	if cfg.Logger == nil {
 		cfg.Logger = testLogger(t)
