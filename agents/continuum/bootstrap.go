@@ -1,0 +1,174 @@
+package continuum
+
+import (
+	"context"
+	"fmt"
+
+	clusterv1alpha1 "github.com/karmada-io/karmada/pkg/apis/cluster/v1alpha1"
+	configv1alpha1 "github.com/karmada-io/karmada/pkg/apis/config/v1alpha1"
+	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
+	karmadaclientset "github.com/karmada-io/karmada/pkg/generated/clientset/versioned"
+	apiextensionsclientset "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/mlsysops-go/mlsysops/crds"
+	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
+	"github.com/mlsysops-go/mlsysops/internal/kube"
+)
+
+// Names of the objects the continuum agent keeps in the Karmada API.
+const (
+	// AppNamespace holds MLSysOpsApp objects in Karmada and, propagated,
+	// in the member clusters.
+	AppNamespace = "mlsysops"
+	// CRDPropagationPolicy propagates the mlsysops.eu CRDs to every member
+	// cluster, so that MLSysOpsApp objects can follow.
+	CRDPropagationPolicy = "mlsysops-crds"
+	// AppInterpreter tells Karmada how to read and aggregate MLSysOpsApp
+	// status and what to keep of the member's copy.
+	AppInterpreter = "mlsysops-app"
+)
+
+// EnsureAPI makes the Karmada API ready for MLSysOps: the mlsysops.eu CRDs
+// (applied and established), their propagation to every member cluster,
+// the application namespace, and the resource interpreter customization
+// that reflects each member's MLSysOpsApp status back into Karmada. It is
+// idempotent and safe to call at every start.
+func EnsureAPI(ctx context.Context, cfg *rest.Config) error {
+	ext, err := apiextensionsclientset.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	kc, err := karmadaclientset.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	list, err := kube.ReadCRDs(crds.FS, ".")
+	if err != nil {
+		return err
+	}
+	if err := kube.ApplyCRDs(ctx, ext, list); err != nil {
+		return fmt.Errorf("karmada API: %w", err)
+	}
+	if err := kube.EnsureNamespace(ctx, cs, AppNamespace); err != nil {
+		return err
+	}
+	var selectors []policyv1alpha1.ResourceSelector
+	for _, crd := range list {
+		selectors = append(selectors, policyv1alpha1.ResourceSelector{
+			APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition", Name: crd.Name,
+		})
+	}
+	cpp := &policyv1alpha1.ClusterPropagationPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: CRDPropagationPolicy},
+		Spec: policyv1alpha1.PropagationSpec{
+			ResourceSelectors:  selectors,
+			Placement:          policyv1alpha1.Placement{}, // every cluster, including those joined later
+			ConflictResolution: policyv1alpha1.ConflictOverwrite,
+		},
+	}
+	cpps := kc.PolicyV1alpha1().ClusterPropagationPolicies()
+	if cur, err := cpps.Get(ctx, cpp.Name, metav1.GetOptions{}); err == nil {
+		cur.Spec = cpp.Spec
+		_, err = cpps.Update(ctx, cur, metav1.UpdateOptions{})
+		if err != nil {
+			return fmt.Errorf("update %s: %w", cpp.Name, err)
+		}
+	} else if !apierrors.IsNotFound(err) {
+		return err
+	} else if _, err := cpps.Create(ctx, cpp, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create %s: %w", cpp.Name, err)
+	}
+	ric := &configv1alpha1.ResourceInterpreterCustomization{
+		ObjectMeta: metav1.ObjectMeta{Name: AppInterpreter},
+		Spec: configv1alpha1.ResourceInterpreterCustomizationSpec{
+			Target: configv1alpha1.CustomizationTarget{APIVersion: mlsysopsv1.SchemeGroupVersion.String(), Kind: "MLSysOpsApp"},
+			Customizations: configv1alpha1.CustomizationRules{
+				Retention:         &configv1alpha1.LocalValueRetention{LuaScript: retainLua},
+				StatusReflection:  &configv1alpha1.StatusReflection{LuaScript: reflectLua},
+				StatusAggregation: &configv1alpha1.StatusAggregation{LuaScript: aggregateLua},
+			},
+		},
+	}
+	rics := kc.ConfigV1alpha1().ResourceInterpreterCustomizations()
+	if cur, err := rics.Get(ctx, ric.Name, metav1.GetOptions{}); err == nil {
+		cur.Spec = ric.Spec
+		if _, err := rics.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("update %s: %w", ric.Name, err)
+		}
+	} else if !apierrors.IsNotFound(err) {
+		return err
+	} else if _, err := rics.Create(ctx, ric, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create %s: %w", ric.Name, err)
+	}
+	return nil
+}
+
+// The member's copy keeps the finalizer its cluster agent adds (removal
+// must clean up before the object goes).
+const retainLua = `
+function Retain(desiredObj, observedObj)
+  if observedObj.metadata.finalizers ~= nil then
+    desiredObj.metadata.finalizers = observedObj.metadata.finalizers
+  end
+  return desiredObj
+end`
+
+// Karmada keeps each member's status as reported.
+const reflectLua = `
+function ReflectStatus(observedObj)
+  if observedObj.status == nil then
+    return {}
+  end
+  return observedObj.status
+end`
+
+// The Karmada-level status lists every member's components; the phase
+// stays the continuum agent's to set.
+const aggregateLua = `
+function AggregateStatus(desiredObj, statusItems)
+  if statusItems == nil then
+    return desiredObj
+  end
+  if desiredObj.status == nil then
+    desiredObj.status = {}
+  end
+  local components = {}
+  for i = 1, #statusItems do
+    local s = statusItems[i].status
+    if s ~= nil and s.components ~= nil then
+      for j = 1, #s.components do
+        local c = s.components[j]
+        if c.cluster == nil or c.cluster == "" then
+          c.cluster = statusItems[i].clusterName
+        end
+        table.insert(components, c)
+      end
+    end
+  end
+  desiredObj.status.components = components
+  return desiredObj
+end`
+
+// HasAppAPI reports whether Karmada has seen the MLSysOpsApp API in a
+// member cluster; until then Karmada refuses to schedule applications there.
+func HasAppAPI(c *clusterv1alpha1.Cluster) bool {
+	for _, e := range c.Status.APIEnablements {
+		if e.GroupVersion != mlsysopsv1.SchemeGroupVersion.String() {
+			continue
+		}
+		for _, r := range e.Resources {
+			if r.Kind == "MLSysOpsApp" {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,128 @@
+// Package continuum_test checks the continuum agent's use of Karmada
+// against the testbed's real Karmada control plane and member clusters.
+package continuum_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
+	karmadaclientset "github.com/karmada-io/karmada/pkg/generated/clientset/versioned"
+	apiextensionsclientset "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/mlsysops-go/mlsysops/agents/continuum"
+	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
+	"github.com/mlsysops-go/mlsysops/internal/testbed"
+)
+
+var appGVR = mlsysopsv1.SchemeGroupVersion.WithResource("mlsysopsapps")
+
+// EnsureAPI installs the CRDs in Karmada, Karmada propagates them to every
+// member, an MLSysOpsApp propagated to one member shows there, and the
+// member's status flows back into the Karmada object.
+func TestEnsureAPIPropagatesAndReflectsStatus(t *testing.T) {
+	env := testbed.Shared(t)
+	ctx := context.Background()
+	karmadaCfg := env.RESTConfig(t, testbed.ContextKarmada)
+	if err := continuum.EnsureAPI(ctx, karmadaCfg); err != nil {
+		t.Fatal(err)
+	}
+	// Twice: idempotent.
+	if err := continuum.EnsureAPI(ctx, karmadaCfg); err != nil {
+		t.Fatalf("second EnsureAPI: %v", err)
+	}
+	for _, cluster := range env.Clusters {
+		ext := apiextensionsclientset.NewForConfigOrDie(env.RESTConfig(t, cluster))
+		err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			_, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, "mlsysopsapps.mlsysops.eu", metav1.GetOptions{})
+			return err == nil, nil
+		})
+		if err != nil {
+			t.Fatalf("CRD not propagated to %s: %v", cluster, err)
+		}
+	}
+
+	// Karmada schedules an app only to clusters whose API it has seen.
+	kc := karmadaclientset.NewForConfigOrDie(karmadaCfg)
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		c, err := kc.ClusterV1alpha1().Clusters().Get(ctx, "cloud-1", metav1.GetOptions{})
+		return err == nil && continuum.HasAppAPI(c), nil
+	})
+	if err != nil {
+		t.Fatalf("Karmada never saw the MLSysOpsApp API in cloud-1: %v", err)
+	}
+
+	name := "status-" + rand.String(5)
+	app := &mlsysopsv1.MLSysOpsApp{
+		TypeMeta:   metav1.TypeMeta{APIVersion: mlsysopsv1.SchemeGroupVersion.String(), Kind: "MLSysOpsApp"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: continuum.AppNamespace},
+		Spec: mlsysopsv1.MLSysOpsAppSpec{Name: name, Components: []mlsysopsv1.Component{{
+			Metadata: mlsysopsv1.ComponentMetadata{Name: "web"}, Containers: []mlsysopsv1.Container{{Image: "registry.example/web:1"}},
+		}}},
+	}
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kdyn := dynamic.NewForConfigOrDie(karmadaCfg)
+	if _, err := kdyn.Resource(appGVR).Namespace(continuum.AppNamespace).Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = kdyn.Resource(appGVR).Namespace(continuum.AppNamespace).Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	pp := &policyv1alpha1.PropagationPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: continuum.AppNamespace},
+		Spec: policyv1alpha1.PropagationSpec{
+			ResourceSelectors: []policyv1alpha1.ResourceSelector{{APIVersion: mlsysopsv1.SchemeGroupVersion.String(), Kind: "MLSysOpsApp", Name: name}},
+			Placement:         policyv1alpha1.Placement{ClusterAffinity: &policyv1alpha1.ClusterAffinity{ClusterNames: []string{"cloud-1"}}},
+		},
+	}
+	if _, err := kc.PolicyV1alpha1().PropagationPolicies(continuum.AppNamespace).Create(ctx, pp, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = kc.PolicyV1alpha1().PropagationPolicies(continuum.AppNamespace).Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+
+	mdyn := dynamic.NewForConfigOrDie(env.RESTConfig(t, "cloud-1"))
+	var member *unstructured.Unstructured
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		member, err = mdyn.Resource(appGVR).Namespace(continuum.AppNamespace).Get(ctx, name, metav1.GetOptions{})
+		return err == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("app not propagated to cloud-1: %v", err)
+	}
+	// The cluster agent's part, played here: report the component.
+	member.Object["status"] = map[string]any{
+		"phase":      "Running",
+		"components": []any{map[string]any{"name": "web", "nodes": []any{"cloud-1"}, "replicas": int64(1), "readyReplicas": int64(1)}},
+	}
+	if _, err := mdyn.Resource(appGVR).Namespace(continuum.AppNamespace).UpdateStatus(ctx, member, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var got []any
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		k, err := kdyn.Resource(appGVR).Namespace(continuum.AppNamespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		got, _, _ = unstructured.NestedSlice(k.Object, "status", "components")
+		return len(got) == 1, nil
+	})
+	if err != nil {
+		t.Fatalf("member status not aggregated into Karmada: %v", err)
+	}
+	c := got[0].(map[string]any)
+	if c["name"] != "web" || c["cluster"] != "cloud-1" || c["readyReplicas"] != int64(1) {
+		t.Errorf("aggregated component = %v, want web on cloud-1 with 1 ready replica", c)
+	}
+}
