@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# make deps: installs what the testbed, the tests and `make up` need.
+# Idempotent: what is installed or built at the right version is skipped.
+#
+#   Debian packages: etcd-server, redis-server, ejabberd, postgresql
+#   bin/: kube-apiserver, kube-controller-manager, kube-scheduler  (Kubernetes $K8S_VERSION)
+#         karmada-controller-manager, karmada-scheduler,
+#         karmada-aggregated-apiserver, karmada-webhook        (Karmada $KARMADA_VERSION)
+#         kwok                                                   (KWOK $KWOK_VERSION)
+#         karmada-crds/ (Karmada's CRDs and webhook configuration)
+#
+# Binaries are built once into a cache outside the checkout
+# ($MLSYSOPS_BIN_CACHE, default ~/.cache/mlsysops/bin) and copied into bin/,
+# so a fresh clone on the same machine does not build them again.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+BIN=$ROOT/bin
+CACHE=${MLSYSOPS_BIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/mlsysops/bin}
+K8S_VERSION=v1.31.3
+KARMADA_VERSION=v1.13.0
+KWOK_VERSION=v0.7.0
+export GOFLAGS=-mod=mod
+# The checksum database does not answer for k8s.io/kubernetes.
+export GONOSUMDB=${GONOSUMDB:+$GONOSUMDB,}k8s.io/kubernetes
+
+log() { printf '==> %s\n' "$*"; }
+die() { printf 'deps: %s\n' "$*" >&2; exit 1; }
+
+command -v go >/dev/null || die "Go is not installed (need Go 1.24 or newer)"
+mkdir -p "$BIN" "$CACHE"
+
+# --- Debian packages --------------------------------------------------------
+pkgs=(etcd-server redis-server ejabberd postgresql)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  [[ $(id -u) == 0 ]] || die "missing Debian packages ${missing[*]}: run 'make deps' as root, or install them with apt-get"
+  log "installing Debian packages: ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+  log "Debian packages present: ${pkgs[*]}"
+fi
+
+# --- binaries -----------------------------------------------------------------
+# install NAME VERSION BUILD-COMMAND...: copies $CACHE/NAME-VERSION/NAME into
+# bin/NAME after building it there with BUILD-COMMAND (run with $OUT set).
+install_bin() {
+  local name=$1 version=$2; shift 2
+  local stamp="$BIN/.$name.version" out="$CACHE/$name-$version"
+  if [[ -x $BIN/$name && -f $stamp && $(<"$stamp") == "$version" ]]; then
+    log "$name $version: up to date"
+    return
+  fi
+  if [[ ! -x $out/$name ]]; then
+    log "$name $version: building (first time only; see the times in README.md)"
+    mkdir -p "$out"
+    local start=$SECONDS
+    OUT=$out "$@"
+    log "$name $version: built in $((SECONDS - start))s"
+  fi
+  cp -f "$out/$name" "$BIN/$name.tmp" && mv -f "$BIN/$name.tmp" "$BIN/$name"
+  echo "$version" >"$stamp"
+  log "$name $version: installed in bin/"
+}
+
+k8s_ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=31 -X k8s.io/component-base/version.gitTreeState=clean"
+build_k8s() { # $1: component
+  (cd "$ROOT/hack/tools/kubernetes" && go build -trimpath -ldflags "$k8s_ldflags" -o "$OUT/$1" "k8s.io/kubernetes/cmd/$1")
+}
+for c in kube-apiserver kube-controller-manager kube-scheduler; do
+  install_bin "$c" "$K8S_VERSION" build_k8s "$c"
+done
+
+karmada_ldflags="-s -w -X github.com/karmada-io/karmada/pkg/version.gitVersion=$KARMADA_VERSION -X github.com/karmada-io/karmada/pkg/version.gitTreeState=clean"
+build_karmada() { # $1: cmd directory, $2: binary name
+  (cd "$ROOT/hack/tools/karmada" && go build -trimpath -ldflags "$karmada_ldflags" -o "$OUT/$2" "github.com/karmada-io/karmada/cmd/$1")
+}
+for c in controller-manager scheduler aggregated-apiserver webhook; do
+  install_bin "karmada-$c" "$KARMADA_VERSION" build_karmada "$c" "karmada-$c"
+done
+
+build_kwok() { GOBIN=$OUT go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"; }
+install_bin kwok "$KWOK_VERSION" build_kwok
+
+# --- Karmada's CRDs and webhook configuration ----------------------------------
+crds="$BIN/karmada-crds"
+if [[ -f $crds/.version && $(<"$crds/.version") == "$KARMADA_VERSION" ]]; then
+  log "karmada CRDs $KARMADA_VERSION: up to date"
+else
+  src=$(cd "$ROOT/hack/tools/karmada" && go list -m -f '{{.Dir}}' github.com/karmada-io/karmada)
+  rm -rf "$crds" && mkdir -p "$crds/bases"
+  cp -r "$src/charts/karmada/_crds/bases/." "$crds/bases/"
+  cp "$src/artifacts/deploy/webhook-configuration.yaml" "$crds/"
+  chmod -R u+w "$crds"
+  echo "$KARMADA_VERSION" >"$crds/.version"
+  log "karmada CRDs $KARMADA_VERSION: copied to bin/karmada-crds"
+fi
+
+log "dependencies ready: $(ls "$BIN" | tr '\n' ' ')"
