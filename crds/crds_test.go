@@ -141,7 +141,7 @@ func TestCRDSchemaDetails(t *testing.T) {
 		"node permitted actions": {"MLSysOpsNode", "spec.permitted_actions.[]", []string{"set_power_cap", "traffic_redirection", "acceleration", "cpu_frequency", "gpu_frequency", "change_container_cpu_set", "change_container_image", "*"}},
 		"placement layer":        {"MLSysOpsApp", "spec.components.[].node_placement.continuum_layer.[]", []string{"cloud", "far_edge", "edge_infrastructure", "edge", "*"}},
 		"restart policy":         {"MLSysOpsApp", "spec.components.[].restart_policy", []string{"Always", "OnFailure", "Never"}},
-		"app phase":              {"MLSysOpsApp", "status.phase", []string{"Pending", "Placing", "Deploying", "Running", "Degraded", "Failed", "Removing"}},
+		"app phase":              {"MLSysOpsApp", "status.phase", []string{"Queued", "Scheduling", "Deploying", "Running", "Degraded", "Unschedulable", "Failed", "Removing"}},
 	}
 	for name, tc := range cases {
 		if diff := cmp.Diff(tc.want, enum(get(tc.kind, tc.path))); diff != "" {

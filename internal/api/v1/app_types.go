@@ -579,23 +579,29 @@ type AchievementWeight struct {
 	Weight float64 `json:"weight"`
 }
 
-// AppPhase is the coarse state of an application.
-// +kubebuilder:validation:Enum=Pending;Placing;Deploying;Running;Degraded;Failed;Removing
+// AppPhase is the coarse state of an application. It moves Queued →
+// Scheduling → Deploying → Running, and to Degraded, Unschedulable or
+// Failed with a reason in the status message.
+// +kubebuilder:validation:Enum=Queued;Scheduling;Deploying;Running;Degraded;Unschedulable;Failed;Removing
 type AppPhase string
 
 // Application phases.
 const (
-	// AppPending: accepted, not yet placed on a cluster.
-	AppPending AppPhase = "Pending"
-	// AppPlacing: a cluster or nodes are being chosen.
-	AppPlacing AppPhase = "Placing"
+	// AppQueued: accepted, waiting for the continuum agent.
+	AppQueued AppPhase = "Queued"
+	// AppScheduling: clusters or nodes are being chosen.
+	AppScheduling AppPhase = "Scheduling"
 	// AppDeploying: workloads are created, not all ready.
 	AppDeploying AppPhase = "Deploying"
 	// AppRunning: every component has its ready replicas.
 	AppRunning AppPhase = "Running"
 	// AppDegraded: some component lost replicas or misses its QoS.
 	AppDegraded AppPhase = "Degraded"
-	// AppFailed: the application cannot be placed or run.
+	// AppUnschedulable: no cluster or node can host the application now;
+	// the message gives the reason per cluster. It is retried as capacity
+	// changes.
+	AppUnschedulable AppPhase = "Unschedulable"
+	// AppFailed: the application cannot run (invalid, or its workloads fail).
 	AppFailed AppPhase = "Failed"
 	// AppRemoving: the application is being deleted.
 	AppRemoving AppPhase = "Removing"
