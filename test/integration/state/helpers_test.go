@@ -1,0 +1,66 @@
+// Package state_test runs the state library against a real redis-server
+// (Debian's, started privately per test by the testbed).
+package state_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/mlsysops-go/mlsysops/internal/state"
+	"github.com/mlsysops-go/mlsysops/internal/testbed"
+	"github.com/mlsysops-go/mlsysops/internal/testbed/services"
+)
+
+type env struct {
+	redis *services.Redis
+	rdb   redis.UniversalClient
+	store *state.Store
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	r := testbed.Redis(t)
+	rdb, err := state.NewClient(state.Config{Addrs: []string{r.Addr()}, Password: r.Password()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rdb.Close() })
+	log := slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	return &env{redis: r, rdb: rdb, store: state.New(rdb, state.Options{Logger: log})}
+}
+
+type tWriter struct{ t testing.TB }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func appSpec(i int) json.RawMessage {
+	return json.RawMessage(fmt.Sprintf(`{"name":"app-%03d","components":[{"metadata":{"name":"infer"}}]}`, i))
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// waitHealthy polls until Redis answers through the store's client again.
+func waitHealthy(t *testing.T, e *env) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for e.rdb.Ping(context.Background()).Err() != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("redis did not come back")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

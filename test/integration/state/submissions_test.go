@@ -1,0 +1,378 @@
+package state_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/mlsysops-go/mlsysops/internal/state"
+)
+
+// TestNoSubmissionLostAcrossRedisRestart queues 100 submissions; a consumer
+// handles a few, leaves some delivered but unacknowledged, and never reads
+// the rest. Redis is then restarted (gracefully, and killed) and a fresh
+// consumer with the same name must get every unacknowledged submission, none
+// twice, and the statuses must be intact.
+func TestNoSubmissionLostAcrossRedisRestart(t *testing.T) {
+	for _, mode := range []string{"stop", "kill"} {
+		t.Run(mode, func(t *testing.T) {
+			const n = 100
+			e := newEnv(t)
+			ctx := ctxT(t)
+			apps := e.store.Applications()
+			for i := 0; i < n; i++ {
+				if _, err := apps.Submit(ctx, state.Submission{ID: fmt.Sprintf("app-%03d", i), Kind: state.KindDeploy, Spec: appSpec(i)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			q, err := apps.Queue(ctx, "", "continuum-0", state.QueueOptions{Count: 30, Block: 100 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			first, err := q.Read(ctx)
+			if err != nil || len(first) != 30 {
+				t.Fatalf("first read: %d entries, %v", len(first), err)
+			}
+			handled := map[string]int{}
+			for _, en := range first[:10] {
+				handled[en.Submission.ID]++
+				if err := q.Ack(ctx, en.ID); err != nil {
+					t.Fatal(err)
+				}
+			}
+
+			switch mode {
+			case "stop":
+				if err := e.redis.Stop(ctx); err != nil {
+					t.Fatal(err)
+				}
+			case "kill":
+				if err := e.redis.Kill(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := e.redis.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			waitHealthy(t, e)
+
+			// The consumer process restarted too: a new Queue, same name.
+			q2, err := apps.Queue(ctx, "", "continuum-0", state.QueueOptions{Count: 50, Block: 100 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			redelivered := 0
+			for empty := 0; empty < 3; {
+				es, err := q2.Read(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(es) == 0 {
+					empty++
+					continue
+				}
+				for _, en := range es {
+					if en.Deliveries > 1 {
+						redelivered++
+					}
+					handled[en.Submission.ID]++
+					if err := q2.Ack(ctx, en.ID); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			for i := 0; i < n; i++ {
+				id := fmt.Sprintf("app-%03d", i)
+				if handled[id] != 1 {
+					t.Errorf("%s handled %d times, want once", id, handled[id])
+				}
+				st, err := apps.Status(ctx, id)
+				if err != nil || st.Phase != state.PhaseQueued || st.Generation != 1 {
+					t.Errorf("status of %s after restart: %+v, %v", id, st, err)
+				}
+			}
+			if redelivered != 20 {
+				t.Errorf("%d entries were marked as redelivered, want the 20 read but not acknowledged", redelivered)
+			}
+			if p, err := q2.Pending(ctx); err != nil || p != 0 {
+				t.Errorf("pending after handling everything: %d, %v", p, err)
+			}
+		})
+	}
+}
+
+// TestCrashedConsumerEntryRedelivered: a consumer reads entries and dies
+// before acknowledging them; another consumer gets them once they are idle
+// for ClaimIdle, and not before.
+func TestCrashedConsumerEntryRedelivered(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	apps := e.store.Applications()
+	for i := 0; i < 3; i++ {
+		if _, err := apps.Submit(ctx, state.Submission{ID: fmt.Sprintf("app-%03d", i), Kind: state.KindDeploy, Spec: appSpec(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const idle = 300 * time.Millisecond
+	opts := state.QueueOptions{ClaimIdle: idle, Block: 50 * time.Millisecond}
+	a, err := apps.Queue(ctx, "", "continuum-a", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := apps.Queue(ctx, "", "continuum-b", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := a.Read(ctx)
+	if err != nil || len(got) != 3 {
+		t.Fatalf("a read %d entries, %v", len(got), err)
+	}
+	// a "crashes" here: it never acknowledges.
+
+	// While a's entries are fresh, b sees nothing.
+	if es, err := b.Read(ctx); err != nil || len(es) != 0 {
+		t.Fatalf("b read %d entries before they were idle (err %v); it must not steal a live consumer's work", len(es), err)
+	}
+	var claimed []state.Entry
+	deadline := time.Now().Add(30 * time.Second)
+	for len(claimed) < 3 && time.Now().Before(deadline) {
+		es, err := b.Read(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		claimed = append(claimed, es...)
+	}
+	if len(claimed) != 3 {
+		t.Fatalf("b claimed %d of a's 3 entries", len(claimed))
+	}
+	var ids, wantIDs []string
+	for i, en := range claimed {
+		ids = append(ids, en.ID)
+		wantIDs = append(wantIDs, got[i].ID)
+		if en.Deliveries != 2 {
+			t.Errorf("entry %s: deliveries %d, want 2", en.ID, en.Deliveries)
+		}
+	}
+	sort.Strings(ids)
+	sort.Strings(wantIDs)
+	if diff := cmp.Diff(wantIDs, ids); diff != "" {
+		t.Errorf("claimed entries (-a read +b claimed):\n%s", diff)
+	}
+	if err := b.Ack(ctx, ids...); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := b.Pending(ctx); p != 0 {
+		t.Errorf("%d entries still pending after b acknowledged", p)
+	}
+	// a comes back (a restarted process with the same name): nothing left.
+	a2, err := apps.Queue(ctx, "", "continuum-a", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if es, err := a2.Read(ctx); err != nil || len(es) != 0 {
+		t.Errorf("a read %d entries after b handled them (err %v)", len(es), err)
+	}
+}
+
+// TestPoisonSubmissionDeadLettered: an entry whose handling fails every time
+// goes to the dead-letter stream after MaxDeliveries, and the queue moves on.
+func TestPoisonSubmissionDeadLettered(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	apps := e.store.Applications()
+	for _, id := range []string{"poison", "good"} {
+		if _, err := apps.Submit(ctx, state.Submission{ID: id, Kind: state.KindDeploy, Spec: appSpec(0)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q, err := apps.Queue(ctx, "", "continuum-0", state.QueueOptions{ClaimIdle: 10 * time.Millisecond, Block: 20 * time.Millisecond, MaxDeliveries: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	attempts := map[string]int{}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = q.Run(rctx, func(ctx context.Context, en state.Entry) error {
+			mu.Lock()
+			defer mu.Unlock()
+			attempts[en.Submission.ID]++
+			if en.Submission.ID == "poison" {
+				return errors.New("cannot place this one")
+			}
+			return nil
+		})
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		dead, err := q.DeadLetters(ctx, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(dead) == 1 {
+			if dead[0].Values["reason"] == "" {
+				t.Error("dead letter without a reason")
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the poison entry never reached the dead-letter stream")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	if attempts["poison"] != 3 || attempts["good"] != 1 {
+		t.Errorf("attempts = %v, want poison 3 (MaxDeliveries) and good 1", attempts)
+	}
+	if p, _ := q.Pending(ctx); p != 0 {
+		t.Errorf("%d entries still pending", p)
+	}
+}
+
+// TestSubmissionRules covers duplicate detection (atomic under
+// concurrency), idempotent retries, update and removal rules, and status
+// updates with generations.
+func TestSubmissionRules(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	apps := e.store.Applications()
+
+	t.Run("concurrent deploys of one id: exactly one wins", func(t *testing.T) {
+		const racers = 20
+		var wg sync.WaitGroup
+		results := make([]error, racers)
+		for i := 0; i < racers; i++ {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				_, results[i] = apps.Submit(ctx, state.Submission{ID: "race", Kind: state.KindDeploy, Spec: appSpec(i), RequestID: fmt.Sprint("req-", i)})
+			}(i)
+		}
+		wg.Wait()
+		wins := 0
+		for _, err := range results {
+			switch {
+			case err == nil:
+				wins++
+			case !errors.Is(err, state.ErrConflict):
+				t.Errorf("unexpected error %v", err)
+			}
+		}
+		if wins != 1 {
+			t.Fatalf("%d deploys won, want 1", wins)
+		}
+		n, err := e.rdb.XLen(ctx, "mlsysops:{apps}:submissions").Result()
+		if err != nil || n != 1 {
+			t.Errorf("stream holds %d entries (%v), want 1", n, err)
+		}
+	})
+
+	t.Run("retry with the same request id is idempotent", func(t *testing.T) {
+		sub := state.Submission{ID: "retry", Kind: state.KindDeploy, Spec: appSpec(1), RequestID: "req-1"}
+		r1, err := apps.Submit(ctx, sub)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r2, err := apps.Submit(ctx, sub)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r2.Existing || r2.StreamID != r1.StreamID || r2.Generation != r1.Generation {
+			t.Errorf("retry receipt %+v, want the first one %+v marked existing", r2, r1)
+		}
+		st, err := apps.Status(ctx, "retry")
+		if err != nil || st.StreamID != r1.StreamID || st.Phase != state.PhaseQueued {
+			t.Errorf("status %+v, %v: want Queued at stream entry %s", st, err, r1.StreamID)
+		}
+		spec, err := apps.Spec(ctx, "retry")
+		if err != nil || string(spec) != string(appSpec(1)) {
+			t.Errorf("spec %s, %v", spec, err)
+		}
+	})
+
+	t.Run("lifecycle", func(t *testing.T) {
+		if _, err := apps.Submit(ctx, state.Submission{ID: "ghost", Kind: state.KindRemove}); !errors.Is(err, state.ErrNotFound) {
+			t.Errorf("removing an unknown app: %v, want ErrNotFound", err)
+		}
+		r, err := apps.Submit(ctx, state.Submission{ID: "life", Kind: state.KindDeploy, Spec: appSpec(2)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		placement := map[string]string{"infer": "cluster-1/node-1"}
+		st, err := apps.SetStatus(ctx, "life", state.StatusUpdate{Phase: state.PhaseRunning, Message: "all components ready", Placement: placement, Generation: r.Generation})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Phase != state.PhaseRunning || !cmp.Equal(st.Placement, placement) || st.UpdatedAt.Before(st.SubmittedAt) {
+			t.Errorf("status after update: %+v", st)
+		}
+		up, err := apps.Submit(ctx, state.Submission{ID: "life", Kind: state.KindUpdate, Spec: appSpec(3)})
+		if err != nil || up.Generation != r.Generation+1 || up.Phase != state.PhaseQueued {
+			t.Fatalf("update: %+v, %v", up, err)
+		}
+		if _, err := apps.SetStatus(ctx, "life", state.StatusUpdate{Phase: state.PhaseFailed, Generation: r.Generation}); !errors.Is(err, state.ErrStale) {
+			t.Errorf("status update for the superseded generation: %v, want ErrStale", err)
+		}
+		rm, err := apps.Submit(ctx, state.Submission{ID: "life", Kind: state.KindRemove})
+		if err != nil || rm.Phase != state.PhaseRemoving {
+			t.Fatalf("remove: %+v, %v", rm, err)
+		}
+		var ce *state.ConflictError
+		if _, err := apps.Submit(ctx, state.Submission{ID: "life", Kind: state.KindRemove}); !errors.As(err, &ce) || ce.Phase != state.PhaseRemoving {
+			t.Errorf("second removal: %v, want a conflict with phase Removing", err)
+		}
+		if _, err := apps.Submit(ctx, state.Submission{ID: "life", Kind: state.KindDeploy, Spec: appSpec(4)}); !errors.Is(err, state.ErrConflict) {
+			t.Errorf("deploy while removing: %v, want ErrConflict", err)
+		}
+		if _, err := apps.SetStatus(ctx, "life", state.StatusUpdate{Phase: state.PhaseRemoved}); err != nil {
+			t.Fatal(err)
+		}
+		again, err := apps.Submit(ctx, state.Submission{ID: "life", Kind: state.KindDeploy, Spec: appSpec(5)})
+		if err != nil || again.Generation != rm.Generation+1 {
+			t.Fatalf("deploy after removal: %+v, %v", again, err)
+		}
+		st, _ = apps.Status(ctx, "life")
+		if st.Placement != nil {
+			t.Errorf("a new deployment kept the old placement %v", st.Placement)
+		}
+		list, err := apps.List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, s := range list {
+			ids = append(ids, s.ID)
+		}
+		if diff := cmp.Diff([]string{"life", "race", "retry"}, ids); diff != "" {
+			t.Errorf("List ids (-want +got):\n%s", diff)
+		}
+		if err := apps.Forget(ctx, "life"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := apps.Status(ctx, "life"); !errors.Is(err, state.ErrNotFound) {
+			t.Errorf("status after Forget: %v", err)
+		}
+	})
+
+	t.Run("ML deployments are a separate collection", func(t *testing.T) {
+		ml := e.store.MLDeployments()
+		if _, err := ml.Submit(ctx, state.Submission{ID: "race", Kind: state.KindDeploy, Spec: appSpec(9)}); err != nil {
+			t.Errorf("an ML deployment named like an application: %v", err)
+		}
+		n, err := e.rdb.XLen(ctx, "mlsysops:{ml}:submissions").Result()
+		if err != nil || n != 1 {
+			t.Errorf("ML stream holds %d entries (%v), want 1", n, err)
+		}
+	})
+}
