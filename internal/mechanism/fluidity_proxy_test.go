@@ -72,7 +72,9 @@ func TestFluidityProxyOutcomes(t *testing.T) {
 			wantStatus: StatusSuccess,
 		},
 		"upstream failed message": {
-			report:     func(p *FluidityProxy) error { return p.HandleUpdate(map[string]any{"plan_uid": "p1", "status": "Failed"}) },
+			report: func(p *FluidityProxy) error {
+				return p.HandleUpdate(map[string]any{"plan_uid": "p1", "status": "Failed"})
+			},
 			wantStatus: StatusFailed,
 			wantErr:    "the cluster agent reported failure",
 		},
