@@ -1,0 +1,275 @@
+package messaging
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"mellium.im/xmpp/stream"
+)
+
+func TestAuthorize(t *testing.T) {
+	p := newPeers("parent@d", []string{"nb@d"}, []string{"child@d"}, func(j string) bool { return strings.HasPrefix(j, "node-") })
+	spec := func(typ Type) Spec { s, _ := Lookup(typ); return s }
+	cases := map[string]struct {
+		from       string
+		typ        Type
+		correlated bool
+		keep       bool
+		refused    bool
+	}{
+		"command from parent":             {from: "parent@d", typ: TypeComponentPlaced, keep: true},
+		"command from controller":         {from: "nb@d", typ: TypeManagementMode, keep: true},
+		"command from child":              {from: "child@d", typ: TypeComponentPlaced, keep: true, refused: true},
+		"command from stranger":           {from: "x@d", typ: TypeComponentPlaced, refused: true},
+		"report from child":               {from: "child@d", typ: TypeApplicationStatusReport, keep: true},
+		"report from parent":              {from: "parent@d", typ: TypeApplicationStatusReport, keep: true, refused: true},
+		"report from stranger":            {from: "x@d", typ: TypeTelemetryReport, refused: true},
+		"subscribe from accepted":         {from: "node-7@d", typ: TypeSubscribe, keep: true},
+		"subscribe from refused":          {from: "x@d", typ: TypeSubscribe, refused: true},
+		"other report from accepted":      {from: "node-7@d", typ: TypeTelemetryReport, refused: true},
+		"ping from child":                 {from: "child@d", typ: TypePing, keep: true},
+		"ping from stranger":              {from: "x@d", typ: TypePing, refused: true},
+		"response from stranger we asked": {from: "x@d", typ: TypeSubscribeAck, correlated: true, keep: true},
+		"error without request":           {from: "parent@d", typ: TypeError, keep: true, refused: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			keep, reason := p.authorize(tc.from, spec(tc.typ), tc.correlated)
+			if keep != tc.keep || (reason != "") != tc.refused {
+				t.Errorf("authorize = (%v, %q), want keep %v refused %v", keep, reason, tc.keep, tc.refused)
+			}
+		})
+	}
+	if !p.addChild("node-7@d") || p.addChild("node-7@d") {
+		t.Error("addChild should report only the first addition")
+	}
+	if keep, reason := p.authorize("node-7@d", spec(TypeTelemetryReport), false); !keep || reason != "" {
+		t.Errorf("report from a new child refused: %q", reason)
+	}
+	p.removeChild("node-7@d")
+	if p.role("node-7@d") != RoleUnknown {
+		t.Error("removed child still known")
+	}
+	if diff := cmp.Diff([]string{"child@d"}, p.childList()); diff != "" {
+		t.Errorf("children (-want +got):\n%s", diff)
+	}
+}
+
+func TestTracker(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	tr := newTracker(3 * time.Second)
+	tr.track("child@d", RoleChild)
+	tr.track("parent@d", RoleParent)
+	type step struct {
+		at     time.Duration
+		do     func(time.Time) []*PeerEvent
+		expect string // "" or "peer online/offline"
+	}
+	one := func(e *PeerEvent) []*PeerEvent { return []*PeerEvent{e} }
+	check := func(now time.Time) []*PeerEvent {
+		var out []*PeerEvent
+		for _, e := range tr.check(now) {
+			out = append(out, &e)
+		}
+		return out
+	}
+	steps := []step{
+		{0, func(now time.Time) []*PeerEvent { return check(now) }, ""}, // paused: nothing
+		{0, func(now time.Time) []*PeerEvent { tr.resume(now); return nil }, ""},
+		{0, func(now time.Time) []*PeerEvent { return one(tr.presence("child@d", "agent", true, now)) }, "child@d online"},
+		{time.Second, func(now time.Time) []*PeerEvent { return one(tr.seen("child@d", "heartbeat", now)) }, ""},
+		{3 * time.Second, func(now time.Time) []*PeerEvent { return check(now) }, ""},
+		{5 * time.Second, func(now time.Time) []*PeerEvent { return check(now) }, "child@d offline"},
+		{6 * time.Second, func(now time.Time) []*PeerEvent { return one(tr.seen("child@d", "heartbeat", now)) }, "child@d online"},
+		// Two resources: one leaving keeps the peer online.
+		{6 * time.Second, func(now time.Time) []*PeerEvent { return one(tr.presence("child@d", "agent", true, now)) }, ""},
+		{6 * time.Second, func(now time.Time) []*PeerEvent { return one(tr.presence("child@d", "other", true, now)) }, ""},
+		{7 * time.Second, func(now time.Time) []*PeerEvent { return one(tr.presence("child@d", "other", false, now)) }, ""},
+		{7 * time.Second, func(now time.Time) []*PeerEvent { return one(tr.presence("child@d", "agent", false, now)) }, "child@d offline"},
+		// The parent sends no heartbeats: no timeout...
+		{8 * time.Second, func(now time.Time) []*PeerEvent { return one(tr.presence("parent@d", "agent", true, now)) }, "parent@d online"},
+		{20 * time.Second, func(now time.Time) []*PeerEvent { return check(now) }, ""},
+		// ...but after our reconnect it must show up within the timeout.
+		{20 * time.Second, func(now time.Time) []*PeerEvent { tr.pause(); tr.resume(now); return nil }, ""},
+		{24 * time.Second, func(now time.Time) []*PeerEvent { return check(now) }, "parent@d offline"},
+	}
+	for i, s := range steps {
+		var got []string
+		for _, e := range s.do(t0.Add(s.at)) {
+			if e == nil {
+				continue
+			}
+			state := "offline"
+			if e.Online {
+				state = "online"
+			}
+			got = append(got, e.Peer+" "+state)
+		}
+		var want []string
+		if s.expect != "" {
+			want = []string{s.expect}
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("step %d at %v (-want +got):\n%s", i, s.at, diff)
+		}
+	}
+	states := tr.states()
+	if len(states) != 2 || states[0].Peer != "child@d" || states[0].Online || !states[1].Online == false {
+		t.Errorf("states = %+v", states)
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	b := newBackoff(100*time.Millisecond, time.Second)
+	b.rand = func() float64 { return 1 }
+	var got []time.Duration
+	for i := 0; i < 6; i++ {
+		got = append(got, b.next())
+	}
+	want := []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond, time.Second, time.Second}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("ceilings (-want +got):\n%s", diff)
+	}
+	b.rand = func() float64 { return 0 }
+	if d := b.next(); d != 100*time.Millisecond {
+		t.Errorf("jitter below the minimum: %v", d)
+	}
+	b.reset()
+	b.rand = func() float64 { return 1 }
+	if d := b.next(); d != 100*time.Millisecond {
+		t.Errorf("after reset: %v", d)
+	}
+	for i := 0; i < 100; i++ {
+		if d := b.next(); d > time.Second {
+			t.Fatalf("above the maximum: %v", d)
+		}
+	}
+	if got := retryDelay(time.Second, 30*time.Second, 1); got != time.Second {
+		t.Errorf("retryDelay(1) = %v", got)
+	}
+	if got := retryDelay(time.Second, 30*time.Second, 4); got != 8*time.Second {
+		t.Errorf("retryDelay(4) = %v", got)
+	}
+	if got := retryDelay(time.Second, 30*time.Second, 40); got != 30*time.Second {
+		t.Errorf("retryDelay(40) = %v", got)
+	}
+}
+
+func TestClassifyDisconnect(t *testing.T) {
+	cases := map[string]struct {
+		err  error
+		want disconnectKind
+	}{
+		"shutdown": {stream.SystemShutdown, disconnectShutdown},
+		"reset":    {stream.Reset, disconnectShutdown},
+		"conflict": {stream.Conflict, disconnectConflict},
+		"auth":     {errors.Join(errAuth, errors.New("x")), disconnectAuth},
+		"eof":      {errors.New("unexpected EOF"), disconnectOther},
+	}
+	for name, tc := range cases {
+		if got := classifyDisconnect(tc.err); got != tc.want {
+			t.Errorf("%s: %v, want %v", name, got, tc.want)
+		}
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	ok := Config{JID: "node-1@mlsysops.local", Password: "pw", Layer: LayerNode, Parent: "cluster-1@mlsysops.local"}
+	cases := map[string]struct {
+		mutate func(*Config)
+		want   []string
+	}{
+		"valid":            {mutate: func(*Config) {}},
+		"missing identity": {mutate: func(c *Config) { c.JID, c.Password, c.Layer = "", "", "" }, want: []string{"JID is required", "password is required", "layer"}},
+		"full JID":         {mutate: func(c *Config) { c.JID = "node-1@d/agent" }, want: []string{"want a bare JID"}},
+		"bad parent":       {mutate: func(c *Config) { c.Parent = "@@" }, want: []string{"parent"}},
+		"bad child":        {mutate: func(c *Config) { c.Children = []string{"d"} }, want: []string{"child"}},
+		"server":           {mutate: func(c *Config) { c.Server = "nohost" }, want: []string{"host:port"}},
+		"negative":         {mutate: func(c *Config) { c.RetryInterval = -1 }, want: []string{"retry interval"}},
+		"backoff order":    {mutate: func(c *Config) { c.MinBackoff, c.MaxBackoff = time.Minute, time.Second }, want: []string{"exceeds max backoff"}},
+		"window":           {mutate: func(c *Config) { c.Window, c.QueueSize = 100, 10 }, want: []string{"window 100 exceeds"}},
+		"liveness":         {mutate: func(c *Config) { c.HeartbeatInterval, c.LivenessTimeout = time.Second, time.Second }, want: []string{"must exceed the heartbeat"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			c := ok
+			tc.mutate(&c)
+			err := c.Validate()
+			if len(tc.want) == 0 {
+				if err != nil {
+					t.Fatalf("Validate() = %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("Validate() = nil")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("Validate() = %v, want it to mention %q", err, w)
+				}
+			}
+		})
+	}
+	d := ok.withDefaults()
+	if d.Resource != DefaultResource || d.Server != "mlsysops.local:5222" || d.LivenessTimeout != 3*DefaultHeartbeatInterval {
+		t.Errorf("defaults: resource %q server %q liveness %v", d.Resource, d.Server, d.LivenessTimeout)
+	}
+}
+
+// TestClientQueuesWhileDisconnected checks, without a server, that sends
+// queue while there is no session, apply back-pressure when the queue is
+// full and fail at their deadline.
+func TestClientQueuesWhileDisconnected(t *testing.T) {
+	c, err := New(Config{JID: "node-1@d", Password: "pw", Layer: LayerNode, Parent: "cluster-1@d",
+		Server: "127.0.0.1:1", QueueSize: 2, Window: 2, HeartbeatInterval: -1,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- c.Run(ctx) }()
+	short, scancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer scancel()
+	d1, err := c.SendAsync(short, "cluster-1@d", &ApplicationStatusReport{Application: "a", Phase: "Running"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.SendAsync(ctx, "cluster-1@d", &Heartbeat{Name: "n"}); err != nil {
+		t.Fatal(err)
+	}
+	if c.QueueDepth() != 2 {
+		t.Errorf("depth %d, want 2", c.QueueDepth())
+	}
+	blocked, bcancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer bcancel()
+	if _, err := c.SendAsync(blocked, "cluster-1@d", &Ping{}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("send into a full queue: %v, want back-pressure until the context's deadline", err)
+	}
+	if err := d1.Wait(ctx); !errors.Is(err, ErrDeliveryTimeout) {
+		t.Errorf("undeliverable message: %v, want ErrDeliveryTimeout", err)
+	}
+	if _, err := c.SendAsync(ctx, "node-1@d", &Ping{}); err == nil {
+		t.Error("sending to itself accepted")
+	}
+	if _, err := c.SendAsync(ctx, "not a jid@@", &Ping{}); err == nil {
+		t.Error("invalid destination accepted")
+	}
+	if _, err := c.SendAsync(ctx, "cluster-1@d", &Ack{}); err == nil {
+		t.Error("transport type accepted from the application")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run = %v", err)
+	}
+	if c.Connected() {
+		t.Error("connected to nothing")
+	}
+}
