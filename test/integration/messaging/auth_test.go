@@ -28,6 +28,15 @@ import (
 // malformed) envelopes on the wire.
 func rawSession(t *testing.T, e *services.Ejabberd, account, password string) *xmpp.Session {
 	t.Helper()
+	s, err := rawLogin(t, e, account, password)
+	if err != nil {
+		t.Fatalf("raw login as %s: %v", account, err)
+	}
+	return s
+}
+
+func rawLogin(t *testing.T, e *services.Ejabberd, account, password string) (*xmpp.Session, error) {
+	t.Helper()
 	pem, err := os.ReadFile(e.CAFile())
 	if err != nil {
 		t.Fatal(err)
@@ -47,11 +56,12 @@ func rawSession(t *testing.T, e *services.Ejabberd, account, password string) *x
 		}}
 	}))
 	if err != nil {
-		t.Fatalf("raw login as %s: %v", account, err)
+		conn.Close()
+		return nil, err
 	}
 	go func() { _ = s.Serve(nil) }()
 	t.Cleanup(func() { s.Close(); conn.Close() })
-	return s
+	return s, nil
 }
 
 func sendRaw(t *testing.T, s *xmpp.Session, to string, body string) {
