@@ -435,3 +435,37 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+// AddPodRequests adds what a pod requests, counted as the scheduler does:
+// the sum of its containers, at least its largest init container, plus
+// one pod.
+func AddPodRequests(list corev1.ResourceList, pod *corev1.Pod) {
+	total := corev1.ResourceList{}
+	for _, c := range pod.Spec.Containers {
+		for name, q := range c.Resources.Requests {
+			cur := total[name]
+			cur.Add(q)
+			total[name] = cur
+		}
+	}
+	for _, c := range pod.Spec.InitContainers {
+		for name, q := range c.Resources.Requests {
+			if cur := total[name]; q.Cmp(cur) > 0 {
+				total[name] = q.DeepCopy()
+			}
+		}
+	}
+	for name, q := range pod.Spec.Overhead {
+		cur := total[name]
+		cur.Add(q)
+		total[name] = cur
+	}
+	for name, q := range total {
+		cur := list[name]
+		cur.Add(q)
+		list[name] = cur
+	}
+	pods := list[corev1.ResourcePods]
+	pods.Add(*resource.NewQuantity(1, resource.DecimalSI))
+	list[corev1.ResourcePods] = pods
+}

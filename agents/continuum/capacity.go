@@ -1,0 +1,125 @@
+package continuum
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	clusterv1alpha1 "github.com/karmada-io/karmada/pkg/apis/cluster/v1alpha1"
+	karmadaclientset "github.com/karmada-io/karmada/pkg/generated/clientset/versioned"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+
+	"github.com/mlsysops-go/mlsysops/internal/placement"
+)
+
+// CapacitySource tells cluster placement what each member cluster offers.
+type CapacitySource interface {
+	Clusters(ctx context.Context) ([]placement.Cluster, error)
+}
+
+// ProxyCapacity reads member clusters through Karmada: Cluster objects for
+// readiness and API availability, and each member's nodes and pods through
+// Karmada's cluster proxy, so placement sees node labels (GPU products,
+// layers, architectures) and what is already requested on each node.
+type ProxyCapacity struct {
+	karmada karmadaclientset.Interface
+	rest    rest.Interface
+}
+
+var _ CapacitySource = (*ProxyCapacity)(nil)
+
+// NewProxyCapacity builds a ProxyCapacity on the Karmada API.
+func NewProxyCapacity(cfg *rest.Config) (*ProxyCapacity, error) {
+	kc, err := karmadaclientset.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	c := rest.CopyConfig(cfg)
+	c.GroupVersion = &clusterv1alpha1.SchemeGroupVersion
+	c.APIPath = "/apis"
+	c.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
+	rc, err := rest.RESTClientFor(c)
+	if err != nil {
+		return nil, err
+	}
+	return &ProxyCapacity{karmada: kc, rest: rc}, nil
+}
+
+// Clusters lists every member cluster with its nodes. A cluster that is
+// not Ready, or where Karmada has not yet seen the MLSysOpsApp API, is
+// returned not Ready; one whose nodes cannot be read, too.
+func (p *ProxyCapacity) Clusters(ctx context.Context) ([]placement.Cluster, error) {
+	list, err := p.karmada.ClusterV1alpha1().Clusters().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list Karmada clusters: %w", err)
+	}
+	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
+	out := make([]placement.Cluster, 0, len(list.Items))
+	for i := range list.Items {
+		c := &list.Items[i]
+		pc := placement.Cluster{
+			Name:  c.Name,
+			Ready: meta.IsStatusConditionTrue(c.Status.Conditions, clusterv1alpha1.ClusterConditionReady) && HasAppAPI(c),
+		}
+		if c.Spec.Provider != "" {
+			pc.CloudProvider = c.Spec.Provider
+		}
+		if pc.Ready {
+			nodes, err := p.nodes(ctx, c.Name)
+			if err != nil {
+				pc.Ready = false
+			} else {
+				pc.Nodes = nodes
+			}
+		}
+		out = append(out, pc)
+	}
+	return out, nil
+}
+
+func (p *ProxyCapacity) nodes(ctx context.Context, cluster string) ([]placement.Node, error) {
+	var nodes corev1.NodeList
+	if err := p.get(ctx, cluster, "nodes", nil, &nodes); err != nil {
+		return nil, err
+	}
+	var pods corev1.PodList
+	if err := p.get(ctx, cluster, "pods", map[string]string{"fieldSelector": "status.phase!=Succeeded,status.phase!=Failed"}, &pods); err != nil {
+		return nil, err
+	}
+	requested := map[string]corev1.ResourceList{}
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		if pod.Spec.NodeName == "" {
+			continue
+		}
+		list := requested[pod.Spec.NodeName]
+		if list == nil {
+			list = corev1.ResourceList{}
+			requested[pod.Spec.NodeName] = list
+		}
+		placement.AddPodRequests(list, pod)
+	}
+	out := make([]placement.Node, 0, len(nodes.Items))
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		out = append(out, placement.Node{Node: n, Requested: requested[n.Name]})
+	}
+	return out, nil
+}
+
+func (p *ProxyCapacity) get(ctx context.Context, cluster, resource string, params map[string]string, into runtime.Object) error {
+	req := p.rest.Get().Resource("clusters").Name(cluster).SubResource("proxy", "api", "v1", resource)
+	for k, v := range params {
+		req = req.Param(k, v)
+	}
+	b, err := req.DoRaw(ctx)
+	if err != nil {
+		return fmt.Errorf("cluster %s: list %s through Karmada: %w", cluster, resource, err)
+	}
+	return runtime.DecodeInto(scheme.Codecs.UniversalDecoder(corev1.SchemeGroupVersion), b, into)
+}

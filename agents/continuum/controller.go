@@ -1,0 +1,275 @@
+package continuum
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"time"
+
+	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
+	"github.com/mlsysops-go/mlsysops/internal/placement"
+)
+
+// AppReconciler places each MLSysOpsApp of the Karmada API on member
+// clusters. It keeps one PropagationPolicy per application (owned by it, so
+// it goes when the application goes) whose cluster affinity names exactly
+// the chosen clusters; Karmada propagates the application there, where the
+// cluster agents place its components on nodes.
+//
+// A placement is kept while its clusters stay Ready: the reconciler is
+// level-triggered, so a restart re-derives everything from the objects and
+// neither moves nor duplicates an application.
+type AppReconciler struct {
+	client   client.Client
+	capacity CapacitySource
+	log      *slog.Logger
+	// retry is how soon an Unschedulable application is tried again.
+	retry time.Duration
+}
+
+var _ reconcile.Reconciler = (*AppReconciler)(nil)
+
+// NewAppReconciler returns a reconciler on the Karmada API.
+func NewAppReconciler(c client.Client, capacity CapacitySource, log *slog.Logger) *AppReconciler {
+	return &AppReconciler{client: c, capacity: capacity, log: log, retry: 15 * time.Second}
+}
+
+// SetupWithManager registers the reconciler: it watches applications and
+// the policies it owns.
+func (r *AppReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&mlsysopsv1.MLSysOpsApp{}).
+		Owns(&policyv1alpha1.PropagationPolicy{}).
+		Named("continuum-placement").
+		// Tests run several managers in one process.
+		WithOptions(controller.Options{SkipNameValidation: ptr(true)}).
+		Complete(r)
+}
+
+// Reconcile places one application and updates its status.
+func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	log := r.log.With("app", req.Name, "namespace", req.Namespace)
+	app := &mlsysopsv1.MLSysOpsApp{}
+	if err := r.client.Get(ctx, req.NamespacedName, app); err != nil {
+		// Deleted: the garbage collector removes the policy it owned.
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if !app.DeletionTimestamp.IsZero() {
+		return reconcile.Result{}, r.setPhase(ctx, app, mlsysopsv1.AppRemoving, "removing from its clusters")
+	}
+
+	clusters, err := r.capacity.Clusters(ctx)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	ready := map[string]bool{}
+	for _, c := range clusters {
+		ready[c.Name] = c.Ready
+	}
+	pp := &policyv1alpha1.PropagationPolicy{}
+	err = r.client.Get(ctx, req.NamespacedName, pp)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return reconcile.Result{}, err
+	}
+	current := currentClusters(pp)
+	if len(current) > 0 && allReady(current, ready) && respects(app, current) {
+		return reconcile.Result{}, r.updateRunningPhase(ctx, app, current)
+	}
+
+	// Place (again): new application, or a cluster of its placement failed.
+	exclude := map[string]string{}
+	for _, c := range current {
+		if !ready[c] {
+			exclude[c] = "failed while hosting the application"
+		}
+	}
+	if len(current) == 0 {
+		if err := r.setPhase(ctx, app, mlsysopsv1.AppScheduling, "choosing clusters"); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	d, err := placement.PlaceApp(placement.AppRequest{App: &app.Spec, Exclude: exclude}, clusters)
+	if err != nil {
+		return reconcile.Result{}, r.setPhase(ctx, app, mlsysopsv1.AppFailed, err.Error())
+	}
+	if !d.Feasible() {
+		log.Info("application fits no cluster", "reason", d.Reason())
+		if err := r.setPhase(ctx, app, mlsysopsv1.AppUnschedulable, d.Reason()); err != nil {
+			return reconcile.Result{}, err
+		}
+		return reconcile.Result{RequeueAfter: r.retry}, nil
+	}
+	if err := r.applyPolicy(ctx, app, d.Clusters); err != nil {
+		return reconcile.Result{}, err
+	}
+	if len(current) > 0 {
+		log.Info("application moved", "from", current, "to", d.Clusters)
+	} else {
+		log.Info("application placed", "clusters", d.Clusters)
+	}
+	return reconcile.Result{}, r.setPlaced(ctx, app, d.Clusters)
+}
+
+func currentClusters(pp *policyv1alpha1.PropagationPolicy) []string {
+	if pp.Spec.Placement.ClusterAffinity == nil {
+		return nil
+	}
+	return pp.Spec.Placement.ClusterAffinity.ClusterNames
+}
+
+func allReady(names []string, ready map[string]bool) bool {
+	for _, n := range names {
+		if !ready[n] {
+			return false
+		}
+	}
+	return true
+}
+
+// respects reports whether a placement still satisfies the application's
+// cluster_id list (the user may have edited it).
+func respects(app *mlsysopsv1.MLSysOpsApp, clusters []string) bool {
+	cp := app.Spec.ClusterPlacement
+	if cp == nil || len(cp.ClusterID) == 0 || slices.Contains(cp.ClusterID, "*") {
+		return true
+	}
+	for _, c := range clusters {
+		if !slices.Contains(cp.ClusterID, c) {
+			return false
+		}
+	}
+	return true
+}
+
+// applyPolicy creates or updates the application's PropagationPolicy.
+func (r *AppReconciler) applyPolicy(ctx context.Context, app *mlsysopsv1.MLSysOpsApp, clusters []string) error {
+	pp := &policyv1alpha1.PropagationPolicy{ObjectMeta: metav1.ObjectMeta{Name: app.Name, Namespace: app.Namespace}}
+	sorted := append([]string(nil), clusters...)
+	sort.Strings(sorted)
+	_, err := controllerutil.CreateOrUpdate(ctx, r.client, pp, func() error {
+		pp.Labels = map[string]string{mlsysopsv1.LabelApp: app.Name}
+		pp.Spec.ResourceSelectors = []policyv1alpha1.ResourceSelector{{
+			APIVersion: mlsysopsv1.SchemeGroupVersion.String(), Kind: "MLSysOpsApp", Name: app.Name,
+		}}
+		pp.Spec.Placement = policyv1alpha1.Placement{ClusterAffinity: &policyv1alpha1.ClusterAffinity{ClusterNames: sorted}}
+		pp.Spec.ConflictResolution = policyv1alpha1.ConflictOverwrite
+		return controllerutil.SetControllerReference(app, pp, r.client.Scheme())
+	})
+	if err != nil {
+		return fmt.Errorf("propagation policy for %s: %w", app.Name, err)
+	}
+	return nil
+}
+
+func (r *AppReconciler) setPlaced(ctx context.Context, app *mlsysopsv1.MLSysOpsApp, clusters []string) error {
+	return r.updateStatus(ctx, app, func(st *mlsysopsv1.MLSysOpsAppStatus) {
+		st.Phase = mlsysopsv1.AppDeploying
+		st.Message = fmt.Sprintf("placed on %v", clusters)
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+			Type: mlsysopsv1.ConditionPlaced, Status: metav1.ConditionTrue, Reason: "Placed",
+			Message: fmt.Sprintf("clusters %v", clusters), ObservedGeneration: app.Generation,
+		})
+	})
+}
+
+func (r *AppReconciler) setPhase(ctx context.Context, app *mlsysopsv1.MLSysOpsApp, phase mlsysopsv1.AppPhase, msg string) error {
+	return r.updateStatus(ctx, app, func(st *mlsysopsv1.MLSysOpsAppStatus) {
+		st.Phase, st.Message = phase, msg
+		if phase == mlsysopsv1.AppUnschedulable || phase == mlsysopsv1.AppFailed {
+			meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+				Type: mlsysopsv1.ConditionPlaced, Status: metav1.ConditionFalse, Reason: string(phase),
+				Message: truncate(msg, 1024), ObservedGeneration: app.Generation,
+			})
+		}
+	})
+}
+
+// updateRunningPhase derives the phase of a placed application from the
+// component status Karmada aggregates from its clusters.
+func (r *AppReconciler) updateRunningPhase(ctx context.Context, app *mlsysopsv1.MLSysOpsApp, clusters []string) error {
+	want := len(app.Spec.Components)
+	ready, reported := 0, 0
+	for _, c := range app.Status.Components {
+		reported++
+		if c.Replicas > 0 && c.ReadyReplicas >= c.Replicas {
+			ready++
+		}
+	}
+	phase, msg := mlsysopsv1.AppDeploying, fmt.Sprintf("placed on %v; %d of %d components ready", clusters, ready, want)
+	switch {
+	case ready >= want && want > 0:
+		phase, msg = mlsysopsv1.AppRunning, fmt.Sprintf("running on %v", clusters)
+	case app.Status.Phase == mlsysopsv1.AppRunning || app.Status.Phase == mlsysopsv1.AppDegraded:
+		if reported > 0 {
+			phase = mlsysopsv1.AppDegraded
+		}
+	}
+	if app.Status.Phase == phase && app.Status.Message == msg && app.Status.ObservedGeneration == app.Generation {
+		return nil
+	}
+	return r.updateStatus(ctx, app, func(st *mlsysopsv1.MLSysOpsAppStatus) {
+		st.Phase, st.Message = phase, msg
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+			Type: mlsysopsv1.ConditionReady, Status: boolStatus(phase == mlsysopsv1.AppRunning), Reason: string(phase),
+			Message: msg, ObservedGeneration: app.Generation,
+		})
+	})
+}
+
+func (r *AppReconciler) updateStatus(ctx context.Context, app *mlsysopsv1.MLSysOpsApp, mutate func(*mlsysopsv1.MLSysOpsAppStatus)) error {
+	before := app.Status.DeepCopy()
+	mutate(&app.Status)
+	app.Status.ObservedGeneration = app.Generation
+	if equalStatus(before, &app.Status) {
+		return nil
+	}
+	if err := r.client.Status().Update(ctx, app); err != nil {
+		if apierrors.IsConflict(err) {
+			// Karmada's status aggregation wrote first; reconcile again.
+			return err
+		}
+		return fmt.Errorf("status of %s: %w", app.Name, err)
+	}
+	return nil
+}
+
+func equalStatus(a, b *mlsysopsv1.MLSysOpsAppStatus) bool {
+	if a.Phase != b.Phase || a.Message != b.Message || a.ObservedGeneration != b.ObservedGeneration || len(a.Conditions) != len(b.Conditions) {
+		return false
+	}
+	for i := range a.Conditions {
+		x, y := a.Conditions[i], b.Conditions[i]
+		if x.Type != y.Type || x.Status != y.Status || x.Reason != y.Reason || x.Message != y.Message {
+			return false
+		}
+	}
+	return true
+}
+
+func boolStatus(b bool) metav1.ConditionStatus {
+	if b {
+		return metav1.ConditionTrue
+	}
+	return metav1.ConditionFalse
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,71 @@
+package continuum
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/go-logr/logr"
+	clusterv1alpha1 "github.com/karmada-io/karmada/pkg/apis/cluster/v1alpha1"
+	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
+)
+
+// Scheme holds every kind the continuum agent reads or writes in Karmada.
+func Scheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{
+		clientgoscheme.AddToScheme, mlsysopsv1.AddToScheme, policyv1alpha1.Install, clusterv1alpha1.Install,
+	} {
+		if err := add(s); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Controllers is the continuum agent's Karmada side: the API bootstrap and
+// the placement controller, on one controller-runtime manager.
+type Controllers struct {
+	mgr ctrl.Manager
+}
+
+// NewControllers ensures the MLSysOps API in Karmada and sets up the
+// placement controller. Metrics are served by the agent, not here.
+func NewControllers(ctx context.Context, cfg *rest.Config, capacity CapacitySource, log *slog.Logger) (*Controllers, error) {
+	if err := EnsureAPI(ctx, cfg); err != nil {
+		return nil, err
+	}
+	scheme, err := Scheme()
+	if err != nil {
+		return nil, err
+	}
+	ctrl.SetLogger(logr.FromSlogHandler(log.Handler()))
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		LeaderElection:         false,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("controller manager: %w", err)
+	}
+	if capacity == nil {
+		if capacity, err = NewProxyCapacity(cfg); err != nil {
+			return nil, err
+		}
+	}
+	if err := NewAppReconciler(mgr.GetClient(), capacity, log).SetupWithManager(mgr); err != nil {
+		return nil, err
+	}
+	return &Controllers{mgr: mgr}, nil
+}
+
+// Start runs the controllers until ctx ends.
+func (c *Controllers) Start(ctx context.Context) error { return c.mgr.Start(ctx) }
