@@ -58,7 +58,10 @@ func startControllers(t *testing.T) client.Client {
 
 type testWriter struct{ t *testing.T }
 
-func (w testWriter) Write(p []byte) (int, error) { w.t.Log(strings.TrimSpace(string(p))); return len(p), nil }
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
 
 func waitAppAPI(t *testing.T, env *testbed.Env) {
 	t.Helper()
