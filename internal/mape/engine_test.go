@@ -219,7 +219,7 @@ func TestSubmitRefusals(t *testing.T) {
 		plan map[string]any
 		want string
 	}{
-		"unknown mechanism": {plan: map[string]any{"teleporter": map[string]any{}}, want: "mechanism teleporter is not enabled on this agent (enabled: async, sync)"},
+		"unknown mechanism":  {plan: map[string]any{"teleporter": map[string]any{}}, want: "mechanism teleporter is not enabled on this agent (enabled: async, sync)"},
 		"command not a dict": {plan: map[string]any{"sync": "go"}, want: "the command for mechanism sync is a string, want a dict"},
 	}
 	for name, tc := range cases {
