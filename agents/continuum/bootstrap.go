@@ -27,15 +27,15 @@ const (
 	// CRDPropagationPolicy propagates the mlsysops.eu CRDs to every member
 	// cluster, so that MLSysOpsApp objects can follow.
 	CRDPropagationPolicy = "mlsysops-crds"
-	// AppInterpreter tells Karmada how to read and aggregate MLSysOpsApp
-	// status and what to keep of the member's copy.
+	// AppInterpreter tells Karmada how to read MLSysOpsApp status in the
+	// members and what to keep of the member's copy.
 	AppInterpreter = "mlsysops-app"
 )
 
 // EnsureAPI makes the Karmada API ready for MLSysOps: the mlsysops.eu CRDs
 // (applied and established), their propagation to every member cluster,
 // the application namespace, and the resource interpreter customization
-// that reflects each member's MLSysOpsApp status back into Karmada. It is
+// that reflects each member's MLSysOpsApp status into its ResourceBinding. It is
 // idempotent and safe to call at every start.
 func EnsureAPI(ctx context.Context, cfg *rest.Config) error {
 	ext, err := apiextensionsclientset.NewForConfig(cfg)
@@ -91,9 +91,13 @@ func EnsureAPI(ctx context.Context, cfg *rest.Config) error {
 		Spec: configv1alpha1.ResourceInterpreterCustomizationSpec{
 			Target: configv1alpha1.CustomizationTarget{APIVersion: mlsysopsv1.SchemeGroupVersion.String(), Kind: "MLSysOpsApp"},
 			Customizations: configv1alpha1.CustomizationRules{
-				Retention:         &configv1alpha1.LocalValueRetention{LuaScript: retainLua},
-				StatusReflection:  &configv1alpha1.StatusReflection{LuaScript: reflectLua},
-				StatusAggregation: &configv1alpha1.StatusAggregation{LuaScript: aggregateLua},
+				Retention:        &configv1alpha1.LocalValueRetention{LuaScript: retainLua},
+				StatusReflection: &configv1alpha1.StatusReflection{LuaScript: reflectLua},
+				// No StatusAggregation: Karmada's Lua bridge fails on some
+				// application specs (it cannot turn empty Lua tables back
+				// into lists under paths with "*"), so the continuum agent
+				// aggregates the reflected statuses from the ResourceBinding
+				// itself and is the only writer of the status.
 			},
 		},
 	}
@@ -128,33 +132,6 @@ function ReflectStatus(observedObj)
     return {}
   end
   return observedObj.status
-end`
-
-// The Karmada-level status lists every member's components; the phase
-// stays the continuum agent's to set.
-const aggregateLua = `
-function AggregateStatus(desiredObj, statusItems)
-  if statusItems == nil then
-    return desiredObj
-  end
-  if desiredObj.status == nil then
-    desiredObj.status = {}
-  end
-  local components = {}
-  for i = 1, #statusItems do
-    local s = statusItems[i].status
-    if s ~= nil and s.components ~= nil then
-      for j = 1, #s.components do
-        local c = s.components[j]
-        if c.cluster == nil or c.cluster == "" then
-          c.cluster = statusItems[i].clusterName
-        end
-        table.insert(components, c)
-      end
-    end
-  end
-  desiredObj.status.components = components
-  return desiredObj
 end`
 
 // HasAppAPI reports whether Karmada has seen the MLSysOpsApp API in a

@@ -2,20 +2,26 @@ package continuum
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
+	workv1alpha2 "github.com/karmada-io/karmada/pkg/apis/work/v1alpha2"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
@@ -49,9 +55,19 @@ func NewAppReconciler(c client.Client, capacity CapacitySource, log *slog.Logger
 // SetupWithManager registers the reconciler: it watches applications and
 // the policies it owns.
 func (r *AppReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	// A ResourceBinding carries the members' reflected status of the
+	// application it binds.
+	byBinding := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		rb, ok := o.(*workv1alpha2.ResourceBinding)
+		if !ok || rb.Spec.Resource.Kind != "MLSysOpsApp" {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: rb.Spec.Resource.Namespace, Name: rb.Spec.Resource.Name}}}
+	})
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&mlsysopsv1.MLSysOpsApp{}).
 		Owns(&policyv1alpha1.PropagationPolicy{}).
+		Watches(&workv1alpha2.ResourceBinding{}, byBinding).
 		Named("continuum-placement").
 		// Tests run several managers in one process.
 		WithOptions(controller.Options{SkipNameValidation: ptr(true)}).
@@ -85,7 +101,11 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 	}
 	current := currentClusters(pp)
 	if len(current) > 0 && allReady(current, ready) && respects(app, current) {
-		return reconcile.Result{}, r.updateRunningPhase(ctx, app, current)
+		comps, err := r.memberComponents(ctx, app, current)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		return reconcile.Result{}, r.updateRunningPhase(ctx, app, current, comps)
 	}
 
 	// Place (again): new application, or a cluster of its placement failed.
@@ -196,12 +216,49 @@ func (r *AppReconciler) setPhase(ctx context.Context, app *mlsysopsv1.MLSysOpsAp
 	})
 }
 
+// memberComponents gathers the component status each chosen member
+// cluster reports, as Karmada reflects it into the ResourceBinding.
+func (r *AppReconciler) memberComponents(ctx context.Context, app *mlsysopsv1.MLSysOpsApp, clusters []string) ([]mlsysopsv1.ComponentStatus, error) {
+	rb := &workv1alpha2.ResourceBinding{}
+	err := r.client.Get(ctx, types.NamespacedName{Namespace: app.Namespace, Name: bindingName(app.Name)}, rb)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []mlsysopsv1.ComponentStatus
+	for _, item := range rb.Status.AggregatedStatus {
+		if item.Status == nil || !slices.Contains(clusters, item.ClusterName) {
+			continue
+		}
+		var st mlsysopsv1.MLSysOpsAppStatus
+		if err := json.Unmarshal(item.Status.Raw, &st); err != nil {
+			r.log.Warn("unreadable member status", "app", app.Name, "cluster", item.ClusterName, "error", err)
+			continue
+		}
+		for _, c := range st.Components {
+			if c.Cluster == "" {
+				c.Cluster = item.ClusterName
+			}
+			out = append(out, c)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Name != out[j].Name {
+			return out[i].Name < out[j].Name
+		}
+		return out[i].Cluster < out[j].Cluster
+	})
+	return out, nil
+}
+
 // updateRunningPhase derives the phase of a placed application from the
-// component status Karmada aggregates from its clusters.
-func (r *AppReconciler) updateRunningPhase(ctx context.Context, app *mlsysopsv1.MLSysOpsApp, clusters []string) error {
+// component status its clusters report.
+func (r *AppReconciler) updateRunningPhase(ctx context.Context, app *mlsysopsv1.MLSysOpsApp, clusters []string, comps []mlsysopsv1.ComponentStatus) error {
 	want := len(app.Spec.Components)
 	ready, reported := 0, 0
-	for _, c := range app.Status.Components {
+	for _, c := range comps {
 		reported++
 		if c.Replicas > 0 && c.ReadyReplicas >= c.Replicas {
 			ready++
@@ -216,11 +273,9 @@ func (r *AppReconciler) updateRunningPhase(ctx context.Context, app *mlsysopsv1.
 			phase = mlsysopsv1.AppDegraded
 		}
 	}
-	if app.Status.Phase == phase && app.Status.Message == msg && app.Status.ObservedGeneration == app.Generation {
-		return nil
-	}
 	return r.updateStatus(ctx, app, func(st *mlsysopsv1.MLSysOpsAppStatus) {
 		st.Phase, st.Message = phase, msg
+		st.Components = comps
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
 			Type: mlsysopsv1.ConditionReady, Status: boolStatus(phase == mlsysopsv1.AppRunning), Reason: string(phase),
 			Message: msg, ObservedGeneration: app.Generation,
@@ -246,6 +301,9 @@ func (r *AppReconciler) updateStatus(ctx context.Context, app *mlsysopsv1.MLSysO
 }
 
 func equalStatus(a, b *mlsysopsv1.MLSysOpsAppStatus) bool {
+	if !equality.Semantic.DeepEqual(a.Components, b.Components) {
+		return false
+	}
 	if a.Phase != b.Phase || a.Message != b.Message || a.ObservedGeneration != b.ObservedGeneration || len(a.Conditions) != len(b.Conditions) {
 		return false
 	}
@@ -273,3 +331,7 @@ func truncate(s string, n int) string {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// bindingName is the name Karmada gives the ResourceBinding of an
+// application (application names cannot contain the ':' Karmada replaces).
+func bindingName(app string) string { return strings.ToLower(app + "-mlsysopsapp") }

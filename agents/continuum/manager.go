@@ -8,6 +8,7 @@ import (
 	"github.com/go-logr/logr"
 	clusterv1alpha1 "github.com/karmada-io/karmada/pkg/apis/cluster/v1alpha1"
 	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
+	workv1alpha2 "github.com/karmada-io/karmada/pkg/apis/work/v1alpha2"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -21,7 +22,7 @@ import (
 func Scheme() (*runtime.Scheme, error) {
 	s := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{
-		clientgoscheme.AddToScheme, mlsysopsv1.AddToScheme, policyv1alpha1.Install, clusterv1alpha1.Install,
+		clientgoscheme.AddToScheme, mlsysopsv1.AddToScheme, policyv1alpha1.Install, clusterv1alpha1.Install, workv1alpha2.Install,
 	} {
 		if err := add(s); err != nil {
 			return nil, err

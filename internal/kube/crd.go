@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/yaml"
 
 	corev1 "k8s.io/api/core/v1"
@@ -50,14 +51,23 @@ func ApplyCRDs(ctx context.Context, cs apiextensionsclientset.Interface, crds []
 	names := make([]string, 0, len(crds))
 	for _, crd := range crds {
 		crd = crd.DeepCopy()
-		cur, err := api.Get(ctx, crd.Name, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			_, err = api.Create(ctx, crd, metav1.CreateOptions{})
-		case err == nil:
+		// Several agents may apply the same CRDs at once.
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur, err := api.Get(ctx, crd.Name, metav1.GetOptions{})
+			switch {
+			case apierrors.IsNotFound(err):
+				_, err = api.Create(ctx, crd, metav1.CreateOptions{})
+				if apierrors.IsAlreadyExists(err) {
+					return apierrors.NewConflict(apiextensionsv1.Resource("customresourcedefinitions"), crd.Name, err)
+				}
+				return err
+			case err != nil:
+				return err
+			}
 			crd.ResourceVersion = cur.ResourceVersion
 			_, err = api.Update(ctx, crd, metav1.UpdateOptions{})
-		}
+			return err
+		})
 		if err != nil {
 			return fmt.Errorf("apply CRD %s: %w", crd.Name, err)
 		}

@@ -24,6 +24,9 @@ type Node struct {
 	// frequencies, container runtimes and performance indicators come
 	// from it.
 	Description *mlsysopsv1.MLSysOpsNodeSpec
+	// Pods on the node, when the caller has them (the cluster agent uses
+	// them to discount a component's own pods when it re-places it).
+	Pods []*corev1.Pod
 }
 
 // Name is the node's name.

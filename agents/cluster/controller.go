@@ -1,0 +1,529 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/mlsysops-go/mlsysops/agents/cluster/fluidity"
+	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
+	"github.com/mlsysops-go/mlsysops/internal/placement"
+)
+
+// Finalizer holds an application in the member cluster until the cluster
+// agent has deleted everything it created for it.
+const Finalizer = mlsysopsv1.LabelPrefix + "cleanup"
+
+// AppReconciler realises the applications Karmada propagated to this
+// cluster. It is level-triggered: each pass re-derives the wanted objects
+// from the application, the nodes and what exists, so a restart neither
+// duplicates nor loses a component, and existing pods are left alone.
+type AppReconciler struct {
+	client  client.Client
+	cluster string
+	log     *slog.Logger
+	// Placed is told about every component placed on a node, so the node
+	// agents can learn what runs on them; nil when nobody listens.
+	Placed func(ctx context.Context, app, component string, nodes []string)
+}
+
+var _ reconcile.Reconciler = (*AppReconciler)(nil)
+
+// NewAppReconciler returns a reconciler for the member cluster named
+// cluster.
+func NewAppReconciler(c client.Client, cluster string, log *slog.Logger) *AppReconciler {
+	return &AppReconciler{client: c, cluster: cluster, log: log}
+}
+
+// SetupWithManager watches applications, the Deployments made for them
+// and nodes (a node that fails or comes back may change placements).
+func (r *AppReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	byLabel := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		app := o.GetLabels()[mlsysopsv1.LabelApp]
+		if app == "" || o.GetLabels()[fluidity.LabelManagedBy] != fluidity.ManagedByValue {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: AppNamespace, Name: app}}}
+	})
+	allApps := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
+		var list mlsysopsv1.MLSysOpsAppList
+		if err := mgr.GetClient().List(ctx, &list, client.InNamespace(AppNamespace)); err != nil {
+			return nil
+		}
+		out := make([]reconcile.Request, 0, len(list.Items))
+		for _, a := range list.Items {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: a.Namespace, Name: a.Name}})
+		}
+		return out
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&mlsysopsv1.MLSysOpsApp{}).
+		Watches(&appsv1.Deployment{}, byLabel).
+		Watches(&corev1.Node{}, allApps).
+		Named("cluster-fluidity").
+		WithOptions(controller.Options{SkipNameValidation: ptr(true)}).
+		Complete(r)
+}
+
+// AppNamespace is where Karmada propagates MLSysOpsApp objects.
+const AppNamespace = "mlsysops"
+
+// Reconcile realises one application.
+func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	log := r.log.With("app", req.Name, "cluster", r.cluster)
+	app := &mlsysopsv1.MLSysOpsApp{}
+	if err := r.client.Get(ctx, req.NamespacedName, app); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if !app.DeletionTimestamp.IsZero() {
+		return r.remove(ctx, app, log)
+	}
+	if controllerutil.AddFinalizer(app, Finalizer) {
+		if err := r.client.Update(ctx, app); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fluidity.Namespace(app.Name)}}
+	if _, err := controllerutil.CreateOrUpdate(ctx, r.client, ns, func() error {
+		if ns.Labels == nil {
+			ns.Labels = map[string]string{}
+		}
+		ns.Labels[mlsysopsv1.LabelApp] = app.Name
+		ns.Labels[fluidity.LabelManagedBy] = fluidity.ManagedByValue
+		return nil
+	}); err != nil {
+		return reconcile.Result{}, fmt.Errorf("namespace for %s: %w", app.Name, err)
+	}
+
+	nodes, err := r.nodes(ctx, app.Name)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	existing := map[string]*appsv1.Deployment{}
+	var deps appsv1.DeploymentList
+	if err := r.client.List(ctx, &deps, client.InNamespace(ns.Name), client.MatchingLabels{fluidity.LabelManagedBy: fluidity.ManagedByValue}); err != nil {
+		return reconcile.Result{}, err
+	}
+	for i := range deps.Items {
+		existing[deps.Items[i].Labels[mlsysopsv1.LabelComponent]] = &deps.Items[i]
+	}
+
+	statuses := map[string]*mlsysopsv1.ComponentStatus{}
+	unschedulable := false
+	requeue := time.Duration(0)
+	for _, comp := range ordered(app.Spec.Components) {
+		st := &mlsysopsv1.ComponentStatus{Name: comp.Metadata.Name, Cluster: r.cluster, Replicas: placement.Replicas(&app.Spec, comp)}
+		statuses[comp.Metadata.Name] = st
+		if waiting := notReady(comp.DependsOn, existing); len(waiting) > 0 {
+			// depends_on orders the roll-out: dependents wait for ready
+			// dependencies.
+			st.Message = "waiting for " + strings.Join(waiting, ", ")
+			requeue = 5 * time.Second
+			continue
+		}
+		chosen, why := r.choose(app, comp, existing[comp.Metadata.Name], nodes)
+		if chosen == nil {
+			st.Message = why
+			unschedulable = true
+			continue
+		}
+		objs, err := fluidity.Render(app, comp, chosen)
+		if err != nil {
+			st.Message = err.Error()
+			unschedulable = true
+			continue
+		}
+		if err := r.apply(ctx, objs); err != nil {
+			return reconcile.Result{}, err
+		}
+		if prev := existing[comp.Metadata.Name]; prev == nil || prev.Annotations[fluidity.AnnotationNodes] != objs.Deployment.Annotations[fluidity.AnnotationNodes] {
+			log.Info("component placed", "component", comp.Metadata.Name, "nodes", chosen)
+			if r.Placed != nil {
+				r.Placed(ctx, app.Name, comp.Metadata.Name, chosen)
+			}
+		}
+		if d := existing[comp.Metadata.Name]; d != nil {
+			st.ReadyReplicas = d.Status.ReadyReplicas
+		}
+		st.Nodes, err = r.podNodes(ctx, ns.Name, comp.Metadata.Name)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		if len(st.Nodes) == 0 {
+			st.Nodes = chosen
+		}
+	}
+	if err := r.prune(ctx, ns.Name, app); err != nil {
+		return reconcile.Result{}, err
+	}
+	if err := r.writeStatus(ctx, app, statuses, unschedulable); err != nil {
+		return reconcile.Result{}, err
+	}
+	if unschedulable {
+		// Capacity may free up; try again.
+		return reconcile.Result{RequeueAfter: 15 * time.Second}, nil
+	}
+	return reconcile.Result{RequeueAfter: requeue}, nil
+}
+
+// choose keeps a component's current nodes while they are Ready and still
+// fit it, and places it afresh otherwise.
+func (r *AppReconciler) choose(app *mlsysopsv1.MLSysOpsApp, comp *mlsysopsv1.Component, cur *appsv1.Deployment, nodes []placement.Node) ([]string, string) {
+	exclude := map[string]string{}
+	if cur != nil && cur.Annotations[fluidity.AnnotationNodes] != "" {
+		prev := strings.Split(cur.Annotations[fluidity.AnnotationNodes], ",")
+		// The component's own pods stay counted on their nodes; placing it
+		// on the same nodes again must not need twice the room.
+		own := withoutComponent(nodes, app.Name, comp.Metadata.Name)
+		d, err := placement.PlaceComponent(placement.Request{App: &app.Spec, Component: comp}, restrict(own, prev))
+		if err == nil && d.Feasible() && allReadyNodes(nodes, prev) {
+			return prev, ""
+		}
+		for _, n := range prev {
+			if !ready(nodes, n) {
+				exclude[n] = "failed while hosting the component"
+			}
+		}
+		nodes = own
+	}
+	d, err := placement.PlaceComponent(placement.Request{App: &app.Spec, Component: comp, Exclude: exclude}, nodes)
+	if err != nil {
+		return nil, err.Error()
+	}
+	if !d.Feasible() {
+		if len(d.Nodes) > 0 {
+			// Run what fits; the message says what does not.
+			return d.Nodes, ""
+		}
+		return nil, d.Reason()
+	}
+	return d.Nodes, ""
+}
+
+// nodes returns the cluster's nodes with what their pods request; the
+// MLSysOpsNode descriptions, where present, add CPU frequencies and
+// container runtimes.
+func (r *AppReconciler) nodes(ctx context.Context, app string) ([]placement.Node, error) {
+	var nl corev1.NodeList
+	if err := r.client.List(ctx, &nl); err != nil {
+		return nil, err
+	}
+	var pl corev1.PodList
+	if err := r.client.List(ctx, &pl); err != nil {
+		return nil, err
+	}
+	descs := map[string]*mlsysopsv1.MLSysOpsNodeSpec{}
+	var ml mlsysopsv1.MLSysOpsNodeList
+	if err := r.client.List(ctx, &ml); err == nil {
+		for i := range ml.Items {
+			descs[ml.Items[i].Name] = &ml.Items[i].Spec
+		}
+	}
+	requested := map[string]corev1.ResourceList{}
+	owners := map[string][]*corev1.Pod{}
+	for i := range pl.Items {
+		p := &pl.Items[i]
+		if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		list := requested[p.Spec.NodeName]
+		if list == nil {
+			list = corev1.ResourceList{}
+			requested[p.Spec.NodeName] = list
+		}
+		placement.AddPodRequests(list, p)
+		owners[p.Spec.NodeName] = append(owners[p.Spec.NodeName], p)
+	}
+	out := make([]placement.Node, 0, len(nl.Items))
+	for i := range nl.Items {
+		n := &nl.Items[i]
+		out = append(out, placement.Node{Node: n, Requested: requested[n.Name], Description: descs[n.Name], Pods: owners[n.Name]})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name() < out[j].Name() })
+	return out, nil
+}
+
+// withoutComponent returns the nodes with the requests of a component's
+// own pods removed.
+func withoutComponent(nodes []placement.Node, app, comp string) []placement.Node {
+	out := make([]placement.Node, len(nodes))
+	for i, n := range nodes {
+		out[i] = n
+		var mine []*corev1.Pod
+		for _, p := range n.Pods {
+			if p.Labels[mlsysopsv1.LabelApp] == app && p.Labels[mlsysopsv1.LabelComponent] == comp {
+				mine = append(mine, p)
+			}
+		}
+		if len(mine) == 0 {
+			continue
+		}
+		req := corev1.ResourceList{}
+		for _, p := range n.Pods {
+			if p.Labels[mlsysopsv1.LabelApp] == app && p.Labels[mlsysopsv1.LabelComponent] == comp {
+				continue
+			}
+			placement.AddPodRequests(req, p)
+		}
+		out[i].Requested = req
+	}
+	return out
+}
+
+func restrict(nodes []placement.Node, names []string) []placement.Node {
+	var out []placement.Node
+	for _, n := range nodes {
+		for _, want := range names {
+			if n.Name() == want {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
+}
+
+func ready(nodes []placement.Node, name string) bool {
+	for _, n := range nodes {
+		if n.Name() == name {
+			for _, c := range n.Node.Status.Conditions {
+				if c.Type == corev1.NodeReady {
+					return c.Status == corev1.ConditionTrue
+				}
+			}
+		}
+	}
+	return false
+}
+
+func allReadyNodes(nodes []placement.Node, names []string) bool {
+	for _, n := range names {
+		if !ready(nodes, n) {
+			return false
+		}
+	}
+	return true
+}
+
+// apply creates or updates the rendered objects.
+func (r *AppReconciler) apply(ctx context.Context, objs fluidity.Objects) error {
+	want := objs.Deployment
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: want.Name, Namespace: want.Namespace}}
+	if _, err := controllerutil.CreateOrUpdate(ctx, r.client, dep, func() error {
+		dep.Labels = want.Labels
+		dep.Annotations = want.Annotations
+		dep.Spec.Replicas = want.Spec.Replicas
+		dep.Spec.Strategy = want.Spec.Strategy
+		if dep.CreationTimestamp.IsZero() {
+			dep.Spec.Selector = want.Spec.Selector
+		}
+		dep.Spec.Template = want.Spec.Template
+		return nil
+	}); err != nil {
+		return fmt.Errorf("deployment %s/%s: %w", want.Namespace, want.Name, err)
+	}
+	if s := objs.Service; s != nil {
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace}}
+		if _, err := controllerutil.CreateOrUpdate(ctx, r.client, svc, func() error {
+			svc.Labels = s.Labels
+			svc.Spec.Selector = s.Spec.Selector
+			svc.Spec.Type = s.Spec.Type
+			// Keep allocated node ports across updates.
+			for i := range s.Spec.Ports {
+				for _, old := range svc.Spec.Ports {
+					if old.Port == s.Spec.Ports[i].Port && old.Protocol == s.Spec.Ports[i].Protocol {
+						s.Spec.Ports[i].NodePort = old.NodePort
+					}
+				}
+			}
+			svc.Spec.Ports = s.Spec.Ports
+			return nil
+		}); err != nil {
+			return fmt.Errorf("service %s/%s: %w", s.Namespace, s.Name, err)
+		}
+	}
+	return nil
+}
+
+// prune deletes the Deployments and Services of components no longer in
+// the application.
+func (r *AppReconciler) prune(ctx context.Context, ns string, app *mlsysopsv1.MLSysOpsApp) error {
+	keep := map[string]bool{}
+	svcKeep := map[string]bool{}
+	for i := range app.Spec.Components {
+		keep[app.Spec.Components[i].Metadata.Name] = true
+	}
+	var deps appsv1.DeploymentList
+	if err := r.client.List(ctx, &deps, client.InNamespace(ns), client.MatchingLabels{fluidity.LabelManagedBy: fluidity.ManagedByValue}); err != nil {
+		return err
+	}
+	for i := range deps.Items {
+		if !keep[deps.Items[i].Labels[mlsysopsv1.LabelComponent]] {
+			if err := r.client.Delete(ctx, &deps.Items[i]); client.IgnoreNotFound(err) != nil {
+				return err
+			}
+		}
+	}
+	for i := range app.Spec.Components {
+		comp := &app.Spec.Components[i]
+		if objs, err := fluidity.Render(app, comp, []string{"x"}); err == nil && objs.Service != nil {
+			svcKeep[comp.Metadata.Name] = true
+		}
+	}
+	var svcs corev1.ServiceList
+	if err := r.client.List(ctx, &svcs, client.InNamespace(ns), client.MatchingLabels{fluidity.LabelManagedBy: fluidity.ManagedByValue}); err != nil {
+		return err
+	}
+	for i := range svcs.Items {
+		if !svcKeep[svcs.Items[i].Labels[mlsysopsv1.LabelComponent]] {
+			if err := r.client.Delete(ctx, &svcs.Items[i]); client.IgnoreNotFound(err) != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (r *AppReconciler) podNodes(ctx context.Context, ns, comp string) ([]string, error) {
+	var pods corev1.PodList
+	if err := r.client.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{mlsysopsv1.LabelComponent: comp}); err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, p := range pods.Items {
+		if p.Spec.NodeName != "" && p.DeletionTimestamp.IsZero() && !seen[p.Spec.NodeName] {
+			seen[p.Spec.NodeName] = true
+			out = append(out, p.Spec.NodeName)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+func (r *AppReconciler) writeStatus(ctx context.Context, app *mlsysopsv1.MLSysOpsApp, statuses map[string]*mlsysopsv1.ComponentStatus, unschedulable bool) error {
+	var comps []mlsysopsv1.ComponentStatus
+	allReady := true
+	for i := range app.Spec.Components {
+		st := statuses[app.Spec.Components[i].Metadata.Name]
+		comps = append(comps, *st)
+		if st.ReadyReplicas < st.Replicas {
+			allReady = false
+		}
+	}
+	phase, msg := mlsysopsv1.AppDeploying, "components starting"
+	switch {
+	case unschedulable:
+		phase, msg = mlsysopsv1.AppUnschedulable, "some components fit no node of "+r.cluster
+	case allReady:
+		phase, msg = mlsysopsv1.AppRunning, "all components ready"
+	case app.Status.Phase == mlsysopsv1.AppRunning || app.Status.Phase == mlsysopsv1.AppDegraded:
+		phase, msg = mlsysopsv1.AppDegraded, "components lost ready replicas"
+	}
+	patch := client.MergeFrom(app.DeepCopy())
+	app.Status.Components = comps
+	app.Status.Phase, app.Status.Message = phase, msg
+	app.Status.ObservedGeneration = app.Generation
+	meta.SetStatusCondition(&app.Status.Conditions, metav1.Condition{
+		Type: mlsysopsv1.ConditionReady, Status: boolStatus(phase == mlsysopsv1.AppRunning), Reason: string(phase), Message: msg,
+		ObservedGeneration: app.Generation,
+	})
+	if err := r.client.Status().Patch(ctx, app, patch); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("status of %s: %w", app.Name, err)
+	}
+	return nil
+}
+
+// remove deletes the application's namespace (and with it every object
+// created for it), waits until it is gone, then lets the application go.
+func (r *AppReconciler) remove(ctx context.Context, app *mlsysopsv1.MLSysOpsApp, log *slog.Logger) (reconcile.Result, error) {
+	if !controllerutil.ContainsFinalizer(app, Finalizer) {
+		return reconcile.Result{}, nil
+	}
+	ns := &corev1.Namespace{}
+	err := r.client.Get(ctx, types.NamespacedName{Name: fluidity.Namespace(app.Name)}, ns)
+	switch {
+	case err == nil:
+		if ns.DeletionTimestamp.IsZero() {
+			if err := r.client.Delete(ctx, ns); client.IgnoreNotFound(err) != nil {
+				return reconcile.Result{}, err
+			}
+			log.Info("removing application objects", "namespace", ns.Name)
+		}
+		return reconcile.Result{RequeueAfter: time.Second}, nil
+	case !apierrors.IsNotFound(err):
+		return reconcile.Result{}, err
+	}
+	controllerutil.RemoveFinalizer(app, Finalizer)
+	if err := r.client.Update(ctx, app); client.IgnoreNotFound(err) != nil {
+		return reconcile.Result{}, err
+	}
+	log.Info("application removed")
+	return reconcile.Result{}, nil
+}
+
+// ordered sorts components so that each comes after what it depends on
+// (validation guarantees there is no cycle; order is otherwise kept).
+func ordered(comps []mlsysopsv1.Component) []*mlsysopsv1.Component {
+	byName := map[string]*mlsysopsv1.Component{}
+	for i := range comps {
+		byName[comps[i].Metadata.Name] = &comps[i]
+	}
+	var out []*mlsysopsv1.Component
+	done := map[string]bool{}
+	var visit func(c *mlsysopsv1.Component, depth int)
+	visit = func(c *mlsysopsv1.Component, depth int) {
+		if done[c.Metadata.Name] || depth > len(comps) {
+			return
+		}
+		for _, d := range c.DependsOn {
+			if dep := byName[d]; dep != nil {
+				visit(dep, depth+1)
+			}
+		}
+		if !done[c.Metadata.Name] {
+			done[c.Metadata.Name] = true
+			out = append(out, c)
+		}
+	}
+	for i := range comps {
+		visit(&comps[i], 0)
+	}
+	return out
+}
+
+// notReady lists the dependencies whose Deployments are not fully ready.
+func notReady(deps []string, existing map[string]*appsv1.Deployment) []string {
+	var out []string
+	for _, d := range deps {
+		dep := existing[d]
+		if dep == nil || dep.Spec.Replicas == nil || dep.Status.ReadyReplicas < *dep.Spec.Replicas {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func boolStatus(b bool) metav1.ConditionStatus {
+	if b {
+		return metav1.ConditionTrue
+	}
+	return metav1.ConditionFalse
+}
+
+func ptr[T any](v T) *T { return &v }
