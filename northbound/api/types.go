@@ -1,0 +1,402 @@
+package api
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Role is what a bearer token may do.
+type Role string
+
+// Roles. A viewer may read (every GET, and pinging an agent); an operator
+// may do everything.
+const (
+	RoleViewer   Role = "viewer"
+	RoleOperator Role = "operator"
+)
+
+// Allows reports whether a token of role r may call a route that needs
+// role need.
+func (r Role) Allows(need Role) bool {
+	switch r {
+	case RoleOperator:
+		return true
+	case RoleViewer:
+		return need == RoleViewer
+	}
+	return false
+}
+
+// Valid reports whether r is a known role.
+func (r Role) Valid() bool { return r == RoleViewer || r == RoleOperator }
+
+// Media types the API reads and writes.
+const (
+	MediaJSON    = "application/json"
+	MediaYAML    = "application/yaml"
+	MediaProblem = "application/problem+json"
+	MediaText    = "text/plain"
+)
+
+// Headers the API reads or sets.
+const (
+	// HeaderRequestID carries the request id: taken from the request when
+	// it is well formed, generated otherwise, and always echoed.
+	HeaderRequestID = "X-Request-Id"
+	// HeaderIdempotencyKey makes a retried submission return the first
+	// receipt instead of a conflict.
+	HeaderIdempotencyKey = "Idempotency-Key"
+)
+
+// Problem is the body of every error response (RFC 9457). Detail is also
+// what upstream clients print.
+type Problem struct {
+	// Type is a URI naming the kind of problem; "about:blank" when the
+	// status says it all.
+	Type string `json:"type"`
+	// Title is the HTTP status text.
+	Title string `json:"title"`
+	// Status is the HTTP status code.
+	Status int `json:"status"`
+	// Detail says what went wrong and what to do about it.
+	Detail string `json:"detail"`
+	// Instance is the request path.
+	Instance string `json:"instance,omitempty"`
+	// RequestID identifies the request in the server's logs.
+	RequestID string `json:"request_id,omitempty"`
+	// Problems lists every problem of a rejected body, with its field path.
+	Problems []FieldProblem `json:"problems,omitempty"`
+}
+
+// FieldProblem is one problem of a request body.
+type FieldProblem struct {
+	// Field is the path of the offending field, e.g.
+	// MLSysOpsApp.components[0].containers[0].image; empty when the
+	// problem concerns the whole body.
+	Field string `json:"field,omitempty"`
+	// Type is the kind of problem (FieldValueRequired, FieldValueInvalid,
+	// FieldValueNotSupported, ...).
+	Type string `json:"type"`
+	// Message says what is wrong, with the offending value.
+	Message string `json:"message"`
+}
+
+// Problem types (the Type of a Problem).
+const (
+	ProblemInvalid      = "urn:mlsysops:problem:invalid"
+	ProblemConflict     = "urn:mlsysops:problem:conflict"
+	ProblemNotFound     = "urn:mlsysops:problem:not-found"
+	ProblemUnauthorized = "urn:mlsysops:problem:unauthorized"
+	ProblemForbidden    = "urn:mlsysops:problem:forbidden"
+	ProblemTooLarge     = "urn:mlsysops:problem:too-large"
+	ProblemMediaType    = "urn:mlsysops:problem:unsupported-media-type"
+	ProblemUnavailable  = "urn:mlsysops:problem:unavailable"
+	ProblemTimeout      = "urn:mlsysops:problem:timeout"
+	ProblemInternal     = "urn:mlsysops:problem:internal"
+)
+
+// Accepted answers a submission (deploy, update or remove) of an
+// application or an ML deployment: 202 with a Location header.
+type Accepted struct {
+	// ID is the application name or the ML deployment id.
+	ID string `json:"id"`
+	// Request is deploy, update or remove.
+	Request string `json:"request"`
+	// Phase is the phase the submission set: Queued or Removing.
+	Phase string `json:"phase"`
+	// Generation counts the accepted submissions of this id.
+	Generation int64 `json:"generation"`
+	// Replayed is true when the Idempotency-Key had been used before and
+	// nothing new was queued.
+	Replayed bool `json:"replayed,omitempty"`
+	// Href is the resource's URL path.
+	Href string `json:"href"`
+}
+
+// Summary is one application or ML deployment in a list, as the shared
+// state (Redis) has it.
+type Summary struct {
+	ID    string `json:"id"`
+	Phase string `json:"phase"`
+	// Message explains the phase.
+	Message string `json:"message,omitempty"`
+	// LastRequest is the latest accepted submission: deploy, update or
+	// remove.
+	LastRequest string `json:"last_request"`
+	Generation  int64  `json:"generation"`
+	// Placement maps a component to where it runs, as reported by the
+	// agents.
+	Placement   map[string]string `json:"placement,omitempty"`
+	SubmittedAt time.Time         `json:"submitted_at"`
+	UpdatedAt   time.Time         `json:"updated_at"`
+}
+
+// List is a page of summaries.
+type List struct {
+	Items []Summary `json:"items"`
+	// Total counts every item that matches the filter, on every page.
+	Total int `json:"total"`
+	// Continue, when not empty, fetches the next page (query parameter
+	// continue).
+	Continue string `json:"continue,omitempty"`
+}
+
+// Application is one application or ML deployment in detail.
+type Application struct {
+	Summary
+	// PhaseSource says where Phase comes from: "resource" (the
+	// MLSysOpsApp status in Karmada, written by the agents) or
+	// "submission" (the shared state, while the resource does not exist
+	// yet or is being removed).
+	PhaseSource string `json:"phase_source"`
+	// Resource is the MLSysOpsApp in Karmada; nil until the continuum
+	// agent created it.
+	Resource *Resource `json:"resource"`
+	// Components is the placement of each component.
+	Components []ComponentPlacement `json:"components"`
+	// Conditions of the resource (Placed, Ready, Valid).
+	Conditions []Condition `json:"conditions"`
+	// Description is the submitted description, in the custom resource
+	// form.
+	Description json.RawMessage `json:"description,omitempty"`
+	// Warnings say what could not be read (Karmada down, ...).
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// Resource is what the Karmada API holds of an application.
+type Resource struct {
+	Namespace          string    `json:"namespace"`
+	Name               string    `json:"name"`
+	Phase              string    `json:"phase,omitempty"`
+	Message            string    `json:"message,omitempty"`
+	Generation         int64     `json:"generation"`
+	ObservedGeneration int64     `json:"observed_generation"`
+	CreatedAt          time.Time `json:"created_at"`
+}
+
+// ComponentPlacement is where one component runs.
+type ComponentPlacement struct {
+	Name string `json:"name"`
+	// Cluster hosting the component; empty until placed.
+	Cluster string `json:"cluster,omitempty"`
+	// Nodes running its replicas.
+	Nodes         []string `json:"nodes"`
+	Replicas      int32    `json:"replicas"`
+	ReadyReplicas int32    `json:"ready_replicas"`
+	// GPUModel is the GPU product of the nodes it runs on when known, else
+	// the model the description asks for.
+	GPUModel string `json:"gpu_model,omitempty"`
+	// GPUs is the number of GPUs one replica requests.
+	GPUs    int64  `json:"gpus,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// Condition is a status condition of the resource.
+type Condition struct {
+	Type               string    `json:"type"`
+	Status             string    `json:"status"`
+	Reason             string    `json:"reason,omitempty"`
+	Message            string    `json:"message,omitempty"`
+	LastTransitionTime time.Time `json:"last_transition_time"`
+}
+
+// Performance is the current value of every QoS metric of an application
+// against its target.
+type Performance struct {
+	ID      string        `json:"id"`
+	Metrics []MetricValue `json:"metrics"`
+	// GlobalSatisfaction weighs the metrics as the description's
+	// global_satisfaction says; nil when the description has none.
+	GlobalSatisfaction *Satisfaction `json:"global_satisfaction,omitempty"`
+}
+
+// MetricValue is one QoS metric of one component.
+type MetricValue struct {
+	Component string   `json:"component"`
+	Metric    string   `json:"metric"`
+	Target    *float64 `json:"target,omitempty"`
+	Relation  string   `json:"relation,omitempty"`
+	// Value is the latest reading; nil when there is none.
+	Value *float64 `json:"value"`
+	// Satisfied compares Value with Target; nil when either is unknown.
+	Satisfied *bool `json:"satisfied"`
+	// Node is where the value was read.
+	Node      string     `json:"node,omitempty"`
+	SampledAt *time.Time `json:"sampled_at,omitempty"`
+	// Reason says why there is no value.
+	Reason string `json:"reason,omitempty"`
+}
+
+// Satisfaction is the application-wide QoS goal and how it stands.
+type Satisfaction struct {
+	Threshold *float64 `json:"threshold,omitempty"`
+	Relation  string   `json:"relation,omitempty"`
+	// Value is the weighted share of satisfied metrics, in [0, 1]; nil
+	// while a weighted metric has no value.
+	Value     *float64 `json:"value"`
+	Satisfied *bool    `json:"satisfied"`
+}
+
+// Continuum is the whole infrastructure.
+type Continuum struct {
+	// ID is the continuum_id of the continuum description, when one is
+	// registered.
+	ID string `json:"id,omitempty"`
+	// Agent is the continuum agent; nil when none is registered.
+	Agent    *AgentState `json:"agent"`
+	Clusters []Cluster   `json:"clusters"`
+	// Totals sums the Ready clusters.
+	Totals Resources `json:"totals"`
+}
+
+// Cluster is one member cluster and its live state.
+type Cluster struct {
+	Name string `json:"name"`
+	// Ready is Karmada's Ready condition.
+	Ready   bool   `json:"ready"`
+	Message string `json:"message,omitempty"`
+	// Agent is the cluster agent; nil when none is registered.
+	Agent     *AgentState `json:"agent"`
+	NodeCount int         `json:"node_count"`
+	Resources Resources   `json:"resources"`
+	// Nodes is filled when one cluster is asked for.
+	Nodes []Node `json:"nodes,omitempty"`
+}
+
+// Node is one node of a member cluster and its live state.
+type Node struct {
+	Name    string `json:"name"`
+	Cluster string `json:"cluster"`
+	// Layer is the continuum layer (cloud, edge_infrastructure, edge,
+	// far_edge) from the node's labels.
+	Layer string `json:"layer,omitempty"`
+	// Ready is the Kubernetes node's Ready condition.
+	Ready bool `json:"ready"`
+	// Agent is the node agent; nil when none is registered.
+	Agent     *AgentState       `json:"agent"`
+	Labels    map[string]string `json:"labels"`
+	Resources Resources         `json:"resources"`
+	// Described is true when a node description is registered.
+	Described bool `json:"described"`
+}
+
+// Resources are allocatable and free capacity. Free subtracts the requests
+// of the pods that are scheduled and not finished.
+type Resources struct {
+	CPU    CPU    `json:"cpu"`
+	Memory Memory `json:"memory"`
+	// GPUs by product (nvidia.com/gpu.product, "unknown" when unlabelled).
+	GPUs map[string]GPUs `json:"gpus,omitempty"`
+}
+
+// CPU capacity in millicores.
+type CPU struct {
+	Allocatable int64 `json:"allocatable_millicores"`
+	Free        int64 `json:"free_millicores"`
+}
+
+// Memory capacity in bytes.
+type Memory struct {
+	Allocatable int64 `json:"allocatable_bytes"`
+	Free        int64 `json:"free_bytes"`
+}
+
+// GPUs of one product.
+type GPUs struct {
+	Allocatable int64 `json:"allocatable"`
+	Free        int64 `json:"free"`
+	// MemoryMiB of one GPU, from nvidia.com/gpu.memory.
+	MemoryMiB int64 `json:"memory_mib,omitempty"`
+}
+
+// AgentState is an agent's liveness as its parent last recorded it.
+type AgentState struct {
+	JID      string     `json:"jid"`
+	Online   bool       `json:"online"`
+	LastSeen *time.Time `json:"last_seen,omitempty"`
+}
+
+// NodeRegistered answers the registration of a node description.
+type NodeRegistered struct {
+	Name    string `json:"name"`
+	Cluster string `json:"cluster"`
+	// Created is false when an existing description was replaced.
+	Created bool   `json:"created"`
+	Href    string `json:"href"`
+}
+
+// Agent is one registered agent.
+type Agent struct {
+	JID          string    `json:"jid"`
+	Layer        string    `json:"layer"`
+	Cluster      string    `json:"cluster,omitempty"`
+	Node         string    `json:"node,omitempty"`
+	Version      string    `json:"version,omitempty"`
+	Online       bool      `json:"online"`
+	RegisteredAt time.Time `json:"registered_at"`
+	LastSeen     time.Time `json:"last_seen"`
+}
+
+// AgentList lists agents.
+type AgentList struct {
+	Items []Agent `json:"items"`
+}
+
+// PingResult is one round trip to an agent over XMPP.
+type PingResult struct {
+	JID string `json:"jid"`
+	// LatencyMillis is the round-trip time in milliseconds.
+	LatencyMillis float64 `json:"latency_ms"`
+	// Note is what the agent put in its pong.
+	Note string `json:"note,omitempty"`
+}
+
+// ModeRequest switches the management mode of agents.
+type ModeRequest struct {
+	// Mode is 0 (heuristic policies) or 1 (ML-driven).
+	Mode *int `json:"mode"`
+	// Agents are the JIDs to switch; empty means every registered agent.
+	Agents []string `json:"agents,omitempty"`
+	// Reason is logged by the agents.
+	Reason string `json:"reason,omitempty"`
+}
+
+// ModeResult says which agents took the new mode.
+type ModeResult struct {
+	Mode    int               `json:"mode"`
+	Results []AgentModeResult `json:"results"`
+	// Failed counts the agents that did not confirm.
+	Failed int `json:"failed"`
+}
+
+// AgentModeResult is the outcome for one agent.
+type AgentModeResult struct {
+	JID   string `json:"jid"`
+	OK    bool   `json:"ok"`
+	Error string `json:"error,omitempty"`
+}
+
+// Policy is one policy file of a layer.
+type Policy struct {
+	Layer string `json:"layer"`
+	// Name is the file name, policy-<name>.star.
+	Name string `json:"name"`
+	Size int    `json:"size"`
+	// Location is where it is kept: a ConfigMap (namespace/name) or a
+	// directory.
+	Location string `json:"location"`
+	// Source is the policy text; only when one policy is asked for.
+	Source string `json:"source,omitempty"`
+}
+
+// PolicyList lists policies.
+type PolicyList struct {
+	Items []Policy `json:"items"`
+}
+
+// Health answers /healthz and /readyz.
+type Health struct {
+	Status string `json:"status"`
+	// Checks maps a dependency to "ok" or what is wrong with it.
+	Checks map[string]string `json:"checks,omitempty"`
+}

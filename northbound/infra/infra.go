@@ -1,0 +1,281 @@
+// Package infra is the northbound API's view of the Karmada control plane:
+// MLSysOpsApp resources and their status, member clusters and the live
+// state of their nodes (read through Karmada's cluster proxy), and the
+// registration of node descriptions as MLSysOpsNode resources propagated
+// to the node's cluster.
+package infra
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+
+	clusterv1alpha1 "github.com/karmada-io/karmada/pkg/apis/cluster/v1alpha1"
+	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/mlsysops-go/mlsysops/agents/continuum"
+	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
+	"github.com/mlsysops-go/mlsysops/internal/placement"
+	"github.com/mlsysops-go/mlsysops/northbound/api"
+)
+
+// ErrNotFound: no such application, cluster or node.
+var ErrNotFound = errors.New("not found")
+
+// ErrAPIMissing: the MLSysOps CRDs are not installed in Karmada (the
+// continuum agent installs them when it starts).
+var ErrAPIMissing = errors.New("the MLSysOps API (mlsysops.eu CRDs) is not installed in Karmada; start the continuum agent, which installs it")
+
+// Karmada reads and writes the Karmada API.
+type Karmada struct {
+	c         client.Client
+	proxy     rest.Interface
+	namespace string
+}
+
+// Options tune a Karmada reader.
+type Options struct {
+	// Namespace holds MLSysOpsApp and MLSysOpsNode resources; default
+	// continuum.AppNamespace.
+	Namespace string
+}
+
+// Scheme has every kind the northbound reads or writes in Karmada.
+func Scheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{
+		clientgoscheme.AddToScheme, mlsysopsv1.AddToScheme, policyv1alpha1.Install, clusterv1alpha1.Install,
+	} {
+		if err := add(s); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// New returns a reader of the Karmada API at cfg.
+func New(cfg *rest.Config, opts Options) (*Karmada, error) {
+	if opts.Namespace == "" {
+		opts.Namespace = continuum.AppNamespace
+	}
+	s, err := Scheme()
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: s})
+	if err != nil {
+		return nil, fmt.Errorf("karmada client: %w", err)
+	}
+	pc := rest.CopyConfig(cfg)
+	pc.GroupVersion = &clusterv1alpha1.SchemeGroupVersion
+	pc.APIPath = "/apis"
+	pc.NegotiatedSerializer = clientgoscheme.Codecs.WithoutConversion()
+	rc, err := rest.RESTClientFor(pc)
+	if err != nil {
+		return nil, fmt.Errorf("karmada cluster proxy client: %w", err)
+	}
+	return &Karmada{c: c, proxy: rc, namespace: opts.Namespace}, nil
+}
+
+// Namespace is where MLSysOpsApp and MLSysOpsNode resources live.
+func (k *Karmada) Namespace() string { return k.namespace }
+
+// Client is the underlying controller-runtime client.
+func (k *Karmada) Client() client.Client { return k.c }
+
+func wrapKube(what string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("%s: %w", what, ErrNotFound)
+	case meta.IsNoMatchError(err):
+		return fmt.Errorf("%s: %w", what, ErrAPIMissing)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// App returns the MLSysOpsApp name.
+func (k *Karmada) App(ctx context.Context, name string) (*mlsysopsv1.MLSysOpsApp, error) {
+	var app mlsysopsv1.MLSysOpsApp
+	if err := k.c.Get(ctx, client.ObjectKey{Namespace: k.namespace, Name: name}, &app); err != nil {
+		return nil, wrapKube("MLSysOpsApp "+k.namespace+"/"+name, err)
+	}
+	return &app, nil
+}
+
+// ClusterState is a member cluster as Karmada sees it.
+type ClusterState struct {
+	Name    string
+	Ready   bool
+	Message string
+	// Nodes are the cluster's nodes with what their pods request; nil
+	// when the cluster is not Ready or its nodes could not be read.
+	Nodes []placement.Node
+	// NodesError says why Nodes is nil for a Ready cluster.
+	NodesError error
+}
+
+// Clusters lists the member clusters, sorted by name, with their nodes.
+func (k *Karmada) Clusters(ctx context.Context) ([]ClusterState, error) {
+	var list clusterv1alpha1.ClusterList
+	if err := k.c.List(ctx, &list); err != nil {
+		return nil, wrapKube("list Karmada clusters", err)
+	}
+	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
+	out := make([]ClusterState, len(list.Items))
+	for i := range list.Items {
+		out[i] = k.clusterState(ctx, &list.Items[i])
+	}
+	return out, nil
+}
+
+// Cluster returns one member cluster with its nodes.
+func (k *Karmada) Cluster(ctx context.Context, name string) (ClusterState, error) {
+	var c clusterv1alpha1.Cluster
+	if err := k.c.Get(ctx, client.ObjectKey{Name: name}, &c); err != nil {
+		return ClusterState{}, wrapKube("cluster "+name, err)
+	}
+	return k.clusterState(ctx, &c), nil
+}
+
+func (k *Karmada) clusterState(ctx context.Context, c *clusterv1alpha1.Cluster) ClusterState {
+	cs := ClusterState{Name: c.Name}
+	if cond := meta.FindStatusCondition(c.Status.Conditions, clusterv1alpha1.ClusterConditionReady); cond != nil {
+		cs.Ready = cond.Status == metav1.ConditionTrue
+		if !cs.Ready {
+			cs.Message = cond.Message
+		}
+	} else {
+		cs.Message = "Karmada has not reported on this cluster yet"
+	}
+	if cs.Ready {
+		cs.Nodes, cs.NodesError = k.ClusterNodes(ctx, c.Name)
+	}
+	return cs
+}
+
+// ClusterNodes reads a member cluster's nodes and the requests of its
+// running pods through Karmada's cluster proxy.
+func (k *Karmada) ClusterNodes(ctx context.Context, cluster string) ([]placement.Node, error) {
+	var nodes corev1.NodeList
+	if err := k.proxyGet(ctx, cluster, "nodes", nil, &nodes); err != nil {
+		return nil, err
+	}
+	var pods corev1.PodList
+	if err := k.proxyGet(ctx, cluster, "pods", map[string]string{"fieldSelector": "status.phase!=Succeeded,status.phase!=Failed"}, &pods); err != nil {
+		return nil, err
+	}
+	requested := map[string]corev1.ResourceList{}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.Spec.NodeName == "" {
+			continue
+		}
+		if requested[p.Spec.NodeName] == nil {
+			requested[p.Spec.NodeName] = corev1.ResourceList{}
+		}
+		placement.AddPodRequests(requested[p.Spec.NodeName], p)
+	}
+	sort.Slice(nodes.Items, func(i, j int) bool { return nodes.Items[i].Name < nodes.Items[j].Name })
+	out := make([]placement.Node, len(nodes.Items))
+	for i := range nodes.Items {
+		out[i] = placement.Node{Node: &nodes.Items[i], Requested: requested[nodes.Items[i].Name]}
+	}
+	return out, nil
+}
+
+// AppPods lists the pods of an application in a member cluster.
+func (k *Karmada) AppPods(ctx context.Context, cluster, app string) ([]corev1.Pod, error) {
+	var pods corev1.PodList
+	if err := k.proxyGet(ctx, cluster, "pods", map[string]string{"labelSelector": mlsysopsv1.LabelApp + "=" + app}, &pods); err != nil {
+		return nil, err
+	}
+	sort.Slice(pods.Items, func(i, j int) bool { return pods.Items[i].Name < pods.Items[j].Name })
+	return pods.Items, nil
+}
+
+func (k *Karmada) proxyGet(ctx context.Context, cluster, res string, params map[string]string, into runtime.Object) error {
+	req := k.proxy.Get().Resource("clusters").Name(cluster).SubResource("proxy", "api", "v1", res)
+	for key, v := range params {
+		req = req.Param(key, v)
+	}
+	b, err := req.DoRaw(ctx)
+	if err != nil {
+		return fmt.Errorf("cluster %s: list %s through the Karmada cluster proxy: %w", cluster, res, err)
+	}
+	if err := runtime.DecodeInto(clientgoscheme.Codecs.UniversalDecoder(corev1.SchemeGroupVersion), b, into); err != nil {
+		return fmt.Errorf("cluster %s: decode %s: %w", cluster, res, err)
+	}
+	return nil
+}
+
+// NodeResources is a node's allocatable and free capacity.
+func NodeResources(n placement.Node) api.Resources {
+	alloc := n.Node.Status.Allocatable
+	req := n.Requested
+	cpu := alloc.Cpu().MilliValue()
+	mem := alloc.Memory().Value()
+	r := api.Resources{
+		CPU:    api.CPU{Allocatable: cpu, Free: max(0, cpu-quantity(req, corev1.ResourceCPU).MilliValue())},
+		Memory: api.Memory{Allocatable: mem, Free: max(0, mem-quantity(req, corev1.ResourceMemory).Value())},
+	}
+	if q, ok := alloc[mlsysopsv1.ResourceGPU]; ok && q.Value() > 0 {
+		model := n.Node.Labels[mlsysopsv1.LabelGPUProduct]
+		if model == "" {
+			model = "unknown"
+		}
+		g := api.GPUs{Allocatable: q.Value(), Free: max(0, q.Value()-quantity(req, mlsysopsv1.ResourceGPU).Value())}
+		if m, err := strconv.ParseInt(n.Node.Labels[mlsysopsv1.LabelGPUMemory], 10, 64); err == nil {
+			g.MemoryMiB = m
+		}
+		r.GPUs = map[string]api.GPUs{model: g}
+	}
+	return r
+}
+
+func quantity(l corev1.ResourceList, name corev1.ResourceName) *resource.Quantity {
+	q := l[name]
+	return &q
+}
+
+// AddResources adds b to a.
+func AddResources(a *api.Resources, b api.Resources) {
+	a.CPU.Allocatable += b.CPU.Allocatable
+	a.CPU.Free += b.CPU.Free
+	a.Memory.Allocatable += b.Memory.Allocatable
+	a.Memory.Free += b.Memory.Free
+	for model, g := range b.GPUs {
+		if a.GPUs == nil {
+			a.GPUs = map[string]api.GPUs{}
+		}
+		cur := a.GPUs[model]
+		cur.Allocatable += g.Allocatable
+		cur.Free += g.Free
+		if cur.MemoryMiB == 0 {
+			cur.MemoryMiB = g.MemoryMiB
+		}
+		a.GPUs[model] = cur
+	}
+}
+
+// NodeReady reports the Kubernetes node's Ready condition.
+func NodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
