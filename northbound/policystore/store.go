@@ -101,4 +101,6 @@ func sortPolicies(ps []api.Policy) {
 }
 
 // isPolicyKey tells policy files from other keys or files.
-func isPolicyKey(k string) bool { return strings.HasPrefix(k, "policy-") && strings.HasSuffix(k, ".star") }
+func isPolicyKey(k string) bool {
+	return strings.HasPrefix(k, "policy-") && strings.HasSuffix(k, ".star")
+}
