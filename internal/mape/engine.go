@@ -566,9 +566,9 @@ func (e *Engine) cycle(ctx context.Context, in *instance) error {
 	if in.app != "" && len(inputs.Applications) == 0 {
 		return nil // the application went away; the instance is stopping
 	}
-	log := e.log.With("policy", in.policy)
+	log := e.scope("policy", in.policy)
 	if in.app != "" {
-		log = log.With("app", in.app)
+		log = log.with("app", in.app)
 	}
 	start := time.Now()
 	needed, err := in.inst.Analyze(ctx, inputs)
@@ -603,7 +603,7 @@ func (e *Engine) policyOK(in *instance) {
 	in.entry.lastErr = nil
 }
 
-func (e *Engine) policyFailed(ctx context.Context, log *slog.Logger, in *instance, phase string, err error) {
+func (e *Engine) policyFailed(ctx context.Context, log scoped, in *instance, phase string, err error) {
 	if ctx.Err() != nil {
 		return // stopping: the call was cancelled
 	}
@@ -721,7 +721,7 @@ func (e *Engine) checkMechanisms(rec *plan) *discard {
 	return nil
 }
 
-func (e *Engine) enqueue(log *slog.Logger, in *instance, p map[string]any) {
+func (e *Engine) enqueue(log scoped, in *instance, p map[string]any) {
 	rec := e.newPlan(in.policy, in.app, in.entry.cfg.Core, p)
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -876,9 +876,9 @@ func (e *Engine) applied(p *plan, name string, res mechanism.Result, err error) 
 	now := e.now()
 	o.Updated = now
 	o.Detail = res.Detail
-	log := e.log.With("plan", p.ID, "policy", p.Policy, "mechanism", name)
+	log := e.scope("plan", p.ID, "policy", p.Policy, "mechanism", name)
 	if p.App != "" {
-		log = log.With("app", p.App)
+		log = log.with("app", p.App)
 	}
 	switch {
 	case err != nil:
@@ -980,9 +980,9 @@ func (e *Engine) settleLocked(p *plan) {
 	}
 	p.Finished = e.now()
 	delete(e.inflight, p.ID)
-	log := e.log.With("plan", p.ID, "policy", p.Policy)
+	log := e.scope("plan", p.ID, "policy", p.Policy)
 	if p.App != "" {
-		log = log.With("app", p.App)
+		log = log.with("app", p.App)
 	}
 	if len(failures) > 0 {
 		// A plan with a failed mechanism is not Completed, even if the
@@ -1056,3 +1056,29 @@ func (h *dueHeap) Pop() any {
 	*h = old[:len(old)-1]
 	return in
 }
+
+// scoped logs with a few attributes without building a new logger (and
+// without formatting anything when the level is off): the hot paths log
+// once or twice per plan.
+type scoped struct {
+	l     *slog.Logger
+	attrs []any
+}
+
+func (e *Engine) scope(kv ...any) scoped { return scoped{l: e.log, attrs: kv} }
+
+func (s scoped) with(kv ...any) scoped {
+	return scoped{l: s.l, attrs: append(s.attrs[:len(s.attrs):len(s.attrs)], kv...)}
+}
+
+func (s scoped) log(level slog.Level, msg string, kv []any) {
+	if !s.l.Enabled(context.Background(), level) {
+		return
+	}
+	s.l.Log(context.Background(), level, msg, append(s.attrs[:len(s.attrs):len(s.attrs)], kv...)...)
+}
+
+func (s scoped) Debug(msg string, kv ...any) { s.log(slog.LevelDebug, msg, kv) }
+func (s scoped) Info(msg string, kv ...any)  { s.log(slog.LevelInfo, msg, kv) }
+func (s scoped) Warn(msg string, kv ...any)  { s.log(slog.LevelWarn, msg, kv) }
+func (s scoped) Error(msg string, kv ...any) { s.log(slog.LevelError, msg, kv) }

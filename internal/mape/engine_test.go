@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -483,4 +482,3 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-var _ = cmpopts.EquateEmpty

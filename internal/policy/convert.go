@@ -14,6 +14,30 @@ import (
 	"go.starlark.net/starlark"
 )
 
+// pathElem is where a value sits in the data being converted, built
+// lazily: it is only rendered for an error message.
+type pathElem struct {
+	parent *pathElem
+	key    string
+	index  int // used when key is ""
+	root   string
+}
+
+func root(name string) *pathElem { return &pathElem{root: name} }
+
+func (p *pathElem) field(k string) *pathElem { return &pathElem{parent: p, key: k} }
+func (p *pathElem) elem(i int) *pathElem     { return &pathElem{parent: p, index: i} }
+
+func (p *pathElem) String() string {
+	if p.parent == nil {
+		return p.root
+	}
+	if p.key != "" {
+		return p.parent.String() + "." + p.key
+	}
+	return fmt.Sprintf("%s[%d]", p.parent.String(), p.index)
+}
+
 // maxDepth bounds the nesting of converted values; deeper means a value
 // that contains itself.
 const maxDepth = 64
@@ -25,10 +49,10 @@ const maxDepth = 64
 // types can be passed as they are. Times become seconds since the epoch
 // and durations seconds.
 func ToStarlark(v any) (starlark.Value, error) {
-	return toStarlark(v, "value", 0)
+	return toStarlark(v, root("value"), 0)
 }
 
-func toStarlark(v any, path string, depth int) (starlark.Value, error) {
+func toStarlark(v any, path *pathElem, depth int) (starlark.Value, error) {
 	if depth > maxDepth {
 		return nil, fmt.Errorf("%s: nested more than %d levels deep", path, maxDepth)
 	}
@@ -78,7 +102,7 @@ func toStarlark(v any, path string, depth int) (starlark.Value, error) {
 		}
 		sort.Strings(keys)
 		for _, k := range keys {
-			sv, err := toStarlark(x[k], path+"."+k, depth+1)
+			sv, err := toStarlark(x[k], path.field(k), depth+1)
 			if err != nil {
 				return nil, err
 			}
@@ -88,7 +112,7 @@ func toStarlark(v any, path string, depth int) (starlark.Value, error) {
 	case []any:
 		elems := make([]starlark.Value, len(x))
 		for i, e := range x {
-			sv, err := toStarlark(e, fmt.Sprintf("%s[%d]", path, i), depth+1)
+			sv, err := toStarlark(e, path.elem(i), depth+1)
 			if err != nil {
 				return nil, err
 			}
@@ -105,7 +129,7 @@ func toStarlark(v any, path string, depth int) (starlark.Value, error) {
 	return reflectToStarlark(v, path, depth)
 }
 
-func reflectToStarlark(v any, path string, depth int) (starlark.Value, error) {
+func reflectToStarlark(v any, path *pathElem, depth int) (starlark.Value, error) {
 	rv := reflect.ValueOf(v)
 	switch rv.Kind() {
 	case reflect.Map:
@@ -116,7 +140,7 @@ func reflectToStarlark(v any, path string, depth int) (starlark.Value, error) {
 		sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
 		d := starlark.NewDict(len(keys))
 		for _, k := range keys {
-			sv, err := toStarlark(rv.MapIndex(k).Interface(), path+"."+k.String(), depth+1)
+			sv, err := toStarlark(rv.MapIndex(k).Interface(), path.field(k.String()), depth+1)
 			if err != nil {
 				return nil, err
 			}
@@ -129,7 +153,7 @@ func reflectToStarlark(v any, path string, depth int) (starlark.Value, error) {
 		}
 		elems := make([]starlark.Value, rv.Len())
 		for i := range elems {
-			sv, err := toStarlark(rv.Index(i).Interface(), fmt.Sprintf("%s[%d]", path, i), depth+1)
+			sv, err := toStarlark(rv.Index(i).Interface(), path.elem(i), depth+1)
 			if err != nil {
 				return nil, err
 			}
@@ -172,10 +196,10 @@ func reflectToStarlark(v any, path string, depth int) (starlark.Value, error) {
 // int64 (or float64 beyond int64), floats float64. Functions and other
 // non-data values are errors naming where they were found.
 func FromStarlark(v starlark.Value) (any, error) {
-	return fromStarlark(v, "value", 0)
+	return fromStarlark(v, root("value"), 0)
 }
 
-func fromStarlark(v starlark.Value, path string, depth int) (any, error) {
+func fromStarlark(v starlark.Value, path *pathElem, depth int) (any, error) {
 	if depth > maxDepth {
 		return nil, fmt.Errorf("%s: nested more than %d levels deep (does a value contain itself?)", path, maxDepth)
 	}
@@ -207,7 +231,7 @@ func fromStarlark(v starlark.Value, path string, depth int) (any, error) {
 			if !ok {
 				return nil, fmt.Errorf("%s: key %s is a %s; keys must be strings", path, item[0].String(), item[0].Type())
 			}
-			gv, err := fromStarlark(item[1], path+"."+string(k), depth+1)
+			gv, err := fromStarlark(item[1], path.field(string(k)), depth+1)
 			if err != nil {
 				return nil, err
 			}
@@ -217,7 +241,7 @@ func fromStarlark(v starlark.Value, path string, depth int) (any, error) {
 	case *starlark.List:
 		out := make([]any, x.Len())
 		for i := range out {
-			gv, err := fromStarlark(x.Index(i), fmt.Sprintf("%s[%d]", path, i), depth+1)
+			gv, err := fromStarlark(x.Index(i), path.elem(i), depth+1)
 			if err != nil {
 				return nil, err
 			}
@@ -227,7 +251,7 @@ func fromStarlark(v starlark.Value, path string, depth int) (any, error) {
 	case starlark.Tuple:
 		out := make([]any, len(x))
 		for i, e := range x {
-			gv, err := fromStarlark(e, fmt.Sprintf("%s[%d]", path, i), depth+1)
+			gv, err := fromStarlark(e, path.elem(i), depth+1)
 			if err != nil {
 				return nil, err
 			}
@@ -240,7 +264,7 @@ func fromStarlark(v starlark.Value, path string, depth int) (any, error) {
 		defer it.Done()
 		var e starlark.Value
 		for i := 0; it.Next(&e); i++ {
-			gv, err := fromStarlark(e, fmt.Sprintf("%s[%d]", path, i), depth+1)
+			gv, err := fromStarlark(e, path.elem(i), depth+1)
 			if err != nil {
 				return nil, err
 			}

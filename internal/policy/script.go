@@ -72,24 +72,24 @@ type Inputs struct {
 func (in *Inputs) args(now func() time.Time) (starlark.Tuple, error) {
 	apps := make([]starlark.Value, len(in.Applications))
 	for i, a := range in.Applications {
-		v, err := toStarlark(a, fmt.Sprintf("application_description[%d]", i), 0)
+		v, err := toStarlark(a, root("application_description").elem(i), 0)
 		if err != nil {
 			return nil, err
 		}
 		apps[i] = v
 	}
-	sys, err := toStarlark(in.System, "system_description", 0)
+	sys, err := toStarlark(in.System, root("system_description"), 0)
 	if err != nil {
 		return nil, err
 	}
 	mechs := starlark.NewDict(len(in.Mechanisms))
 	for _, name := range sortedNames(in.Mechanisms) {
 		m := in.Mechanisms[name]
-		state, err := toStarlark(m.State, "mechanisms."+name+".state", 0)
+		state, err := toStarlark(m.State, root("mechanisms").field(name).field("state"), 0)
 		if err != nil {
 			return nil, err
 		}
-		opts, err := toStarlark(m.Options, "mechanisms."+name+".options", 0)
+		opts, err := toStarlark(m.Options, root("mechanisms").field(name).field("options"), 0)
 		if err != nil {
 			return nil, err
 		}
@@ -359,7 +359,7 @@ func (i *instance) Plan(ctx context.Context, in *Inputs) (map[string]any, error)
 	if _, ok := v.(*starlark.Dict); !ok {
 		return nil, (&Error{Policy: i.s.name, Phase: "plan", File: i.s.file, Msg: fmt.Sprintf("returned a %s as the plan, want a dict from mechanism name to command", v.Type())}).at(i.s.plan.Position())
 	}
-	g, err := fromStarlark(v, "plan", 0)
+	g, err := fromStarlark(v, root("plan"), 0)
 	if err != nil {
 		return nil, (&Error{Policy: i.s.name, Phase: "plan", File: i.s.file, Msg: "the plan is not data: " + err.Error()}).at(i.s.plan.Position())
 	}
@@ -369,7 +369,7 @@ func (i *instance) Plan(ctx context.Context, in *Inputs) (map[string]any, error)
 func (i *instance) Context() (map[string]any, error) {
 	i.mu.Lock()
 	defer i.mu.Unlock()
-	g, err := fromStarlark(i.ctx, "context", 0)
+	g, err := fromStarlark(i.ctx, root("context"), 0)
 	if err != nil {
 		return nil, err
 	}
