@@ -76,11 +76,11 @@ type Application struct {
 
 // PolicyStatus reports a policy for status pages.
 type PolicyStatus struct {
-	Name    string
-	Origin  string
-	Version string
-	Scope   policy.Scope
-	Core    bool
+	Name    string       // the policy's name
+	Origin  string       // file path or builtin:<path>
+	Version string       // content hash of the running version
+	Scope   policy.Scope // application or global
+	Core    bool         // the scheduler never discards its plans
 	// Instances is the number of live instances (applications for
 	// application scope, one for global).
 	Instances int

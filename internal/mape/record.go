@@ -47,7 +47,7 @@ const (
 
 // MechanismOutcome is one mechanism's part of a plan.
 type MechanismOutcome struct {
-	Status mechanism.Status
+	Status mechanism.Status // Waiting, Running, Success, Pending, Failed or Skipped
 	// Error says why it failed.
 	Error string
 	// Detail is what the mechanism reported doing.
@@ -150,9 +150,9 @@ func (l *planLog) newestFirst(f func(p *plan) bool) {
 
 // Query selects plans from the log; zero fields match everything.
 type Query struct {
-	App    string
-	Policy string
-	State  PlanState
+	App    string    // plans for this application
+	Policy string    // plans of this policy
+	State  PlanState // plans in this state
 	// Limit caps the number of plans returned (newest first).
 	Limit int
 }

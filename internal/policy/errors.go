@@ -26,8 +26,8 @@ type Error struct {
 	// File, Line and Col locate the failure (the innermost frame in the
 	// policy file); Line is 0 when unknown.
 	File string
-	Line int32
-	Col  int32
+	Line int32 // 1-based; 0 when unknown
+	Col  int32 // 1-based; 0 when unknown
 	// Msg says what went wrong.
 	Msg string
 	// Backtrace is the Starlark call stack, when there is one.

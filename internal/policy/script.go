@@ -48,8 +48,8 @@ type Instance interface {
 
 // MechanismView is what a policy sees of one mechanism.
 type MechanismView struct {
-	State   map[string]any
-	Options map[string]any
+	State   map[string]any // what State returned (or {"error": ...})
+	Options map[string]any // what Options returned
 }
 
 // Inputs are the arguments of analyze and plan.

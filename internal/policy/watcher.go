@@ -51,7 +51,7 @@ func (k EventKind) String() string {
 
 // Event is a change to the set of policies.
 type Event struct {
-	Kind EventKind
+	Kind EventKind // what happened
 	// Name is the policy's name.
 	Name string
 	// Template is the policy to run (Added, Updated).

@@ -42,15 +42,15 @@ var DefaultIgnoredDevices = regexp.MustCompile(`^(z?ram|loop|fd|(h|s|v|xv)d[a-z]
 
 // Snapshot is one reading of a node, for reports and policies.
 type Snapshot struct {
-	Time         time.Time         `json:"time"`
-	CPU          CPUStats          `json:"cpu"`
-	Load         LoadStats         `json:"load"`
-	Memory       MemoryStats       `json:"memory"`
-	Filesystems  []FilesystemStats `json:"filesystems,omitempty"`
-	Disks        []DiskStats       `json:"disks,omitempty"`
-	Network      []NetworkStats    `json:"network,omitempty"`
-	CPUFrequency []CPUFrequency    `json:"cpu_frequency,omitempty"`
-	GPUs         []GPUStats        `json:"gpus,omitempty"`
+	Time         time.Time         `json:"time"`                    // when the sample was taken
+	CPU          CPUStats          `json:"cpu"`                     // utilisation
+	Load         LoadStats         `json:"load"`                    // /proc/loadavg
+	Memory       MemoryStats       `json:"memory"`                  // /proc/meminfo
+	Filesystems  []FilesystemStats `json:"filesystems,omitempty"`   // the configured mounts
+	Disks        []DiskStats       `json:"disks,omitempty"`         // block device rates (empty on the first sample)
+	Network      []NetworkStats    `json:"network,omitempty"`       // interface rates (empty on the first sample)
+	CPUFrequency []CPUFrequency    `json:"cpu_frequency,omitempty"` // cpufreq, per CPU
+	GPUs         []GPUStats        `json:"gpus,omitempty"`          // nvidia-smi, when present
 	// RatesValid is false on the first sample: disk and network rates
 	// need two readings.
 	RatesValid bool `json:"rates_valid"`
@@ -62,91 +62,91 @@ type Snapshot struct {
 // CPUStats is CPU utilisation: the busy fraction (0..1) since the previous
 // sample, or since boot on the first one.
 type CPUStats struct {
-	Cores       int               `json:"cores"`
-	Utilisation float64           `json:"utilisation"`
-	PerCore     []CoreUtilisation `json:"per_core,omitempty"`
+	Cores       int               `json:"cores"`              // CPUs in /proc/stat
+	Utilisation float64           `json:"utilisation"`        // all CPUs, 0..1
+	PerCore     []CoreUtilisation `json:"per_core,omitempty"` // by CPU number
 }
 
 // CoreUtilisation is one CPU's busy fraction.
 type CoreUtilisation struct {
-	CPU         int     `json:"cpu"`
-	Utilisation float64 `json:"utilisation"`
+	CPU         int     `json:"cpu"`         // CPU number
+	Utilisation float64 `json:"utilisation"` // 0..1
 }
 
 // LoadStats is /proc/loadavg.
 type LoadStats struct {
-	Load1     float64 `json:"load1"`
-	Load5     float64 `json:"load5"`
-	Load15    float64 `json:"load15"`
-	Running   int     `json:"running"`
-	Processes int     `json:"processes"`
+	Load1     float64 `json:"load1"`     // 1-minute load average
+	Load5     float64 `json:"load5"`     // 5-minute load average
+	Load15    float64 `json:"load15"`    // 15-minute load average
+	Running   int     `json:"running"`   // runnable tasks
+	Processes int     `json:"processes"` // tasks in total
 }
 
 // MemoryStats is /proc/meminfo, in bytes.
 type MemoryStats struct {
-	TotalBytes     uint64  `json:"total_bytes"`
-	FreeBytes      uint64  `json:"free_bytes"`
-	AvailableBytes uint64  `json:"available_bytes"`
-	UsedBytes      uint64  `json:"used_bytes"`
-	BuffersBytes   uint64  `json:"buffers_bytes"`
-	CachedBytes    uint64  `json:"cached_bytes"`
-	SwapTotalBytes uint64  `json:"swap_total_bytes"`
-	SwapFreeBytes  uint64  `json:"swap_free_bytes"`
-	Utilisation    float64 `json:"utilisation"`
+	TotalBytes     uint64  `json:"total_bytes"`      // MemTotal
+	FreeBytes      uint64  `json:"free_bytes"`       // MemFree
+	AvailableBytes uint64  `json:"available_bytes"`  // MemAvailable (estimated on old kernels)
+	UsedBytes      uint64  `json:"used_bytes"`       // TotalBytes - AvailableBytes
+	BuffersBytes   uint64  `json:"buffers_bytes"`    // Buffers
+	CachedBytes    uint64  `json:"cached_bytes"`     // Cached
+	SwapTotalBytes uint64  `json:"swap_total_bytes"` // SwapTotal
+	SwapFreeBytes  uint64  `json:"swap_free_bytes"`  // SwapFree
+	Utilisation    float64 `json:"utilisation"`      // UsedBytes / TotalBytes
 }
 
 // FilesystemStats is one mounted file system.
 type FilesystemStats struct {
-	Mount      string `json:"mount"`
-	SizeBytes  uint64 `json:"size_bytes"`
-	FreeBytes  uint64 `json:"free_bytes"`
-	AvailBytes uint64 `json:"avail_bytes"`
+	Mount      string `json:"mount"`       // the path given to statfs
+	SizeBytes  uint64 `json:"size_bytes"`  // total size
+	FreeBytes  uint64 `json:"free_bytes"`  // free, including reserved blocks
+	AvailBytes uint64 `json:"avail_bytes"` // free for unprivileged users
 }
 
 // DiskStats are one block device's rates since the previous sample.
 type DiskStats struct {
-	Device                string  `json:"device"`
-	ReadBytesPerSecond    float64 `json:"read_bytes_per_second"`
-	WrittenBytesPerSecond float64 `json:"written_bytes_per_second"`
-	ReadsPerSecond        float64 `json:"reads_per_second"`
-	WritesPerSecond       float64 `json:"writes_per_second"`
+	Device                string  `json:"device"`                   // e.g. sda, nvme0n1
+	ReadBytesPerSecond    float64 `json:"read_bytes_per_second"`    // bytes read per second
+	WrittenBytesPerSecond float64 `json:"written_bytes_per_second"` // bytes written per second
+	ReadsPerSecond        float64 `json:"reads_per_second"`         // reads completed per second
+	WritesPerSecond       float64 `json:"writes_per_second"`        // writes completed per second
 	// IOTime is the fraction of the time the device was busy.
 	IOTime float64 `json:"io_time"`
 }
 
 // NetworkStats are one interface's rates since the previous sample.
 type NetworkStats struct {
-	Interface                string  `json:"interface"`
-	ReceiveBytesPerSecond    float64 `json:"receive_bytes_per_second"`
-	TransmitBytesPerSecond   float64 `json:"transmit_bytes_per_second"`
-	ReceivePacketsPerSecond  float64 `json:"receive_packets_per_second"`
-	TransmitPacketsPerSecond float64 `json:"transmit_packets_per_second"`
-	ReceiveErrorsPerSecond   float64 `json:"receive_errors_per_second"`
-	TransmitErrorsPerSecond  float64 `json:"transmit_errors_per_second"`
+	Interface                string  `json:"interface"`                   // e.g. eth0
+	ReceiveBytesPerSecond    float64 `json:"receive_bytes_per_second"`    // bytes received per second
+	TransmitBytesPerSecond   float64 `json:"transmit_bytes_per_second"`   // bytes sent per second
+	ReceivePacketsPerSecond  float64 `json:"receive_packets_per_second"`  // packets received per second
+	TransmitPacketsPerSecond float64 `json:"transmit_packets_per_second"` // packets sent per second
+	ReceiveErrorsPerSecond   float64 `json:"receive_errors_per_second"`   // receive errors per second
+	TransmitErrorsPerSecond  float64 `json:"transmit_errors_per_second"`  // transmit errors per second
 }
 
 // CPUFrequency is one CPU's current frequency and scaling limits, in Hz.
 type CPUFrequency struct {
-	CPU       int     `json:"cpu"`
-	CurrentHz float64 `json:"current_hz"`
-	MinHz     float64 `json:"min_hz"`
-	MaxHz     float64 `json:"max_hz"`
+	CPU       int     `json:"cpu"`        // CPU number
+	CurrentHz float64 `json:"current_hz"` // scaling_cur_freq
+	MinHz     float64 `json:"min_hz"`     // scaling_min_freq
+	MaxHz     float64 `json:"max_hz"`     // scaling_max_freq
 }
 
 // GPUStats is one GPU as nvidia-smi reports it.
 type GPUStats struct {
-	Index int    `json:"index"`
-	Name  string `json:"name"`
+	Index int    `json:"index"` // nvidia-smi index
+	Name  string `json:"name"`  // product name
 	// Utilisation is the busy fraction (0..1); HasUtilisation is false
 	// when the GPU does not report it.
 	Utilisation      float64 `json:"utilisation"`
-	HasUtilisation   bool    `json:"-"`
-	MemoryUsedBytes  float64 `json:"memory_used_bytes"`
-	MemoryTotalBytes float64 `json:"memory_total_bytes"`
+	HasUtilisation   bool    `json:"-"`                  // Utilisation was reported
+	MemoryUsedBytes  float64 `json:"memory_used_bytes"`  // memory.used
+	MemoryTotalBytes float64 `json:"memory_total_bytes"` // memory.total
 	// PowerWatts is the power draw; HasPower is false when the GPU does
 	// not report it.
 	PowerWatts float64 `json:"power_watts"`
-	HasPower   bool    `json:"-"`
+	HasPower   bool    `json:"-"` // PowerWatts was reported
 }
 
 // NodeCollector reads the node's telemetry from procfs, sysfs, statfs and

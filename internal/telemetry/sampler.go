@@ -30,7 +30,7 @@ type SamplerOptions struct {
 	Interval time.Duration
 	// Retention and MaxPoints bound the Store (see NewStore).
 	Retention time.Duration
-	MaxPoints int
+	MaxPoints int // points kept per series
 	// Timeout bounds one source's Collect. Default 10s.
 	Timeout time.Duration
 	// Logger receives sampling errors. Default slog.Default().

@@ -23,15 +23,15 @@ type Reading struct {
 
 // Point is a value at a time.
 type Point struct {
-	Time  time.Time
-	Value float64
+	Time  time.Time // when the value was sampled
+	Value float64   // the reading
 }
 
 // Series is a metric's history under one label set.
 type Series struct {
-	Name   string
-	Labels Labels
-	Points []Point
+	Name   string  // metric name
+	Labels Labels  // label pairs; nil for none
+	Points []Point // oldest first
 }
 
 // Key renders a series identity the Prometheus way: name{a="x",b="y"},
