@@ -876,6 +876,8 @@ func (e *Engine) applied(p *plan, name string, res mechanism.Result, err error) 
 	now := e.now()
 	o.Updated = now
 	o.Detail = res.Detail
+	// The mechanism changed something: policies get its fresh state.
+	delete(e.states, name)
 	log := e.scope("plan", p.ID, "policy", p.Policy, "mechanism", name)
 	if p.App != "" {
 		log = log.with("app", p.App)
