@@ -704,6 +704,7 @@ func (e *Engine) newPlan(source, app string, core bool, p map[string]any) *plan 
 	for name := range p {
 		rec.outcomes[name] = &outcome{MechanismOutcome: MechanismOutcome{Status: StatusWaiting, Updated: now}}
 	}
+	rec.mechanisms() // computed before the plan is shared
 	return rec
 }
 

@@ -84,6 +84,7 @@ type plan struct {
 	outcomes     map[string]*outcome
 	pendingSince time.Time
 	deferrals    int
+	names        []string // sorted mechanism names, computed once
 }
 
 type outcome struct {
@@ -105,11 +106,15 @@ func (p *plan) snapshot() PlanRecord {
 
 // mechanisms returns the plan's mechanism names, sorted.
 func (p *plan) mechanisms() []string {
+	if len(p.names) == len(p.Plan) {
+		return p.names
+	}
 	out := make([]string, 0, len(p.Plan))
 	for n := range p.Plan {
 		out = append(out, n)
 	}
 	sort.Strings(out)
+	p.names = out
 	return out
 }
 
