@@ -30,9 +30,10 @@ type Config struct {
 	// Mechanisms are the enabled mechanisms. Their completions are routed
 	// to the engine. Required.
 	Mechanisms *mechanism.Set
-	// Sampler is the agent's monitor loop, with its sources added. Nil
-	// means a sampler without sources (policies then see only what is
-	// added later through Sampler().AddSource). The engine runs it.
+	// Sampler is the agent's monitor loop, with its sources added (the
+	// caller registers its metrics). Nil means a new sampler without
+	// sources, whose metrics go to Registerer; add sources through
+	// Sampler().AddSource. Either way the engine runs it.
 	Sampler *telemetry.Sampler
 	// MonitoringInterval is the agent's default sampling interval
 	// (requester "default"). Default 5s.
@@ -169,7 +170,8 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.Sampler == nil {
+	ownSampler := cfg.Sampler == nil
+	if ownSampler {
 		cfg.Sampler = telemetry.NewSampler(telemetry.SamplerOptions{Interval: cfg.MonitoringInterval, Logger: cfg.Logger, Now: cfg.Now})
 	}
 	if cfg.PlanLogSize <= 0 {
@@ -215,6 +217,11 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Registerer != nil {
 		if err := e.metrics.register(cfg.Registerer); err != nil {
 			return nil, err
+		}
+		if ownSampler {
+			if err := e.sampler.Register(cfg.Registerer); err != nil {
+				return nil, err
+			}
 		}
 	}
 	e.sampler.RequestInterval("default", cfg.MonitoringInterval)
