@@ -40,15 +40,31 @@ func NewRootCommand(streams IOStreams) *cobra.Command {
 		Long: `mls is the command-line tool of MLSysOps.
 
 It validates application and system descriptions, and talks to the
-northbound API and the Karmada control plane of a running continuum.`,
+northbound API of a running continuum: set MLS_API_URL (or MLS_API_IP and
+MLS_API_PORT) and MLS_TOKEN, which ` + "`make up`" + ` writes to .testbed/env:
+
+  . .testbed/env
+  mls apps deploy-app --path examples/apps/gpu-inference.yaml
+  mls watch llm-inference
+
+Tables are the default output; -o json and -o yaml print the API's
+answers. Shell completion: mls completion bash|zsh|fish|powershell.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	root.SetIn(streams.In)
 	root.SetOut(streams.Out)
 	root.SetErr(streams.ErrOut)
+	apiOpts := &APIOptions{}
+	apiOpts.AddFlags(root.PersistentFlags())
 	root.AddCommand(
 		NewValidateCommand(streams),
+		NewAppsCommand(streams, apiOpts),
+		NewMLCommand(streams, apiOpts),
+		NewInfraCommand(streams, apiOpts),
+		NewManageCommand(streams, apiOpts),
+		NewAgentCommand(streams, apiOpts),
+		NewWatchCommand(streams, apiOpts),
 	)
 	return root
 }
