@@ -325,8 +325,10 @@ func (r *AppReconciler) apply(ctx context.Context, objs fluidity.Objects) error 
 	want := objs.Deployment
 	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: want.Name, Namespace: want.Namespace}}
 	if _, err := controllerutil.CreateOrUpdate(ctx, r.client, dep, func() error {
-		dep.Labels = want.Labels
-		dep.Annotations = want.Annotations
+		// Merge: the deployment controller keeps its revision annotation
+		// here, and an annotation change bumps the generation.
+		dep.Labels = merge(dep.Labels, want.Labels)
+		dep.Annotations = merge(dep.Annotations, want.Annotations)
 		dep.Spec.Replicas = want.Spec.Replicas
 		dep.Spec.Strategy = want.Spec.Strategy
 		if dep.CreationTimestamp.IsZero() {
@@ -340,7 +342,7 @@ func (r *AppReconciler) apply(ctx context.Context, objs fluidity.Objects) error 
 	if s := objs.Service; s != nil {
 		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace}}
 		if _, err := controllerutil.CreateOrUpdate(ctx, r.client, svc, func() error {
-			svc.Labels = s.Labels
+			svc.Labels = merge(svc.Labels, s.Labels)
 			svc.Spec.Selector = s.Spec.Selector
 			svc.Spec.Type = s.Spec.Type
 			// Keep allocated node ports across updates.
@@ -527,3 +529,14 @@ func boolStatus(b bool) metav1.ConditionStatus {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// merge sets want's entries in have (allocating it if needed).
+func merge(have, want map[string]string) map[string]string {
+	if have == nil {
+		have = map[string]string{}
+	}
+	for k, v := range want {
+		have[k] = v
+	}
+	return have
+}

@@ -41,9 +41,12 @@ func NewControllers(cfg *rest.Config, cluster string, log *slog.Logger) (*Contro
 	if err != nil {
 		return nil, err
 	}
+	// controller-runtime wants a global logger too; the manager's own one
+	// carries this agent's keys.
 	ctrl.SetLogger(logr.FromSlogHandler(log.Handler()))
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
+		Logger:                 logr.FromSlogHandler(log.Handler()),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 	})

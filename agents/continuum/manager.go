@@ -47,9 +47,12 @@ func NewControllers(ctx context.Context, cfg *rest.Config, capacity CapacitySour
 	if err != nil {
 		return nil, err
 	}
+	// controller-runtime wants a global logger too; the manager's own one
+	// carries this agent's keys.
 	ctrl.SetLogger(logr.FromSlogHandler(log.Handler()))
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
+		Logger:                 logr.FromSlogHandler(log.Handler()),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		LeaderElection:         false,

@@ -20,8 +20,12 @@ import (
 	"github.com/mlsysops-go/mlsysops/internal/resources"
 )
 
-// kwokAnnotation marks the nodes the cluster's KWOK controller simulates.
-const kwokAnnotation = "kwok.x-k8s.io/node"
+// KWOKLabel marks the nodes the cluster's KWOK controller simulates. It is
+// a label rather than KWOK's usual annotation because KWOK watches labels
+// on the server side: removing the label makes KWOK drop the node at once,
+// which is how tests make a node fail (its lease expires and the node
+// lifecycle controller marks it NotReady).
+const KWOKLabel = "kwok.x-k8s.io/node"
 
 // nodeObjects returns the KWOK nodes of every member cluster, keyed by
 // cluster: one per node description, with labels and capacity derived from
@@ -65,6 +69,7 @@ func kwokNode(name, cluster string, labels map[string]string, capacity corev1.Re
 	for k, v := range labels {
 		l[k] = v
 	}
+	l[KWOKLabel] = "fake"
 	l[mlsysopsv1.LabelContinuumLayer] = mlsysopsv1.AgentLayerNode
 	if name == cluster {
 		l[mlsysopsv1.LabelContinuumLayer] = mlsysopsv1.AgentLayerCluster
@@ -75,9 +80,8 @@ func kwokNode(name, cluster string, labels map[string]string, capacity corev1.Re
 	}
 	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:        name,
-			Labels:      l,
-			Annotations: map[string]string{kwokAnnotation: "fake"},
+			Name:   name,
+			Labels: l,
 		},
 		Status: corev1.NodeStatus{
 			Capacity:    capacity,
@@ -120,7 +124,7 @@ func (tb *Testbed) createNodes(ctx context.Context) error {
 			return err
 		}
 		for _, n := range existing.Items {
-			if n.Annotations[kwokAnnotation] != "" && !names[n.Name] {
+			if n.Labels[KWOKLabel] != "" && !names[n.Name] {
 				if err := cs.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 					return err
 				}
@@ -157,12 +161,8 @@ func applyNode(ctx context.Context, cs kubernetes.Interface, want *corev1.Node) 
 	if err != nil {
 		return err
 	}
-	if !equality.Semantic.DeepEqual(cur.Labels, want.Labels) || cur.Annotations[kwokAnnotation] != "fake" {
+	if !equality.Semantic.DeepEqual(cur.Labels, want.Labels) {
 		cur.Labels = want.Labels
-		if cur.Annotations == nil {
-			cur.Annotations = map[string]string{}
-		}
-		cur.Annotations[kwokAnnotation] = "fake"
 		if cur, err = nodes.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
 			return fmt.Errorf("update node %s: %w", want.Name, err)
 		}

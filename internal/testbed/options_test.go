@@ -46,7 +46,7 @@ func TestKwokNodeAgentLayer(t *testing.T) {
 	if got := n.Labels["mlsysops.eu/continuumLayer"]; got != "node" {
 		t.Errorf("node layer = %q, want node", got)
 	}
-	if n.Status.NodeInfo.Architecture != "arm64" || n.Annotations[kwokAnnotation] != "fake" {
-		t.Errorf("node info %+v annotations %v", n.Status.NodeInfo, n.Annotations)
+	if n.Status.NodeInfo.Architecture != "arm64" || n.Labels[KWOKLabel] != "fake" {
+		t.Errorf("node info %+v labels %v", n.Status.NodeInfo, n.Labels)
 	}
 }

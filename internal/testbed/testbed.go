@@ -461,7 +461,7 @@ func (tb *Testbed) kwokProcess(cluster string, i int, kubeconfig string) *proc.P
 		// Our own (empty) configuration rather than ~/.kwok: default stages.
 		"--config=" + tb.l.path("run", "kwok.yaml"),
 		"--manage-all-nodes=false",
-		"--manage-nodes-with-annotation-selector=" + kwokAnnotation + "=fake",
+		"--manage-nodes-with-label-selector=" + KWOKLabel + "=fake",
 		"--cidr=10." + strconv.Itoa(100+i) + ".0.0/16",
 		"--node-ip=10." + strconv.Itoa(100+i) + ".255.254",
 		"--node-lease-duration-seconds=20",
@@ -477,11 +477,15 @@ func (tb *Testbed) startAll(ctx context.Context, ps []*proc.Process) error {
 			cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 			err := p.Ready(cctx)
 			cancel()
-			if err == nil {
+			switch {
+			case err == nil && p.SameCommand():
 				tb.progress("reused (pid file %s)", p.Name, filepath.Base(p.PIDFile))
 				continue
+			case err == nil:
+				tb.progress("configuration changed: restarting", p.Name)
+			default:
+				tb.progress("running but not ready (%v): restarting", p.Name, err)
 			}
-			tb.progress("running but not ready (%v): restarting", p.Name, err)
 			if err := p.Stop(10 * time.Second); err != nil {
 				return err
 			}

@@ -111,10 +111,25 @@ func (p *Process) Start() error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("%s: start %s: %w", p.Name, p.Path, err)
 	}
+	if err := os.WriteFile(p.PIDFile+".cmdline", []byte(p.commandLine()), 0o644); err != nil {
+		return err
+	}
 	// Reap the child if it exits while we are still running, so that a
 	// crashed component is not mistaken for a live zombie.
 	go func() { _ = cmd.Wait() }()
 	return os.WriteFile(p.PIDFile, []byte(strconv.Itoa(cmd.Process.Pid)), 0o644)
+}
+
+func (p *Process) commandLine() string {
+	return strings.Join(append(append([]string{p.Path}, p.Args...), p.Env...), "\x00")
+}
+
+// SameCommand reports whether the running process was started with the
+// command line, arguments and environment p has now; a component whose
+// configuration changed must be restarted.
+func (p *Process) SameCommand() bool {
+	b, err := os.ReadFile(p.PIDFile + ".cmdline")
+	return err == nil && string(b) == p.commandLine()
 }
 
 // WaitReady polls Ready until it succeeds, the process dies or ctx ends. The
@@ -148,7 +163,7 @@ func (p *Process) WaitReady(ctx context.Context) error {
 func (p *Process) Stop(grace time.Duration) error {
 	pid, ok := p.Pid()
 	if !ok {
-		_ = os.Remove(p.PIDFile)
+		p.removeFiles()
 		return nil
 	}
 	tree := Descendants(pid)
@@ -156,7 +171,7 @@ func (p *Process) Stop(grace time.Duration) error {
 	deadline := time.Now().Add(grace)
 	for time.Now().Before(deadline) {
 		if !anyRuns(pid, tree) {
-			_ = os.Remove(p.PIDFile)
+			p.removeFiles()
 			return nil
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -168,8 +183,13 @@ func (p *Process) Stop(grace time.Duration) error {
 	if anyRuns(pid, tree) {
 		return fmt.Errorf("%s (pid %d) does not die", p.Name, pid)
 	}
-	_ = os.Remove(p.PIDFile)
+	p.removeFiles()
 	return nil
+}
+
+func (p *Process) removeFiles() {
+	_ = os.Remove(p.PIDFile)
+	_ = os.Remove(p.PIDFile + ".cmdline")
 }
 
 // Kill sends SIGKILL to the process group at once, as a crash would.

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -33,6 +34,9 @@ import (
 type agents struct {
 	env     *testbed.Env
 	karmada client.Client
+	// Stop stops these agents (and waits for them); it runs at cleanup
+	// too.
+	Stop func()
 }
 
 // startAgents runs the continuum controllers on Karmada and one cluster
@@ -64,20 +68,24 @@ func startAgents(t *testing.T) *agents {
 	for _, run := range runs {
 		go func() { done <- run(ctx) }()
 	}
-	t.Cleanup(func() {
-		cancel()
-		for range runs {
-			if err := <-done; err != nil {
-				t.Errorf("controllers: %v", err)
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			for range runs {
+				if err := <-done; err != nil {
+					t.Errorf("controllers: %v", err)
+				}
 			}
-		}
-	})
+		})
+	}
+	t.Cleanup(stop)
 	scheme, _ := continuum.Scheme()
 	kc, err := client.New(env.RESTConfig(t, testbed.ContextKarmada), client.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &agents{env: env, karmada: kc}
+	return &agents{env: env, karmada: kc, Stop: stop}
 }
 
 func (a *agents) member(t *testing.T, name string) kubernetes.Interface {
