@@ -76,7 +76,13 @@ func descriptionError(what string, errs field.ErrorList) error {
 		return &Error{Status: http.StatusBadRequest, Type: api.ProblemInvalid,
 			Detail: "the body is not a " + what + ": it " + errs[0].Detail, Problems: problems}
 	}
-	return invalid(fmt.Sprintf("the %s has %d problem(s); each is listed with its field path", what, len(problems)), problems)
+	if len(problems) == 1 {
+		if p := problems[0]; p.Field == "" {
+			return invalid("the "+what+" "+p.Message, problems)
+		}
+		return invalid(fmt.Sprintf("the %s has 1 problem: %s: %s", what, problems[0].Field, problems[0].Message), problems)
+	}
+	return invalid(fmt.Sprintf("the %s has %d problems; each is listed with its field path", what, len(problems)), problems)
 }
 
 // submit queues a deploy.

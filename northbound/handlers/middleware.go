@@ -150,7 +150,7 @@ func (a *API) observe(next http.Handler) http.Handler {
 			rec.status = http.StatusOK
 		}
 		route := "unmatched"
-		if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" && rec.status != http.StatusNotFound {
+		if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
 			route = rc.RoutePattern()
 		}
 		method := r.Method
