@@ -41,11 +41,20 @@ type AppReconciler struct {
 	client   client.Client
 	capacity CapacitySource
 	log      *slog.Logger
+	// Status, when set, receives every status the reconciler writes and
+	// hears of removed applications (Redis, for the northbound API).
+	Status StatusSink
 	// retry is how soon an Unschedulable application is tried again.
 	retry time.Duration
 }
 
 var _ reconcile.Reconciler = (*AppReconciler)(nil)
+
+// StatusSink mirrors application status somewhere else.
+type StatusSink interface {
+	Update(ctx context.Context, app *mlsysopsv1.MLSysOpsApp) error
+	Removed(ctx context.Context, name string) error
+}
 
 // NewAppReconciler returns a reconciler on the Karmada API.
 func NewAppReconciler(c client.Client, capacity CapacitySource, log *slog.Logger) *AppReconciler {
@@ -80,6 +89,9 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 	app := &mlsysopsv1.MLSysOpsApp{}
 	if err := r.client.Get(ctx, req.NamespacedName, app); err != nil {
 		// Deleted: the garbage collector removes the policy it owned.
+		if apierrors.IsNotFound(err) && r.Status != nil {
+			return reconcile.Result{}, r.Status.Removed(ctx, req.Name)
+		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if !app.DeletionTimestamp.IsZero() {
@@ -292,10 +304,15 @@ func (r *AppReconciler) updateStatus(ctx context.Context, app *mlsysopsv1.MLSysO
 	}
 	if err := r.client.Status().Update(ctx, app); err != nil {
 		if apierrors.IsConflict(err) {
-			// Karmada's status aggregation wrote first; reconcile again.
+			// The object changed since it was read; reconcile again.
 			return err
 		}
 		return fmt.Errorf("status of %s: %w", app.Name, err)
+	}
+	if r.Status != nil {
+		if err := r.Status.Update(ctx, app); err != nil {
+			return fmt.Errorf("mirror status of %s: %w", app.Name, err)
+		}
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
@@ -35,6 +36,8 @@ func Scheme() (*runtime.Scheme, error) {
 // the placement controller, on one controller-runtime manager.
 type Controllers struct {
 	mgr ctrl.Manager
+	// Apps is the placement controller; set Apps.Status to mirror status.
+	Apps *AppReconciler
 }
 
 // NewControllers ensures the MLSysOps API in Karmada and sets up the
@@ -65,11 +68,15 @@ func NewControllers(ctx context.Context, cfg *rest.Config, capacity CapacitySour
 			return nil, err
 		}
 	}
-	if err := NewAppReconciler(mgr.GetClient(), capacity, log).SetupWithManager(mgr); err != nil {
+	apps := NewAppReconciler(mgr.GetClient(), capacity, log)
+	if err := apps.SetupWithManager(mgr); err != nil {
 		return nil, err
 	}
-	return &Controllers{mgr: mgr}, nil
+	return &Controllers{mgr: mgr, Apps: apps}, nil
 }
 
 // Start runs the controllers until ctx ends.
 func (c *Controllers) Start(ctx context.Context) error { return c.mgr.Start(ctx) }
+
+// Client is the manager's client on the Karmada API (cached reads).
+func (c *Controllers) Client() client.Client { return c.mgr.GetClient() }

@@ -138,3 +138,7 @@ func TestEnsureAPIPropagatesAndReflectsStatus(t *testing.T) {
 		t.Errorf("reflected component = %v, want web with 1 ready replica", c)
 	}
 }
+
+func metaName(name string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: name, Namespace: continuum.AppNamespace}
+}

@@ -1,0 +1,144 @@
+package continuum
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
+	"github.com/mlsysops-go/mlsysops/internal/description"
+	"github.com/mlsysops-go/mlsysops/internal/state"
+)
+
+// Intake turns the application submissions the northbound API queues in
+// Redis into MLSysOpsApp objects in the Karmada API, where the placement
+// controller takes over. Entries are acknowledged only once the object is
+// written, so a crash re-delivers them; handling is idempotent (create or
+// update by name, delete if present), so a re-delivery changes nothing.
+type Intake struct {
+	queue  *state.Queue
+	apps   *state.Collection
+	client client.Client
+	log    *slog.Logger
+}
+
+// ConsumerGroup is the Redis consumer group of continuum agents.
+const ConsumerGroup = "continuum"
+
+// NewIntake joins the consumer group of the applications stream as
+// consumer (one name per agent instance).
+func NewIntake(ctx context.Context, store *state.Store, c client.Client, consumer string, log *slog.Logger) (*Intake, error) {
+	q, err := store.Applications().Queue(ctx, ConsumerGroup, consumer, state.QueueOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return &Intake{queue: q, apps: store.Applications(), client: c, log: log}, nil
+}
+
+// Run consumes submissions until ctx ends.
+func (in *Intake) Run(ctx context.Context) error { return in.queue.Run(ctx, in.Handle) }
+
+// Handle applies one submission. A submission that cannot become an
+// application (invalid spec) is recorded as Failed and acknowledged; only
+// errors worth a retry (the Karmada API unreachable) are returned.
+func (in *Intake) Handle(ctx context.Context, e state.Entry) error {
+	sub := e.Submission
+	log := in.log.With("app", sub.ID, "kind", sub.Kind, "entry", e.ID)
+	switch sub.Kind {
+	case state.KindRemove:
+		app := &mlsysopsv1.MLSysOpsApp{ObjectMeta: metav1.ObjectMeta{Name: sub.ID, Namespace: AppNamespace}}
+		if err := in.client.Delete(ctx, app); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete application %s: %w", sub.ID, err)
+		} else if apierrors.IsNotFound(err) {
+			// Nothing in Karmada: nothing will report the removal.
+			return in.forget(ctx, sub.ID)
+		}
+		log.Info("application removal requested")
+		return in.status(ctx, sub.ID, mlsysopsv1.AppRemoving, "removing from its clusters")
+	case state.KindDeploy, state.KindUpdate:
+		parsed, errs := description.ParseApp(sub.Spec, description.FormatJSON)
+		if len(errs) > 0 {
+			msg := "invalid application: " + errs.ToAggregate().Error()
+			log.Warn("submission rejected", "reason", msg)
+			return in.status(ctx, sub.ID, mlsysopsv1.AppFailed, msg)
+		}
+		app := &mlsysopsv1.MLSysOpsApp{ObjectMeta: metav1.ObjectMeta{Name: sub.ID, Namespace: AppNamespace}}
+		op, err := controllerutil.CreateOrUpdate(ctx, in.client, app, func() error {
+			app.Spec = parsed.Spec
+			app.Spec.Name = sub.ID
+			if app.Labels == nil {
+				app.Labels = map[string]string{}
+			}
+			for k, v := range parsed.Labels {
+				app.Labels[k] = v
+			}
+			if app.Annotations == nil {
+				app.Annotations = map[string]string{}
+			}
+			if sub.SubmittedBy != "" {
+				app.Annotations[mlsysopsv1.LabelPrefix+"submitted-by"] = sub.SubmittedBy
+			}
+			return nil
+		})
+		if err != nil {
+			if apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) {
+				// Nothing a retry changes.
+				return in.status(ctx, sub.ID, mlsysopsv1.AppFailed, "rejected by the Karmada API: "+err.Error())
+			}
+			return fmt.Errorf("write application %s: %w", sub.ID, err)
+		}
+		log.Info("application submitted to Karmada", "operation", op)
+		if op == controllerutil.OperationResultCreated {
+			return in.status(ctx, sub.ID, mlsysopsv1.AppScheduling, "handed to placement")
+		}
+		return nil
+	default:
+		log.Warn("submission of unknown kind dropped")
+		return nil
+	}
+}
+
+func (in *Intake) status(ctx context.Context, id string, phase mlsysopsv1.AppPhase, msg string) error {
+	_, err := in.apps.SetStatus(ctx, id, state.StatusUpdate{Phase: state.Phase(phase), Message: msg})
+	if errors.Is(err, state.ErrNotFound) {
+		// Submitted straight to Karmada or already forgotten: nothing to update.
+		return nil
+	}
+	return err
+}
+
+func (in *Intake) forget(ctx context.Context, id string) error { return in.apps.Forget(ctx, id) }
+
+// RedisStatus mirrors application status from Karmada into Redis, where the
+// northbound API reads it; it forgets an application once it is gone.
+type RedisStatus struct{ Apps *state.Collection }
+
+// Update writes an application's phase, message and placement.
+func (s RedisStatus) Update(ctx context.Context, app *mlsysopsv1.MLSysOpsApp) error {
+	placement := map[string]string{}
+	for _, c := range app.Status.Components {
+		where := c.Cluster
+		if len(c.Nodes) > 0 {
+			where += "/" + strings.Join(c.Nodes, ",")
+		}
+		placement[c.Name] = where
+	}
+	_, err := s.Apps.SetStatus(ctx, app.Name, state.StatusUpdate{Phase: state.Phase(app.Status.Phase), Message: app.Status.Message, Placement: placement})
+	if errors.Is(err, state.ErrNotFound) {
+		// Created directly in Karmada (kubectl): Redis does not track it.
+		return nil
+	}
+	return err
+}
+
+// Removed forgets an application that is gone from Karmada.
+func (s RedisStatus) Removed(ctx context.Context, name string) error {
+	return s.Apps.Forget(ctx, name)
+}
