@@ -263,6 +263,16 @@ type Cluster struct {
 	Nodes []Node `json:"nodes,omitempty"`
 }
 
+// ClusterList lists clusters.
+type ClusterList struct {
+	Items []Cluster `json:"items"`
+}
+
+// NodeList lists nodes.
+type NodeList struct {
+	Items []Node `json:"items"`
+}
+
 // Node is one node of a member cluster and its live state.
 type Node struct {
 	Name    string `json:"name"`

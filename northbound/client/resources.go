@@ -128,9 +128,7 @@ func (c *Client) Continuum(ctx context.Context) (api.Continuum, error) {
 
 // Clusters lists the member clusters.
 func (c *Client) Clusters(ctx context.Context) ([]api.Cluster, error) {
-	var out struct {
-		Items []api.Cluster `json:"items"`
-	}
+	var out api.ClusterList
 	return out.Items, c.get(ctx, api.PathClusters, &out)
 }
 
@@ -153,9 +151,7 @@ func (c *Client) Nodes(ctx context.Context, cluster, layer string) ([]api.Node, 
 	if len(q) > 0 {
 		path += "?" + q.Encode()
 	}
-	var out struct {
-		Items []api.Node `json:"items"`
-	}
+	var out api.NodeList
 	return out.Items, c.get(ctx, path, &out)
 }
 

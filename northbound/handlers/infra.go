@@ -160,9 +160,7 @@ func (a *API) listClusters(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, struct {
-		Items []api.Cluster `json:"items"`
-	}{c.Clusters})
+	writeJSON(w, http.StatusOK, api.ClusterList{Items: c.Clusters})
 	return nil
 }
 
@@ -260,9 +258,7 @@ func (a *API) listNodes(w http.ResponseWriter, r *http.Request) error {
 			out = append(out, n)
 		}
 	}
-	writeJSON(w, http.StatusOK, struct {
-		Items []api.Node `json:"items"`
-	}{out})
+	writeJSON(w, http.StatusOK, api.NodeList{Items: out})
 	return nil
 }
 

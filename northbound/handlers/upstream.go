@@ -211,9 +211,7 @@ func (a *API) upstreamInfraList(w http.ResponseWriter, r *http.Request) error {
 		if name != "" && len(out) == 0 {
 			return notFound("no node named %q", name)
 		}
-		writeJSON(w, http.StatusOK, struct {
-			Items []api.Node `json:"items"`
-		}{out})
+		writeJSON(w, http.StatusOK, api.NodeList{Items: out})
 	case "datacenter":
 		return notFound("datacenters are not tracked; list clusters (type=Cluster) or nodes (type=Node)")
 	default:

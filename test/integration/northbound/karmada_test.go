@@ -1,0 +1,393 @@
+package northbound_test
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
+	karmadaclientset "github.com/karmada-io/karmada/pkg/generated/clientset/versioned"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/mlsysops-go/mlsysops/agents/continuum"
+	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
+	"github.com/mlsysops-go/mlsysops/internal/description"
+	"github.com/mlsysops-go/mlsysops/internal/kube"
+	"github.com/mlsysops-go/mlsysops/internal/state"
+	"github.com/mlsysops-go/mlsysops/internal/testbed"
+	"github.com/mlsysops-go/mlsysops/northbound/api"
+	nbclient "github.com/mlsysops-go/mlsysops/northbound/client"
+	"github.com/mlsysops-go/mlsysops/northbound/handlers"
+	"github.com/mlsysops-go/mlsysops/northbound/infra"
+	"github.com/mlsysops-go/mlsysops/northbound/policystore"
+)
+
+// karmadaEnv is an API on a private Redis and the shared testbed's
+// Karmada, with its own namespace for MLSysOpsApp and MLSysOpsNode
+// resources (so no continuum agent running elsewhere acts on them).
+type karmadaEnv struct {
+	*env
+	tb *testbed.Env
+	k  *infra.Karmada
+	ns string
+}
+
+func newKarmadaEnv(t *testing.T, cfg handlers.Config) *karmadaEnv {
+	t.Helper()
+	tb := testbed.Shared(t)
+	ctx := ctxT(t)
+	kcfg := tb.RESTConfig(t, testbed.ContextKarmada)
+	if err := continuum.EnsureAPI(ctx, kcfg); err != nil {
+		t.Fatal(err)
+	}
+	ns := uniq("nb-test")
+	cs := kubernetes.NewForConfigOrDie(kcfg)
+	if err := kube.EnsureNamespace(ctx, cs, ns); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	k, err := infra.New(kcfg, infra.Options{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Infra = k
+	return &karmadaEnv{env: newEnv(t, cfg), tb: tb, k: k, ns: ns}
+}
+
+// placeApp creates the MLSysOpsApp in Karmada with a status, as the
+// continuum and cluster agents would.
+func (ke *karmadaEnv) placeApp(t *testing.T, file string, status mlsysopsv1.MLSysOpsAppStatus) *mlsysopsv1.MLSysOpsApp {
+	t.Helper()
+	obj, errs := description.Parse("", repoFile(t, file))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	app := obj.(*mlsysopsv1.MLSysOpsApp)
+	app.Namespace = ke.ns
+	ctx := ctxT(t)
+	if err := ke.k.Client().Create(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	app.Status = status
+	if err := ke.k.Client().Status().Update(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	return app
+}
+
+func TestApplicationStatusFromResource(t *testing.T) {
+	ke := newKarmadaEnv(t, handlers.Config{})
+	ctx := ctxT(t)
+	if _, err := ke.op.Applications().Submit(ctx, repoFile(t, "examples/apps/gpu-inference.yaml"), nbclient.YAML); err != nil {
+		t.Fatal(err)
+	}
+	app, err := ke.view.Applications().Get(ctx, "llm-inference")
+	if err != nil || app.PhaseSource != "submission" || app.Resource != nil || len(app.Warnings) != 0 {
+		t.Fatalf("before the resource exists: %+v %v", app, err)
+	}
+
+	now := metav1.Now()
+	ke.placeApp(t, "examples/apps/gpu-inference.yaml", mlsysopsv1.MLSysOpsAppStatus{
+		Phase: mlsysopsv1.AppRunning, Message: "every component is ready",
+		Components: []mlsysopsv1.ComponentStatus{
+			{Name: "llm-server", Cluster: "cloud-1", Nodes: []string{"cloud-gpu-h100-1"}, Replicas: 1, ReadyReplicas: 1},
+			{Name: "gateway", Cluster: "cloud-1", Nodes: []string{"cloud-1"}, Replicas: 1, ReadyReplicas: 1},
+		},
+		Conditions: []metav1.Condition{
+			{Type: "Placed", Status: metav1.ConditionTrue, Reason: "ClusterChosen", Message: "cloud-1", LastTransitionTime: now},
+			{Type: "Ready", Status: metav1.ConditionTrue, Reason: "ComponentsReady", LastTransitionTime: now},
+		},
+	})
+	app, err = ke.view.Applications().Get(ctx, "llm-inference")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if app.Phase != "Running" || app.PhaseSource != "resource" || app.Message != "every component is ready" ||
+		app.Resource == nil || app.Resource.Namespace != ke.ns || len(app.Conditions) != 2 || app.Conditions[0].Type != "Placed" {
+		t.Errorf("from the resource: %+v", app)
+	}
+	want := []api.ComponentPlacement{
+		{Name: "llm-server", Cluster: "cloud-1", Nodes: []string{"cloud-gpu-h100-1"}, Replicas: 1, ReadyReplicas: 1, GPUModel: "NVIDIA-H100-80GB-HBM3", GPUs: 1},
+		{Name: "gateway", Cluster: "cloud-1", Nodes: []string{"cloud-1"}, Replicas: 1, ReadyReplicas: 1},
+	}
+	if len(app.Components) != 2 || app.Components[0].GPUModel != want[0].GPUModel || app.Components[0].Nodes[0] != "cloud-gpu-h100-1" ||
+		app.Components[1].ReadyReplicas != 1 || app.Components[1].GPUModel != "" {
+		t.Errorf("components: %+v, want %+v", app.Components, want)
+	}
+	if st := decode[api.UpstreamAppStatus](t, ke.do(t, "GET", "/apps/status/llm-inference", viewerToken, "", nil), 200); st.Status != "Running" {
+		t.Errorf("upstream status: %+v", st)
+	}
+	details := decode[api.UpstreamAppDetails](t, ke.do(t, "GET", "/apps/apps/details/llm-inference", viewerToken, "", nil), 200)
+	if details.State != "Running" || len(details.Components) != 2 || details.Components[0].Cluster != "cloud-1" {
+		t.Errorf("upstream details: %+v", details)
+	}
+
+	// Performance follows the nodes of the resource's status.
+	if err := ke.store.Telemetry().Put(ctx, state.Sample{Node: "cloud-gpu-h100-1", Time: time.Now(),
+		Metrics: map[string]float64{"llm_request_latency_p95_ms": 650}}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	perf, err := ke.view.Applications().Performance(ctx, "llm-inference")
+	if err != nil || perf.Metrics[0].Value == nil || *perf.Metrics[0].Value != 650 || *perf.Metrics[0].Satisfied ||
+		perf.GlobalSatisfaction.Value == nil || *perf.GlobalSatisfaction.Value != 0 || *perf.GlobalSatisfaction.Satisfied {
+		t.Errorf("performance: %+v %v", perf, err)
+	}
+
+	// A removal shows at once, before the agents act on it.
+	if _, err := ke.op.Applications().Remove(ctx, "llm-inference"); err != nil {
+		t.Fatal(err)
+	}
+	app, err = ke.view.Applications().Get(ctx, "llm-inference")
+	if err != nil || app.Phase != "Removing" || app.PhaseSource != "submission" || app.Resource == nil {
+		t.Errorf("removing: %+v %v", app, err)
+	}
+}
+
+func TestResourceOnlyApplication(t *testing.T) {
+	ke := newKarmadaEnv(t, handlers.Config{})
+	ctx := ctxT(t)
+	// Applied with kubectl: in Karmada, not in Redis.
+	ke.placeApp(t, "examples/apps/edge-camera-arm64.yaml", mlsysopsv1.MLSysOpsAppStatus{})
+	app, err := ke.view.Applications().Get(ctx, "edge-camera")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if app.Phase != "Queued" || app.PhaseSource != "resource" || app.LastRequest != "deploy" || len(app.Components) != 2 || len(app.Description) == 0 {
+		t.Errorf("resource-only application: %+v", app)
+	}
+	if _, err := ke.view.MLDeployments().Get(ctx, "no-such-model"); !nbclient.IsNotFound(err) {
+		t.Errorf("unknown ML deployment: %v", err)
+	}
+}
+
+func TestInfrastructure(t *testing.T) {
+	ke := newKarmadaEnv(t, handlers.Config{ContinuumID: "mls-continuum"})
+	ctx := ctxT(t)
+	for _, a := range []state.Agent{
+		{JID: "cloud-1@mlsysops.local", Layer: "cluster", Cluster: "cloud-1", Online: true},
+		{JID: "edge-1@mlsysops.local", Layer: "node", Cluster: "edge-1", Node: "edge-1", Online: false},
+	} {
+		if err := ke.store.Agents().Register(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cont, err := ke.view.Continuum(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cont.ID != "mls-continuum" || cont.Agent != nil || len(cont.Clusters) != len(ke.tb.Clusters) {
+		t.Fatalf("continuum: %+v", cont)
+	}
+	nodes := 0
+	for i, c := range cont.Clusters {
+		if c.Name != ke.tb.Clusters[i] || !c.Ready || c.NodeCount == 0 || c.Resources.CPU.Allocatable <= 0 ||
+			c.Resources.CPU.Free > c.Resources.CPU.Allocatable || c.Resources.Memory.Free > c.Resources.Memory.Allocatable {
+			t.Errorf("cluster %d: %+v", i, c)
+		}
+		nodes += c.NodeCount
+	}
+	if nodes != len(ke.tb.Nodes) {
+		t.Errorf("%d nodes in the clusters, %d described", nodes, len(ke.tb.Nodes))
+	}
+	cloud := cont.Clusters[0]
+	if cloud.Name != "cloud-1" || cloud.Agent == nil || !cloud.Agent.Online {
+		t.Errorf("cloud-1 and its agent: %+v", cloud)
+	}
+	if h := cloud.Resources.GPUs["NVIDIA-H100-80GB-HBM3"]; h.Allocatable != 8 || h.Free > 8 || h.MemoryMiB != 80*1024 {
+		t.Errorf("H100s of cloud-1: %+v (all: %+v)", h, cloud.Resources.GPUs)
+	}
+	if cont.Totals.CPU.Allocatable < cloud.Resources.CPU.Allocatable {
+		t.Errorf("totals %+v below cloud-1's", cont.Totals)
+	}
+
+	cl, err := ke.view.Cluster(ctx, "edge-1")
+	if err != nil || len(cl.Nodes) != cl.NodeCount || cl.Agent != nil {
+		t.Fatalf("edge-1: %+v %v", cl, err)
+	}
+	var edge api.Node
+	for _, n := range cl.Nodes {
+		if n.Name == "edge-1" {
+			edge = n
+		}
+		if n.Cluster != "edge-1" || n.Labels[mlsysopsv1.LabelCluster] != "edge-1" {
+			t.Errorf("node %s of edge-1: %+v", n.Name, n)
+		}
+	}
+	if edge.Agent == nil || edge.Agent.Online || edge.Layer == "" || !edge.Ready {
+		t.Errorf("node edge-1: %+v", edge)
+	}
+	far, err := ke.view.Nodes(ctx, "", "far_edge")
+	if err != nil || len(far) != 1 || far[0].Name != "far-edge-rpi-1" {
+		t.Errorf("far_edge nodes: %+v %v", far, err)
+	}
+	n, err := ke.view.Node(ctx, "cloud-gpu-a100-1")
+	if err != nil || n.Cluster != "cloud-1" || len(n.Resources.GPUs) != 1 {
+		t.Errorf("A100 node: %+v %v", n, err)
+	}
+	for _, p := range []string{"/v1/infrastructure/clusters/ghost", "/v1/infrastructure/clusters/Bad_Name", "/v1/infrastructure/nodes/ghost",
+		"/v1/infrastructure/nodes?cluster=ghost", "/infra/list/?type=Datacenter", "/infra/list/?type=Node&name=ghost"} {
+		problem(t, ke.do(t, "GET", p, viewerToken, "", nil), 404)
+	}
+	problem(t, ke.do(t, "GET", "/v1/infrastructure/nodes?layer=fog", viewerToken, "", nil), 400)
+	problem(t, ke.do(t, "GET", "/infra/list/?type=Galaxy", viewerToken, "", nil), 400)
+	up := decode[api.Cluster](t, ke.do(t, "GET", "/infra/list/?type=Cluster&name=cloud-1", viewerToken, "", nil), 200)
+	if up.Name != "cloud-1" || len(up.Nodes) == 0 {
+		t.Errorf("upstream infra list of a cluster: %+v", up)
+	}
+	upNodes := decode[api.NodeList](t, ke.do(t, "GET", "/infra/list?id_type=node&id_value=edge-1", viewerToken, "", nil), 200)
+	if len(upNodes.Items) != 1 {
+		t.Errorf("upstream infra list with id_type: %+v", upNodes)
+	}
+}
+
+func TestRegisterNodeDescriptions(t *testing.T) {
+	ke := newKarmadaEnv(t, handlers.Config{})
+	ctx := ctxT(t)
+	desc := repoFile(t, "descriptions/nodes/edge-t4-1.yaml")
+	reg, err := ke.op.RegisterNode(ctx, desc, nbclient.YAML)
+	if err != nil || !reg.Created || reg.Name != "edge-t4-1" || reg.Cluster != "edge-1" {
+		t.Fatalf("register: %+v %v", reg, err)
+	}
+	if reg, err := ke.op.RegisterNode(ctx, desc, nbclient.YAML); err != nil || reg.Created {
+		t.Errorf("register again: %+v %v", reg, err)
+	}
+	var cr mlsysopsv1.MLSysOpsNode
+	if err := ke.k.Client().Get(ctx, client.ObjectKey{Namespace: ke.ns, Name: "edge-t4-1"}, &cr); err != nil ||
+		cr.Labels[mlsysopsv1.LabelCluster] != "edge-1" || cr.Spec.ClusterID != "edge-1" {
+		t.Fatalf("MLSysOpsNode in Karmada: %+v %v", cr.ObjectMeta, err)
+	}
+	var pp policyv1alpha1.PropagationPolicy
+	if err := ke.k.Client().Get(ctx, client.ObjectKey{Namespace: ke.ns, Name: "mlsysops-nodes-edge-1"}, &pp); err != nil ||
+		pp.Spec.Placement.ClusterAffinity == nil || pp.Spec.Placement.ClusterAffinity.ClusterNames[0] != "edge-1" {
+		t.Fatalf("PropagationPolicy: %+v %v", pp.Spec, err)
+	}
+	// Karmada carries the description to edge-1, where its cluster agent
+	// reads it.
+	member, err := client.New(ke.tb.RESTConfig(t, "edge-1"), client.Options{Scheme: ke.k.Client().Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		var got mlsysopsv1.MLSysOpsNode
+		return member.Get(ctx, client.ObjectKey{Namespace: ke.ns, Name: "edge-t4-1"}, &got) == nil, nil
+	})
+	if err != nil {
+		t.Errorf("the description never reached edge-1: %v", err)
+	}
+	n, err := ke.view.Node(ctx, "edge-t4-1")
+	if err != nil || !n.Described {
+		t.Errorf("described node: %+v %v", n, err)
+	}
+	// A description may come before its node joins.
+	future := bytes.Replace(desc, []byte("name: edge-t4-1"), []byte("name: edge-future-1"), 1)
+	if _, err := ke.op.RegisterNode(ctx, future, nbclient.YAML); err != nil {
+		t.Fatal(err)
+	}
+	n, err = ke.view.Node(ctx, "edge-future-1")
+	if err != nil || !n.Described || n.Ready || n.Cluster != "edge-1" {
+		t.Errorf("node described ahead: %+v %v", n, err)
+	}
+	// The upstream path with its {"yaml": ...} wrapper.
+	wrapped := `{"yaml": {"MLSysOpsNode": {"name": "edge-wrapped-1", "cluster_id": "edge-1", "continuum_layer": "edge", "environment": {"os": "ubuntu"}}}}`
+	if r := ke.do(t, "POST", "/infra/register", operatorToken, "application/json", []byte(wrapped)); r.StatusCode != 201 {
+		t.Errorf("/infra/register: %d %s", r.StatusCode, r.Body)
+	}
+
+	cases := map[string]struct {
+		method, path, ct, body string
+		status                 int
+		fields                 []string
+	}{
+		"unknown cluster": {"POST", "/v1/infrastructure/nodes", "application/yaml",
+			"MLSysOpsNode: {name: n1, cluster_id: ghost, continuum_layer: edge, environment: {}}", 422, []string{"MLSysOpsNode.cluster_id"}},
+		"no cluster": {"POST", "/v1/infrastructure/nodes", "application/yaml",
+			"MLSysOpsNode: {name: n1, continuum_layer: edge, environment: {}}", 422, []string{"MLSysOpsNode.cluster_id"}},
+		"resource form, unknown cluster": {"POST", "/v1/infrastructure/nodes", "application/json",
+			`{"apiVersion": "mlsysops.eu/v1", "kind": "MLSysOpsNode", "metadata": {"name": "n1"}, "spec": {"cluster_id": "ghost", "continuum_layer": "edge", "environment": {}}}`,
+			422, []string{"spec.cluster_id"}},
+		"an application": {"POST", "/v1/infrastructure/nodes", "application/json", string(appJSON("x")), 422, []string{"kind"}},
+		"invalid description": {"POST", "/v1/infrastructure/nodes", "application/yaml",
+			"MLSysOpsNode: {name: n1, cluster_id: edge-1, continuum_layer: fog, environment: {os: dos}}", 422,
+			[]string{"MLSysOpsNode.continuum_layer", "MLSysOpsNode.environment.os"}},
+		"name differs from the path": {"PUT", "/v1/infrastructure/nodes/other", "application/yaml", string(desc), 422, []string{"MLSysOpsNode.name"}},
+		"by URI":                     {"POST", "/infra/register", "application/json", `{"uri": "http://169.254.169.254/latest/meta-data"}`, 422, []string{"uri"}},
+		"not YAML":                   {"POST", "/v1/infrastructure/nodes", "application/yaml", "a: [", 400, nil},
+		"wrong media type":           {"POST", "/v1/infrastructure/nodes", "text/csv", "a,b", 415, nil},
+	}
+	for name, tc := range cases {
+		p := problem(t, ke.do(t, tc.method, tc.path, operatorToken, tc.ct, []byte(tc.body)), tc.status)
+		if tc.fields != nil {
+			got := strings.Join(fields(p.Problems), ",")
+			if got != strings.Join(tc.fields, ",") {
+				t.Errorf("%s: fields %s, want %s (%+v)", name, got, strings.Join(tc.fields, ","), p.Problems)
+			}
+		}
+	}
+	if err := ke.op.UnregisterNode(ctx, "edge-t4-1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := ke.op.UnregisterNode(ctx, "edge-t4-1"); !nbclient.IsNotFound(err) {
+		t.Errorf("second unregister: %v", err)
+	}
+	if n, err := ke.view.Node(ctx, "edge-t4-1"); err != nil || n.Described {
+		t.Errorf("after unregister: %+v %v", n, err)
+	}
+}
+
+func TestPolicyConfigMaps(t *testing.T) {
+	tb := testbed.Shared(t)
+	ctx := ctxT(t)
+	kcfg := tb.RESTConfig(t, testbed.ContextKarmada)
+	host := kubernetes.NewForConfigOrDie(tb.RESTConfig(t, testbed.ContextHost))
+	karmada := kubernetes.NewForConfigOrDie(kcfg)
+	store := policystore.NewConfigMapStore(policystore.DefaultTargets(host, karmada, karmadaclientset.NewForConfigOrDie(kcfg)))
+	e := newEnv(t, handlers.Config{Policies: store})
+	src := []byte("def initialize():\n    return {}\n" +
+		"def analyze(context, a, s, m, t, ml):\n    return False, context\n" +
+		"def plan(context, a, s, m, t, ml):\n    return {}, context\n")
+	name := "policy-" + uniq("nbtest") + ".star"
+	for _, layer := range []string{"continuum", "cluster"} {
+		if _, created, err := e.op.PutPolicy(ctx, layer, name, src); err != nil || !created {
+			t.Fatalf("put %s: %v %v", layer, created, err)
+		}
+		t.Cleanup(func() { _ = e.op.DeletePolicy(context.Background(), layer, name) })
+	}
+	cm, err := host.CoreV1().ConfigMaps(policystore.FrameworkNamespace).Get(ctx, policystore.ContinuumPolicyConfigMap, metav1.GetOptions{})
+	if err != nil || cm.Data[name] != string(src) {
+		t.Fatalf("continuum policy ConfigMap on the host: %v", err)
+	}
+	cm, err = karmada.CoreV1().ConfigMaps(policystore.FrameworkNamespace).Get(ctx, policystore.ClusterPolicyConfigMap, metav1.GetOptions{})
+	if err != nil || cm.Data[name] != string(src) {
+		t.Fatalf("cluster policy ConfigMap in Karmada: %v", err)
+	}
+	// Karmada carries it to every member cluster, where the agents mount it.
+	for _, cluster := range tb.Clusters {
+		mc := kubernetes.NewForConfigOrDie(tb.RESTConfig(t, cluster))
+		err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			cm, err := mc.CoreV1().ConfigMaps(policystore.FrameworkNamespace).Get(ctx, policystore.ClusterPolicyConfigMap, metav1.GetOptions{})
+			return err == nil && cm.Data[name] == string(src), nil
+		})
+		if err != nil {
+			t.Errorf("policy never reached %s: %v", cluster, err)
+		}
+	}
+	list, err := e.view.Policies(ctx, "cluster")
+	found := false
+	for _, p := range list {
+		found = found || (p.Name == name && p.Location == "configmap mlsysops-framework/cluster-agents-policies")
+	}
+	if err != nil || !found {
+		t.Errorf("list: %+v %v", list, err)
+	}
+	if err := e.op.DeletePolicy(ctx, "cluster", name); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.view.Policy(ctx, "cluster", name); !nbclient.IsNotFound(err) {
+		t.Errorf("deleted policy: %v", err)
+	}
+}
