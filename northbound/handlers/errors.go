@@ -135,8 +135,10 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	rid := requestID(r.Context())
 	if e.Cause != nil {
+		// A dependency failing (502-504) is worth a warning; only a bug
+		// (500) is an error of this server.
 		level := slog.LevelWarn
-		if e.Status >= 500 {
+		if e.Status == http.StatusInternalServerError {
 			level = slog.LevelError
 		}
 		a.log.Log(r.Context(), level, "request failed", "request_id", rid, "status", e.Status, "detail", e.Detail, "err", e.Cause)

@@ -161,8 +161,10 @@ func (a *API) observe(next http.Handler) http.Handler {
 		a.metrics.duration.WithLabelValues(method, route).Observe(elapsed.Seconds())
 		level := slog.LevelInfo
 		switch {
-		case rec.status >= 500:
+		case rec.status == http.StatusInternalServerError:
 			level = slog.LevelError
+		case rec.status >= 500:
+			level = slog.LevelWarn
 		case route == api.PathHealthz || route == api.PathReadyz || route == api.PathMetrics:
 			level = slog.LevelDebug
 		}
