@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -40,6 +41,10 @@ type Options struct {
 	XMPPDomain string
 	// Out receives progress lines; nil discards them.
 	Out io.Writer
+	// SkipAgents leaves the MLSysOps agents out (see agents.go). Inside a
+	// test binary they are always left out: the shared test testbed's
+	// tests run their own agents and controllers.
+	SkipAgents bool
 }
 
 // Defaults for Options.
@@ -578,6 +583,11 @@ func (tb *Testbed) Up(ctx context.Context) (*Env, error) {
 	if err := tb.writeEnv(); err != nil {
 		return nil, err
 	}
+	if !tb.opts.SkipAgents && !testing.Testing() {
+		if err := tb.startAgents(ctx); err != nil {
+			return nil, fmt.Errorf("agents: %w", err)
+		}
+	}
 	fmt.Fprintf(tb.opts.Out, "ready in %.1fs. Use it with:\n  . %s\n  kubectl --context karmada-apiserver get clusters\n",
 		time.Since(start).Seconds(), tb.rel(tb.l.path("env")))
 	return tb.env(), nil
@@ -648,6 +658,11 @@ func (tb *Testbed) stopStale(p *plan) error {
 	want := map[string]bool{}
 	for _, pr := range p.all() {
 		want[pr.PIDFile] = true
+	}
+	if as, _, err := tb.agents(); err == nil && !tb.opts.SkipAgents {
+		for _, a := range as {
+			want[a.PIDFile] = true
+		}
 	}
 	files, _ := filepath.Glob(tb.l.path("pids", "*.pid"))
 	for _, f := range files {
@@ -761,6 +776,21 @@ func (tb *Testbed) Status(ctx context.Context) ([]ComponentStatus, error) {
 			cancel()
 		}
 		out = append(out, s)
+	}
+	if as, _, err := tb.agents(); err == nil && !tb.opts.SkipAgents {
+		for _, a := range as {
+			s := ComponentStatus{Name: a.Process.Name, LogFile: tb.rel(a.LogFile)}
+			if s.Pid, s.Running = a.Pid(); s.Running {
+				cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+				if err := a.Ready(cctx); err != nil {
+					s.Detail = err.Error()
+				} else {
+					s.Ready = true
+				}
+				cancel()
+			}
+			out = append(out, s)
+		}
 	}
 	return out, nil
 }

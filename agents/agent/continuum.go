@@ -1,0 +1,206 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	continuumagent "github.com/mlsysops-go/mlsysops/agents/continuum"
+	"github.com/mlsysops-go/mlsysops/internal/agentconfig"
+	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
+	"github.com/mlsysops-go/mlsysops/internal/description"
+	"github.com/mlsysops-go/mlsysops/internal/mechanism"
+	"github.com/mlsysops-go/mlsysops/internal/messaging"
+	"github.com/mlsysops-go/mlsysops/internal/state"
+)
+
+// continuumLayer is the continuum agent: the MLSysOps API and placement in
+// Karmada, the cluster agents' registration and the registry.
+type continuumLayer struct {
+	a    *Agent
+	desc *mlsysopsv1.MLSysOpsContinuum
+	kcfg *rest.Config
+	kc   client.Client
+
+	mu       sync.Mutex
+	apiReady bool
+	viewDone bool
+	trigger  chan struct{}
+}
+
+var _ layer = (*continuumLayer)(nil)
+
+func newContinuumLayer(_ context.Context, a *Agent, env agentconfig.LookupEnv) (*continuumLayer, error) {
+	desc, err := description.ContinuumFor(a.conn.Descriptions, a.name)
+	if err != nil {
+		return nil, fmt.Errorf("continuum %s has no valid description in %s (want continuum/%s.yaml with an MLSysOpsContinuum): %w",
+			a.name, a.conn.Descriptions, a.name, err)
+	}
+	kcfg, err := restConfigFrom(a.conn.KarmadaKubeconfig, a.conn.KarmadaContext)
+	if err != nil {
+		return nil, fmt.Errorf("karmada kubeconfig: %w", err)
+	}
+	scheme, err := continuumagent.Scheme()
+	if err != nil {
+		return nil, err
+	}
+	kc, err := client.New(kcfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("karmada client: %w", err)
+	}
+	if a.store, err = newStore(a, env); err != nil {
+		return nil, err
+	}
+	a.known[a.jid] = state.Agent{JID: a.jid, Layer: string(agentconfig.LayerContinuum), Node: a.name, Version: Version}
+	return &continuumLayer{a: a, desc: desc, kcfg: kcfg, kc: kc, trigger: make(chan struct{}, 1)}, nil
+}
+
+func (c *continuumLayer) childLayer() messaging.Layer { return messaging.LayerCluster }
+
+func (c *continuumLayer) children() []string {
+	out := make([]string, 0, len(c.desc.Spec.Clusters))
+	for _, cl := range c.desc.Spec.Clusters {
+		out = append(out, AgentJID(agentconfig.LayerCluster, cl, c.a.domain))
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (c *continuumLayer) systemDescription() map[string]any {
+	spec := toMap(c.desc.Spec)
+	if spec == nil {
+		spec = map[string]any{}
+	}
+	spec["name"] = c.desc.Name
+	return map[string]any{mlsysopsv1.KindContinuum: spec}
+}
+
+func (c *continuumLayer) mechanisms(a *Agent) (*mechanism.Set, error) {
+	r := mechanism.NewRegistry()
+	if err := r.Register(ClusterPlacementName, func(env mechanism.Env) (mechanism.Mechanism, error) {
+		return &clusterPlacementAdapter{kc: c.kc, log: env.Logger}, nil
+	}); err != nil {
+		return nil, err
+	}
+	return r.Build(a.opts.EnabledMechanisms(), mechanism.Env{Logger: a.log, Node: a.name, Permissions: mechanism.AllowAll()})
+}
+
+func (c *continuumLayer) setup(*Agent) error                                            { return nil }
+func (c *continuumLayer) registered(context.Context)                                    {}
+func (c *continuumLayer) childRegistered(context.Context, string, *messaging.Subscribe) {}
+func (c *continuumLayer) peer(context.Context, messaging.PeerEvent)                     {}
+
+func (c *continuumLayer) ready(ctx context.Context) error {
+	dc, err := discovery.NewDiscoveryClientForConfig(c.kcfg)
+	if err != nil {
+		return err
+	}
+	if _, err := dc.RESTClient().Get().AbsPath("/readyz").DoRaw(ctx); err != nil {
+		return fmt.Errorf("karmada API: %w", err)
+	}
+	return nil
+}
+
+func (c *continuumLayer) status() map[string]any {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return map[string]any{"karmada_api_ready": c.apiReady, "continuum_view_written": c.viewDone, "clusters": c.desc.Spec.Clusters}
+}
+
+// run ensures the MLSysOps API in Karmada, runs the placement controller
+// and keeps the MLSysOpsContinuum view, retrying while Karmada is away.
+func (c *continuumLayer) run(ctx context.Context) error {
+	// The continuum is an agent of the registry too, so that tools can
+	// ping it and set its mode.
+	if err := c.a.store.Agents().Register(ctx, c.a.known[c.a.jid]); err == nil {
+		_ = c.a.store.Agents().SetLiveness(ctx, c.a.jid, true, time.Now())
+	}
+	backoff := time.Second
+	for ctx.Err() == nil {
+		err := c.start(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		c.a.log.Warn("karmada side stopped; retrying", "err", err, "retry_in", backoff)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 30*time.Second)
+	}
+	return nil
+}
+
+func (c *continuumLayer) start(ctx context.Context) error {
+	var ctrls *continuumagent.Controllers
+	var err error
+	if c.a.conn.PlacementControllers {
+		ctrls, err = continuumagent.NewControllers(ctx, c.kcfg, nil, c.a.log)
+	} else {
+		err = continuumagent.EnsureAPI(ctx, c.kcfg)
+	}
+	if err != nil {
+		return fmt.Errorf("MLSysOps API in Karmada: %w", err)
+	}
+	c.mu.Lock()
+	c.apiReady = true
+	c.mu.Unlock()
+	c.a.log.Info("MLSysOps API ready in Karmada", "placement_controllers", ctrls != nil)
+	if err := c.upsertView(ctx); err != nil {
+		return fmt.Errorf("MLSysOpsContinuum view: %w", err)
+	}
+	c.mu.Lock()
+	c.viewDone = true
+	c.mu.Unlock()
+	if ctrls == nil {
+		<-ctx.Done()
+		return nil
+	}
+	// Submissions from the northbound API become MLSysOpsApps; their status
+	// goes back to Redis.
+	ctrls.Apps.Status = continuumagent.RedisStatus{Apps: c.a.store.Applications()}
+	intake, err := continuumagent.NewIntake(ctx, c.a.store, ctrls.Client(), c.a.name, c.a.log)
+	if err != nil {
+		return fmt.Errorf("submission intake: %w", err)
+	}
+	ictx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		if err := intake.Run(ictx); err != nil && ictx.Err() == nil {
+			c.a.log.Warn("submission intake stopped", "err", err)
+		}
+	}()
+	return ctrls.Start(ctx)
+}
+
+// upsertView writes the MLSysOpsContinuum CR in Karmada. It stays in the
+// Karmada API: the CRD propagation carries the CRDs, not this object.
+func (c *continuumLayer) upsertView(ctx context.Context) error {
+	obj := &mlsysopsv1.MLSysOpsContinuum{ObjectMeta: metav1.ObjectMeta{Name: c.desc.Name, Namespace: Namespace}}
+	if _, err := controllerutil.CreateOrUpdate(ctx, c.kc, obj, func() error {
+		obj.Spec = c.desc.Spec
+		return nil
+	}); err != nil {
+		return err
+	}
+	conds, phase := readyCondition(true, obj.Generation)
+	for _, cnd := range conds {
+		meta.SetStatusCondition(&obj.Status.Conditions, cnd)
+	}
+	obj.Status.Phase, obj.Status.ObservedGeneration = phase, obj.Generation
+	if err := c.kc.Status().Update(ctx, obj); err != nil {
+		return err
+	}
+	c.a.log.Info("MLSysOpsContinuum written", "namespace", Namespace, "name", c.desc.Name)
+	return nil
+}

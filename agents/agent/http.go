@@ -1,0 +1,118 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/mlsysops-go/mlsysops/internal/agentconfig"
+	"github.com/mlsysops-go/mlsysops/internal/mape"
+)
+
+// serve listens on conn.Listen (so a taken port fails the start) and returns
+// the function that serves until ctx ends.
+func (a *Agent) serve() (func(context.Context) error, error) {
+	ln, err := net.Listen("tcp", a.conn.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w", a.conn.Listen, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{Registry: a.reg}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if err := a.ready(r.Context()); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, a.Status()) })
+	mux.HandleFunc("POST /ping", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 15*time.Second)
+		defer cancel()
+		writeJSON(w, a.pingAll(ctx, a.pingTargets(ctx)))
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	return func(ctx context.Context) error {
+		go func() {
+			<-ctx.Done()
+			sctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(sctx)
+		}()
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	}, nil
+}
+
+// pingTargets are every registered agent for the continuum (which sees the
+// whole registry), the children for the others.
+func (a *Agent) pingTargets(ctx context.Context) []string {
+	if a.opts.Layer == agentconfig.LayerContinuum && a.store != nil {
+		if list, err := a.store.Agents().List(ctx); err == nil {
+			var out []string
+			for _, ag := range list {
+				if ag.JID != a.jid {
+					out = append(out, ag.JID)
+				}
+			}
+			return out
+		}
+	}
+	return a.msg.Children()
+}
+
+// ready is XMPP connected and the layer's dependencies reachable.
+func (a *Agent) ready(ctx context.Context) error {
+	if !a.msg.Connected() {
+		return errors.New("XMPP not connected")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if a.store != nil {
+		if err := a.store.Client().Ping(ctx).Err(); err != nil {
+			return fmt.Errorf("redis: %w", err)
+		}
+	}
+	return a.layer.ready(ctx)
+}
+
+// Status is the agent's state as /status reports it.
+func (a *Agent) Status() map[string]any {
+	plans := a.engine.Plans(mape.Query{Limit: 50})
+	out := map[string]any{
+		"name": a.name, "layer": a.opts.Layer, "jid": a.jid, "parent": a.parent,
+		"registered": a.registered.Load(), "connected": a.msg.Connected(), "mode": a.mode.Load(),
+		"peers": a.msg.PeerStates(), "children": a.msg.Children(),
+		"policies": a.engine.Policies(), "plans": plans, "applications": a.engine.Applications(),
+		"interval_seconds": a.sampler.Interval().Seconds(), "intervals": durationsSeconds(a.sampler.Intervals()),
+		"mechanisms": a.mechs.Names(), "uptime_seconds": time.Since(a.started).Seconds(),
+	}
+	for k, v := range a.layer.status() {
+		out[k] = v
+	}
+	return out
+}
+
+func durationsSeconds(m map[string]time.Duration) map[string]float64 {
+	out := make(map[string]float64, len(m))
+	for k, v := range m {
+		out[k] = v.Seconds()
+	}
+	return out
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}

@@ -1,0 +1,53 @@
+package agent
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/mlsysops-go/mlsysops/internal/agentconfig"
+	"github.com/mlsysops-go/mlsysops/internal/description"
+)
+
+// AgentJID returns the bare JID of an agent. Node agents use their host
+// name; cluster and continuum agents add their layer, because the node that
+// hosts a cluster agent is named like its cluster and runs a node agent too
+// (cloud-1@ is the node, cloud-1.cluster@ the cluster agent).
+func AgentJID(layer agentconfig.Layer, name, domain string) string {
+	switch layer {
+	case agentconfig.LayerCluster:
+		return name + ".cluster@" + domain
+	case agentconfig.LayerContinuum:
+		return name + ".continuum@" + domain
+	}
+	return name + "@" + domain
+}
+
+// continuumName finds the continuum agent's name: the one description in
+// the folder's continuum/ (or top-level) files.
+func continuumName(dir string) (string, error) {
+	var found []string
+	for _, pattern := range []string{filepath.Join(dir, "continuum", "*.y*ml"), filepath.Join(dir, "*.y*ml")} {
+		files, _ := filepath.Glob(pattern)
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil || !strings.Contains(string(b), "MLSysOpsContinuum") {
+				continue
+			}
+			if _, err := description.ContinuumFor(filepath.Dir(f), strings.TrimSuffix(filepath.Base(f), filepath.Ext(f))); err != nil {
+				continue
+			}
+			found = append(found, strings.TrimSuffix(filepath.Base(f), filepath.Ext(f)))
+		}
+	}
+	sort.Strings(found)
+	switch len(found) {
+	case 0:
+		return "", fmt.Errorf("no continuum description in %s; name the continuum agent with --continuum-name", dir)
+	case 1:
+		return found[0], nil
+	}
+	return "", fmt.Errorf("several continuum descriptions in %s (%s); name the continuum agent with --continuum-name", dir, strings.Join(found, ", "))
+}

@@ -1,0 +1,296 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/mlsysops-go/mlsysops/internal/agentconfig"
+	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
+	"github.com/mlsysops-go/mlsysops/internal/description"
+	"github.com/mlsysops-go/mlsysops/internal/mape"
+	"github.com/mlsysops-go/mlsysops/internal/mechanism"
+	"github.com/mlsysops-go/mlsysops/internal/messaging"
+	"github.com/mlsysops-go/mlsysops/internal/telemetry"
+)
+
+// nodeMechanisms are enabled on nodes whose configuration names none: the
+// proxy always, the hardware ones report themselves unavailable where the
+// hardware is missing.
+var nodeMechanisms = []string{mechanism.FluidityProxyName, mechanism.CPUFrequencyName, mechanism.GPUName}
+
+// nodeLayer is the node agent: telemetry of its host, node mechanisms and
+// the components placed on it.
+type nodeLayer struct {
+	a         *Agent
+	desc      *mlsysopsv1.MLSysOpsNode
+	collector *telemetry.NodeCollector
+
+	mu       sync.Mutex
+	apps     map[string]map[string]messaging.ComponentPlaced // app -> component -> placement
+	reported time.Duration                                   // interval last told to the cluster
+}
+
+var (
+	_ layer               = (*nodeLayer)(nil)
+	_ mechanism.Forwarder = (*nodeLayer)(nil)
+)
+
+func newNodeLayer(a *Agent) (*nodeLayer, error) {
+	desc, err := description.NodeFor(a.conn.Descriptions, a.name)
+	if err != nil {
+		return nil, fmt.Errorf("node %s has no valid description in %s (want nodes/%s.yaml with an MLSysOpsNode): %w",
+			a.name, a.conn.Descriptions, a.name, err)
+	}
+	if desc.Spec.ClusterID == "" {
+		return nil, fmt.Errorf("node description of %s: cluster_id is empty; it names the cluster agent to register with", a.name)
+	}
+	if a.conn.ContinuumName == "" {
+		if cn, err := continuumName(a.conn.Descriptions); err == nil {
+			a.conn.ContinuumName = cn
+		}
+	}
+	a.parent = AgentJID(agentconfig.LayerCluster, desc.Spec.ClusterID, a.domain)
+	n := &nodeLayer{a: a, desc: desc, apps: map[string]map[string]messaging.ComponentPlaced{}}
+	n.collector = telemetry.NewNodeCollector(telemetry.NodeOptions{ProcRoot: a.opts.ProcfsRoot, SysRoot: a.opts.SysfsRoot, NvidiaSMI: a.opts.NvidiaSMI})
+	a.sampler = telemetry.NewSampler(telemetry.SamplerOptions{Interval: a.opts.MonitoringInterval, Logger: a.log})
+	a.sampler.AddSource(n.collector)
+	if err := n.collector.Register(a.reg); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+func (n *nodeLayer) childLayer() messaging.Layer { return "" }
+func (n *nodeLayer) children() []string          { return nil }
+
+func (n *nodeLayer) systemDescription() map[string]any {
+	spec := toMap(n.desc.Spec)
+	if spec == nil {
+		spec = map[string]any{}
+	}
+	spec["name"] = n.desc.Name
+	return map[string]any{mlsysopsv1.KindNode: spec}
+}
+
+func (n *nodeLayer) mechanisms(a *Agent) (*mechanism.Set, error) {
+	enabled := a.opts.Mechanisms
+	if enabled == nil {
+		enabled = nodeMechanisms
+	}
+	return mechanism.NewBuiltinRegistry().Build(enabled, mechanism.Env{
+		Logger: a.log, Node: a.name, Permissions: mechanism.NewPermissions(n.desc.Spec.PermittedActions),
+		SysfsRoot: a.opts.SysfsRoot, NvidiaSMI: a.opts.NvidiaSMI, Forwarder: n,
+	})
+}
+
+func (n *nodeLayer) setup(a *Agent) error {
+	messaging.HandleFunc(a.msg, n.handlePlaced)
+	messaging.HandleFunc(a.msg, n.handleUpdated)
+	messaging.HandleFunc(a.msg, n.handleRemoved)
+	messaging.HandleFunc(a.msg, n.handlePlanExecuted)
+	messaging.HandleFunc(a.msg, n.handleInterval)
+	return nil
+}
+
+// Forward implements mechanism.Forwarder: the plan goes to the cluster's
+// fluidity mechanism; the outcome comes back as message_to_fluidity_proxy.
+func (n *nodeLayer) Forward(ctx context.Context, planID string, command map[string]any) error {
+	b, err := json.Marshal(command)
+	if err != nil {
+		return fmt.Errorf("encode plan %s: %w", planID, err)
+	}
+	app, _ := command["name"].(string)
+	n.a.log.Info("plan forwarded to the cluster", "plan", planID, "app", app, "cluster", n.desc.Spec.ClusterID)
+	return n.a.msg.Send(ctx, n.a.parent, &messaging.PlanSubmitted{PlanUID: planID, Node: n.a.name, Application: app, Mechanism: "fluidity", Plan: b})
+}
+
+// registered sends the description, asks for the components already placed
+// here and tells the cluster the telemetry interval.
+func (n *nodeLayer) registered(ctx context.Context) {
+	a := n.a
+	body, err := json.Marshal(n.systemDescription())
+	if err == nil {
+		err = a.msg.Send(ctx, a.parent, &messaging.NodeDescriptionSubmitted{Node: a.name, Description: body})
+	}
+	if err != nil {
+		a.log.Warn("description not delivered to the cluster", "cluster", n.desc.Spec.ClusterID, "err", err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	resp, _, err := a.msg.Request(rctx, a.parent, &messaging.NodeStateSync{Node: a.name})
+	cancel()
+	if err != nil {
+		a.log.Warn("node state sync failed", "cluster", n.desc.Spec.ClusterID, "err", err)
+	} else if st, ok := resp.(*messaging.NodeState); ok {
+		for app, na := range st.Applications {
+			for comp := range na.Components {
+				n.place(ctx, messaging.ComponentPlaced{Name: app, ComponentName: comp, Node: a.name, Spec: na.Spec, PodSpec: na.Components[comp]})
+			}
+		}
+	}
+	n.reportInterval(ctx, true)
+}
+
+func (n *nodeLayer) childRegistered(context.Context, string, *messaging.Subscribe) {}
+func (n *nodeLayer) peer(context.Context, messaging.PeerEvent)                     {}
+func (n *nodeLayer) ready(context.Context) error                                   { return nil }
+
+func (n *nodeLayer) status() map[string]any {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	comps := map[string][]string{}
+	for app, cs := range n.apps {
+		for c := range cs {
+			comps[app] = append(comps[app], c)
+		}
+		sort.Strings(comps[app])
+	}
+	return map[string]any{"cluster": n.desc.Spec.ClusterID, "components": comps, "reported_interval_seconds": n.reported.Seconds()}
+}
+
+// run reports the latest telemetry to the cluster at the sampling interval.
+func (n *nodeLayer) run(ctx context.Context) error {
+	var last time.Time
+	for {
+		d := n.a.sampler.Interval()
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(d):
+		}
+		if !n.a.registered.Load() {
+			continue
+		}
+		n.reportInterval(ctx, false)
+		snap := n.collector.Latest()
+		if snap.Time.IsZero() || !snap.Time.After(last) {
+			continue
+		}
+		last = snap.Time
+		metrics := map[string]float64{}
+		for _, r := range snap.Readings() {
+			metrics[telemetry.Key(r.Name, r.Labels)] = r.Value
+		}
+		if err := n.a.msg.Send(ctx, n.a.parent, &messaging.TelemetryReport{Node: n.a.name, Time: snap.Time, Metrics: metrics}); err != nil {
+			n.a.log.Debug("telemetry report not sent", "err", err)
+		}
+	}
+}
+
+// reportInterval tells the cluster the node's sampling interval when it
+// changed (or always when force is set): the interval negotiated with the
+// policies travels back up.
+func (n *nodeLayer) reportInterval(ctx context.Context, force bool) {
+	cur := n.a.sampler.Interval()
+	n.mu.Lock()
+	changed := cur != n.reported
+	n.reported = cur
+	n.mu.Unlock()
+	if !changed && !force {
+		return
+	}
+	n.a.log.Info("telemetry interval reported to the cluster", "interval", cur.String(), "cluster", n.desc.Spec.ClusterID)
+	if _, err := n.a.msg.SendAsync(ctx, n.a.parent, &messaging.TelemetryDeploy{Node: n.a.name, IntervalSeconds: cur.Seconds()}); err != nil {
+		n.a.log.Warn("telemetry interval not sent", "err", err)
+	}
+}
+
+func (n *nodeLayer) handlePlaced(ctx context.Context, _ *messaging.Envelope, m *messaging.ComponentPlaced) (messaging.Message, error) {
+	return nil, n.place(ctx, *m)
+}
+
+func (n *nodeLayer) handleUpdated(ctx context.Context, _ *messaging.Envelope, m *messaging.ComponentUpdated) (messaging.Message, error) {
+	return nil, n.place(ctx, messaging.ComponentPlaced(*m))
+}
+
+// place records a component and (re)starts the application's policies.
+func (n *nodeLayer) place(ctx context.Context, m messaging.ComponentPlaced) error {
+	n.mu.Lock()
+	if n.apps[m.Name] == nil {
+		n.apps[m.Name] = map[string]messaging.ComponentPlaced{}
+	}
+	n.apps[m.Name][m.ComponentName] = m
+	desc := n.appDescriptionLocked(m.Name)
+	n.mu.Unlock()
+	n.a.log.Info("component placed", "app", m.Name, "component", m.ComponentName)
+	return n.a.engine.SetApplication(ctx, mape.Application{ID: m.Name, Description: desc})
+}
+
+// appDescriptionLocked is the node-layer application description upstream
+// policies expect: {name, component_name, spec, pod_spec}, with every
+// component placed here listed in components.
+func (n *nodeLayer) appDescriptionLocked(app string) map[string]any {
+	desc := map[string]any{"name": app}
+	var names []string
+	for c, p := range n.apps[app] {
+		names = append(names, c)
+		if len(p.Spec) > 0 {
+			var spec any
+			if json.Unmarshal(p.Spec, &spec) == nil {
+				desc["spec"] = spec
+			}
+		}
+		if len(p.PodSpec) > 0 {
+			var ps any
+			if json.Unmarshal(p.PodSpec, &ps) == nil {
+				desc["pod_spec"] = ps
+			}
+		}
+	}
+	sort.Strings(names)
+	if len(names) > 0 {
+		desc["component_name"] = names[0]
+	}
+	list := make([]any, len(names))
+	for i, c := range names {
+		list[i] = c
+	}
+	desc["components"] = list
+	return desc
+}
+
+func (n *nodeLayer) handleRemoved(_ context.Context, _ *messaging.Envelope, m *messaging.ComponentRemoved) (messaging.Message, error) {
+	n.mu.Lock()
+	delete(n.apps[m.Name], m.ComponentName)
+	gone := len(n.apps[m.Name]) == 0
+	if gone {
+		delete(n.apps, m.Name)
+	}
+	n.mu.Unlock()
+	n.a.log.Info("component removed", "app", m.Name, "component", m.ComponentName, "app_gone", gone)
+	if gone {
+		n.a.engine.RemoveApplication(m.Name)
+	}
+	return nil, nil
+}
+
+func (n *nodeLayer) handlePlanExecuted(_ context.Context, _ *messaging.Envelope, m *messaging.PlanExecuted) (messaging.Message, error) {
+	mech, ok := n.a.mechs.Get(mechanism.FluidityProxyName)
+	proxy, isProxy := mech.(*mechanism.FluidityProxy)
+	if !ok || !isProxy {
+		return nil, fmt.Errorf("plan %s executed, but fluidity_proxy is not enabled", m.PlanUID)
+	}
+	status := mechanism.StatusSuccess
+	if m.Status != messaging.PlanCompleted {
+		status = mechanism.StatusFailed
+	}
+	n.a.log.Info("plan executed by the cluster", "plan", m.PlanUID, "status", m.Status, "message", m.Message)
+	if err := proxy.Executed(m.PlanUID, status, m.Message); err != nil {
+		n.a.log.Warn("late or unknown plan result dropped", "plan", m.PlanUID, "err", err)
+	}
+	return nil, nil
+}
+
+// handleInterval takes the cluster's telemetry interval as one more request;
+// the node samples at the smallest of its own, its policies' and the
+// cluster's.
+func (n *nodeLayer) handleInterval(ctx context.Context, env *messaging.Envelope, m *messaging.TelemetryIntervalUpdate) (messaging.Message, error) {
+	d := time.Duration(m.IntervalSeconds * float64(time.Second))
+	n.a.log.Info("telemetry interval requested by the cluster", "interval", d.String(), "cluster", n.desc.Spec.ClusterID)
+	n.a.sampler.RequestInterval("parent:"+env.From, d)
+	n.reportInterval(ctx, false)
+	return nil, nil
+}

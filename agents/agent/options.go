@@ -1,0 +1,283 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/mlsysops-go/mlsysops/internal/agentconfig"
+)
+
+// Connection holds what an agent needs to reach the services around it:
+// ejabberd, Redis, the Kubernetes and Karmada APIs, its description folder
+// and its HTTP listener. The behaviour options (layer, policies, mechanisms,
+// intervals) are agentconfig.Options.
+type Connection struct {
+	// XMPPServer is the ejabberd c2s address, host:port
+	// (MLSYSOPS_XMPP_SERVER; default <domain>:5222).
+	XMPPServer string
+	// XMPPDomain is the XMPP domain of every agent's account
+	// (MLSYSOPS_XMPP_DOMAIN, else EJABBERD_DOMAIN).
+	XMPPDomain string
+	// XMPPCAFile is a PEM bundle that signs ejabberd's certificate
+	// (MLSYSOPS_XMPP_CA_FILE); empty uses the system roots.
+	XMPPCAFile string
+	// XMPPPasswordFile holds the account's password, usually a Secret
+	// mount (MLSYSOPS_XMPP_PASSWORD_FILE). Without it the password comes
+	// from MLSYSOPS_XMPP_PASSWORD or the upstream NODE_PASSWORD.
+	XMPPPasswordFile string
+	// XMPPJID overrides the agent's own bare JID (default: see AgentJID).
+	XMPPJID string
+	// Parent overrides the parent's bare JID (default: the cluster agent
+	// named by the node's cluster_id, or the continuum agent).
+	Parent string
+	// ContinuumName is the continuum agent's name, for cluster agents (their
+	// parent) and node agents (which accept its commands). Default: the
+	// continuum description in the descriptions folder.
+	ContinuumName string
+	// Controllers are further JIDs allowed to send commands (the northbound
+	// API's account, operators' tools).
+	Controllers []string
+	// HeartbeatInterval is how often a child signals liveness to its
+	// parent; the parent declares it gone after three missed beats.
+	HeartbeatInterval time.Duration
+
+	// RedisAddr is the Redis server, host:port (MLSYSOPS_REDIS_ADDR, else
+	// the upstream REDIS_HOST and REDIS_PORT). Used by the continuum and
+	// cluster layers.
+	RedisAddr string
+	// RedisPasswordFile holds the Redis password (MLSYSOPS_REDIS_PASSWORD_FILE);
+	// else MLSYSOPS_REDIS_PASSWORD or REDIS_PASSWORD.
+	RedisPasswordFile string
+	// RedisPrefix starts every key (tests use their own).
+	RedisPrefix string
+	// RedisDB selects the database (REDIS_DB_NUMBER).
+	RedisDB int
+
+	// Kubeconfig is the member cluster's kubeconfig for the cluster layer
+	// (MLSYSOPS_KUBECONFIG, else KUBECONFIG; empty: in-cluster).
+	Kubeconfig string
+	// KubeContext is the context to use in Kubeconfig (default: current).
+	KubeContext string
+	// KarmadaKubeconfig is the Karmada API's kubeconfig for the continuum
+	// layer (KARMADA_API_KUBECONFIG).
+	KarmadaKubeconfig string
+	// KarmadaContext is the context in KarmadaKubeconfig.
+	KarmadaContext string
+	// PlacementControllers runs the placement controllers (continuum:
+	// Karmada placement; cluster: fluidity). Tests that share a testbed
+	// with other controllers turn them off.
+	PlacementControllers bool
+
+	// Descriptions is the system description folder (DESCRIPTION_PATH,
+	// default <install-path>/descriptions).
+	Descriptions string
+	// Listen is the address of /metrics, /healthz, /readyz and /status
+	// (MLSYSOPS_LISTEN); empty disables the server.
+	Listen string
+	// LogLevel is debug, info, warn or error (LOG_LEVEL).
+	LogLevel string
+	// LogFormat is json or text (MLSYSOPS_LOG_FORMAT).
+	LogFormat string
+}
+
+// NewConnection returns the defaults.
+func NewConnection() *Connection {
+	return &Connection{
+		XMPPDomain:           "mlsysops.local",
+		HeartbeatInterval:    2 * time.Second,
+		RedisPrefix:          "mlsysops",
+		KarmadaContext:       "karmada-apiserver",
+		PlacementControllers: true,
+		Listen:               ":9464",
+		LogLevel:             "info",
+		LogFormat:            "json",
+	}
+}
+
+// FromEnv fills the options from the environment; flags parsed later
+// override it.
+func (c *Connection) FromEnv(env agentconfig.LookupEnv) error {
+	get := func(keys ...string) (string, bool) {
+		for _, k := range keys {
+			if v, ok := env(k); ok && v != "" {
+				return v, true
+			}
+		}
+		return "", false
+	}
+	str := func(p *string, keys ...string) {
+		if v, ok := get(keys...); ok {
+			*p = v
+		}
+	}
+	str(&c.XMPPServer, "MLSYSOPS_XMPP_SERVER", "XMPP_ADDR")
+	str(&c.XMPPDomain, "MLSYSOPS_XMPP_DOMAIN", "EJABBERD_DOMAIN")
+	str(&c.XMPPCAFile, "MLSYSOPS_XMPP_CA_FILE")
+	str(&c.XMPPPasswordFile, "MLSYSOPS_XMPP_PASSWORD_FILE")
+	str(&c.XMPPJID, "MLSYSOPS_XMPP_JID")
+	str(&c.Parent, "MLSYSOPS_PARENT")
+	str(&c.ContinuumName, "MLSYSOPS_CONTINUUM_NAME")
+	if v, ok := get("MLSYSOPS_XMPP_CONTROLLERS"); ok {
+		c.Controllers = splitList(v)
+	}
+	str(&c.RedisAddr, "MLSYSOPS_REDIS_ADDR")
+	if c.RedisAddr == "" {
+		if h, ok := get("REDIS_HOST"); ok {
+			port, _ := get("REDIS_PORT")
+			if port == "" {
+				port = "6379"
+			}
+			c.RedisAddr = h + ":" + port
+		}
+	}
+	str(&c.RedisPasswordFile, "MLSYSOPS_REDIS_PASSWORD_FILE")
+	str(&c.RedisPrefix, "MLSYSOPS_REDIS_PREFIX")
+	if v, ok := get("MLSYSOPS_REDIS_DB", "REDIS_DB_NUMBER"); ok {
+		if _, err := fmt.Sscan(v, &c.RedisDB); err != nil {
+			return fmt.Errorf("env REDIS_DB_NUMBER=%q: want a number", v)
+		}
+	}
+	str(&c.Kubeconfig, "MLSYSOPS_KUBECONFIG", "KUBECONFIG")
+	str(&c.KubeContext, "MLSYSOPS_KUBE_CONTEXT")
+	str(&c.KarmadaKubeconfig, "MLSYSOPS_KARMADA_KUBECONFIG", "KARMADA_API_KUBECONFIG")
+	str(&c.KarmadaContext, "MLSYSOPS_KARMADA_CONTEXT")
+	str(&c.Descriptions, "MLSYSOPS_DESCRIPTIONS", "DESCRIPTION_PATH")
+	if v, ok := env("MLSYSOPS_LISTEN"); ok {
+		c.Listen = v
+	}
+	str(&c.LogLevel, "MLSYSOPS_LOG_LEVEL", "LOG_LEVEL")
+	str(&c.LogFormat, "MLSYSOPS_LOG_FORMAT")
+	return nil
+}
+
+// AddFlags adds one flag per connection option.
+func (c *Connection) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&c.XMPPServer, "xmpp-server", c.XMPPServer, "ejabberd c2s address host:port ($MLSYSOPS_XMPP_SERVER; default <domain>:5222)")
+	fs.StringVar(&c.XMPPDomain, "xmpp-domain", c.XMPPDomain, "XMPP domain of the agents' accounts ($MLSYSOPS_XMPP_DOMAIN, $EJABBERD_DOMAIN)")
+	fs.StringVar(&c.XMPPCAFile, "xmpp-ca-file", c.XMPPCAFile, "PEM CA bundle for ejabberd's certificate ($MLSYSOPS_XMPP_CA_FILE; default system roots)")
+	fs.StringVar(&c.XMPPPasswordFile, "xmpp-password-file", c.XMPPPasswordFile, "file with the XMPP password, e.g. a Secret mount ($MLSYSOPS_XMPP_PASSWORD_FILE; else $MLSYSOPS_XMPP_PASSWORD or $NODE_PASSWORD)")
+	fs.StringVar(&c.XMPPJID, "xmpp-jid", c.XMPPJID, "the agent's own bare JID (default: <name>@<domain> for nodes, <name>.cluster@ and <name>.continuum@ for the other layers)")
+	fs.StringVar(&c.Parent, "parent", c.Parent, "the parent agent's bare JID (default from the descriptions)")
+	fs.StringVar(&c.ContinuumName, "continuum-name", c.ContinuumName, "the continuum agent's name ($MLSYSOPS_CONTINUUM_NAME; default: the continuum description in --descriptions)")
+	fs.StringSliceVar(&c.Controllers, "xmpp-controllers", c.Controllers, "further JIDs allowed to send commands, e.g. the northbound API ($MLSYSOPS_XMPP_CONTROLLERS)")
+	fs.DurationVar(&c.HeartbeatInterval, "heartbeat-interval", c.HeartbeatInterval, "how often a child signals liveness to its parent")
+	fs.StringVar(&c.RedisAddr, "redis-addr", c.RedisAddr, "Redis host:port for the continuum and cluster layers ($MLSYSOPS_REDIS_ADDR, $REDIS_HOST:$REDIS_PORT)")
+	fs.StringVar(&c.RedisPasswordFile, "redis-password-file", c.RedisPasswordFile, "file with the Redis password ($MLSYSOPS_REDIS_PASSWORD_FILE; else $MLSYSOPS_REDIS_PASSWORD or $REDIS_PASSWORD)")
+	fs.StringVar(&c.RedisPrefix, "redis-prefix", c.RedisPrefix, "prefix of every Redis key")
+	fs.IntVar(&c.RedisDB, "redis-db", c.RedisDB, "Redis database ($REDIS_DB_NUMBER)")
+	fs.StringVar(&c.Kubeconfig, "kubeconfig", c.Kubeconfig, "member cluster kubeconfig for the cluster layer ($MLSYSOPS_KUBECONFIG, $KUBECONFIG; default in-cluster)")
+	fs.StringVar(&c.KubeContext, "kube-context", c.KubeContext, "context in --kubeconfig (default: current)")
+	fs.StringVar(&c.KarmadaKubeconfig, "karmada-kubeconfig", c.KarmadaKubeconfig, "Karmada API kubeconfig for the continuum layer ($KARMADA_API_KUBECONFIG)")
+	fs.StringVar(&c.KarmadaContext, "karmada-context", c.KarmadaContext, "context in --karmada-kubeconfig")
+	fs.BoolVar(&c.PlacementControllers, "placement-controllers", c.PlacementControllers, "run the placement controllers (continuum: Karmada placement, cluster: fluidity)")
+	fs.StringVar(&c.Descriptions, "descriptions", c.Descriptions, "system description folder ($DESCRIPTION_PATH; default <install-path>/descriptions)")
+	fs.StringVar(&c.Listen, "listen", c.Listen, "address of /metrics, /healthz, /readyz and /status ($MLSYSOPS_LISTEN; empty disables)")
+	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error ($LOG_LEVEL)")
+	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "json or text ($MLSYSOPS_LOG_FORMAT)")
+}
+
+// Validate checks the connection options for a layer and lists every
+// problem.
+func (c *Connection) Validate(layer agentconfig.Layer) error {
+	var errs []error
+	if c.XMPPDomain == "" {
+		errs = append(errs, errors.New("--xmpp-domain: required"))
+	}
+	if c.HeartbeatInterval <= 0 {
+		errs = append(errs, fmt.Errorf("--heartbeat-interval: must be positive, got %s", c.HeartbeatInterval))
+	}
+	if layer != agentconfig.LayerNode && c.RedisAddr == "" {
+		errs = append(errs, fmt.Errorf("--redis-addr: required for the %s layer (or $REDIS_HOST)", layer))
+	}
+	if layer == agentconfig.LayerContinuum && c.KarmadaKubeconfig == "" {
+		errs = append(errs, errors.New("--karmada-kubeconfig: required for the continuum layer (or $KARMADA_API_KUBECONFIG)"))
+	}
+	switch c.LogFormat {
+	case "json", "text":
+	default:
+		errs = append(errs, fmt.Errorf("--log-format: want json or text, got %q", c.LogFormat))
+	}
+	if _, err := parseLevel(c.LogLevel); err != nil {
+		errs = append(errs, fmt.Errorf("--log-level: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// password reads a secret from file, else from the first environment
+// variable set.
+func password(file string, env agentconfig.LookupEnv, keys ...string) (string, error) {
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("read password file: %w", err)
+		}
+		return strings.TrimSpace(string(b)), nil
+	}
+	for _, k := range keys {
+		if v, ok := env(k); ok && v != "" {
+			return v, nil
+		}
+	}
+	return "", nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// splitArgs separates the connection flags, which conn knows, from the
+// configuration flags, which agentconfig.Load parses itself.
+func splitArgs(args []string, conn, config *pflag.FlagSet) (connArgs, configArgs []string, err error) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			configArgs = append(configArgs, args[i:]...)
+			break
+		}
+		if !strings.HasPrefix(a, "-") || a == "-" {
+			configArgs = append(configArgs, a)
+			continue
+		}
+		name := strings.TrimLeft(a, "-")
+		hasValue := false
+		if k := strings.IndexByte(name, '='); k >= 0 {
+			name, hasValue = name[:k], true
+		}
+		var fs *pflag.FlagSet
+		var f *pflag.Flag
+		if f = conn.Lookup(name); f != nil {
+			fs = conn
+		} else if f = config.Lookup(name); f != nil {
+			fs = config
+		} else if name == "help" || name == "h" {
+			return nil, nil, pflag.ErrHelp
+		} else {
+			return nil, nil, fmt.Errorf("unknown flag: %s", a)
+		}
+		take := []string{a}
+		if !hasValue && f.NoOptDefVal == "" {
+			if i+1 >= len(args) {
+				return nil, nil, fmt.Errorf("flag needs an argument: %s", a)
+			}
+			i++
+			take = append(take, args[i])
+		}
+		if fs == conn {
+			connArgs = append(connArgs, take...)
+		} else {
+			configArgs = append(configArgs, take...)
+		}
+	}
+	return connArgs, configArgs, nil
+}
