@@ -57,7 +57,11 @@ func newEnv(t testing.TB, cfg handlers.Config) *env {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { rdb.Close() })
-		cfg.Store = state.New(rdb, state.Options{Logger: testLogger(t)})
+		log := cfg.Logger
+		if log == nil {
+			log = testLogger(t)
+		}
+		cfg.Store = state.New(rdb, state.Options{Logger: log})
 	}
 	e.store = cfg.Store
 	cfg.Auth = auth.Static([]auth.Entry{
