@@ -96,7 +96,7 @@ func New(ctx context.Context, opts *agentconfig.Options, conn *Connection, env a
 	if conn.XMPPJID != "" {
 		a.jid = conn.XMPPJID
 	}
-	a.log = log.With("agent", a.name)
+	a.log = log.With(string(opts.Layer), a.name)
 	a.modeGauge = prometheus.NewGauge(prometheus.GaugeOpts{Name: "mlsysops_agent_management_mode", Help: "Management mode: 0 heuristic, 1 ML."})
 	a.regGauge = prometheus.NewGauge(prometheus.GaugeOpts{Name: "mlsysops_agent_registered", Help: "1 once the parent acknowledged the agent's subscription."})
 	a.subscribeTime = prometheus.NewGauge(prometheus.GaugeOpts{Name: "mlsysops_agent_registered_seconds", Help: "Seconds from process start to the first acknowledged subscription."})

@@ -97,7 +97,6 @@ func newClusterLayer(_ context.Context, a *Agent, env agentconfig.LookupEnv) (*c
 		}
 	}
 	a.parent = AgentJID(agentconfig.LayerContinuum, a.conn.ContinuumName, a.domain)
-	a.log = a.log.With("cluster", a.name)
 	kcfg, err := restConfigFrom(a.conn.Kubeconfig, a.conn.KubeContext)
 	if err != nil {
 		return nil, fmt.Errorf("member cluster kubeconfig: %w", err)

@@ -98,7 +98,7 @@ func loadOptions(args []string, env agentconfig.LookupEnv) (*agentconfig.Options
 func usage(w io.Writer) {
 	conn := NewConnection()
 	cfs, ofs := flagSets(conn)
-	fmt.Fprintln(w, "Usage: mlsysops-agent --layer continuum|cluster|node [flags]")
+	fmt.Fprintln(w, "Usage: mlsysops-agent --layer continuum|cluster|node [flags]   (--layer is --continuum-layer)")
 	fmt.Fprintln(w, "\nAgent flags (also upstream config.yaml keys and MLSYSOPS_* variables):")
 	fmt.Fprint(w, ofs.FlagUsages())
 	fmt.Fprintln(w, "\nConnection flags:")
@@ -119,7 +119,7 @@ func run(ctx context.Context, out io.Writer, args []string, env agentconfig.Look
 		}
 		return fmt.Errorf("configuration: %w", err)
 	}
-	log := NewLogger(os.Stderr, conn.LogFormat, conn.LogLevel).With("layer", string(opts.Layer))
+	log := NewLogger(os.Stderr, conn.LogFormat, conn.LogLevel)
 	for _, w := range warnings {
 		log.Warn("configuration key ignored", "warning", w.String())
 	}

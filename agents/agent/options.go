@@ -254,6 +254,11 @@ func splitArgs(args []string, conn, config *pflag.FlagSet) (connArgs, configArgs
 		if k := strings.IndexByte(name, '='); k >= 0 {
 			name, hasValue = name[:k], true
 		}
+		if name == "layer" {
+			// --layer is short for the upstream key's flag.
+			a = strings.Replace(a, "layer", "continuum-layer", 1)
+			name = "continuum-layer"
+		}
 		var fs *pflag.FlagSet
 		var f *pflag.Flag
 		if f = conn.Lookup(name); f != nil {

@@ -1,0 +1,458 @@
+package agents_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/mlsysops-go/mlsysops/agents/agent"
+	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
+	"github.com/mlsysops-go/mlsysops/internal/messaging"
+)
+
+func kubeClient(t *testing.T, h *hierarchy, context string) client.Client {
+	t.Helper()
+	s := runtime.NewScheme()
+	if err := mlsysopsv1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(h.env.RESTConfig(t, context), client.Options{Scheme: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// registered checks the registry: every agent registered and online.
+func (h *hierarchy) allOnline(ctx context.Context, since time.Time) error {
+	want := map[string]bool{}
+	for _, a := range h.agents {
+		want[a.JID] = true
+	}
+	list, err := h.store.Agents().List(ctx)
+	if err != nil {
+		return err
+	}
+	for _, ag := range list {
+		if want[ag.JID] {
+			if !ag.Online {
+				return fmt.Errorf("%s is registered but offline", ag.JID)
+			}
+			if ag.LastSeen.Before(since) {
+				return fmt.Errorf("%s last seen %s, before %s", ag.JID, ag.LastSeen, since)
+			}
+			delete(want, ag.JID)
+		}
+	}
+	if len(want) > 0 {
+		return fmt.Errorf("not registered: %v", want)
+	}
+	return nil
+}
+
+// freshTelemetry checks that every node has a sample newer than since.
+func (h *hierarchy) freshTelemetry(ctx context.Context, since time.Time) error {
+	for _, n := range []string{nodeAllowed, nodeForbidden} {
+		s, err := h.store.Telemetry().Get(ctx, n)
+		if err != nil {
+			return fmt.Errorf("telemetry of %s: %w", n, err)
+		}
+		if !s.Time.After(since) {
+			return fmt.Errorf("telemetry of %s from %s, not after %s", n, s.Time, since)
+		}
+		if _, ok := s.Metrics["node_load1"]; !ok {
+			return fmt.Errorf("telemetry of %s lacks node_load1: %d metrics", n, len(s.Metrics))
+		}
+	}
+	return nil
+}
+
+func TestAgents(t *testing.T) {
+	h := startHierarchy(t)
+	ctx := context.Background()
+
+	t.Run("register", func(t *testing.T) {
+		eventually(t, "every agent registered and online", time.Minute, func() error { return h.allOnline(ctx, time.Time{}) })
+		list, err := h.store.Agents().List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ag := range list {
+			if ag.JID == agent.AgentJID("node", nodeAllowed, h.ej.Domain()) && (ag.Cluster != clusterName || ag.Layer != "node") {
+				t.Errorf("registry entry of %s: %+v", nodeAllowed, ag)
+			}
+		}
+		for _, n := range []string{nodeAllowed, nodeForbidden} {
+			st, err := h.status(n)
+			if err != nil || !st.Registered {
+				t.Errorf("%s: registered=%v err=%v", n, st.Registered, err)
+			}
+		}
+	})
+
+	t.Run("telemetry", func(t *testing.T) {
+		eventually(t, "node telemetry in Redis", time.Minute, func() error { return h.freshTelemetry(ctx, time.Time{}) })
+	})
+
+	t.Run("custom resources", func(t *testing.T) {
+		member := kubeClient(t, h, clusterName)
+		eventually(t, "MLSysOpsNode CRs in "+clusterName, 2*time.Minute, func() error {
+			for _, n := range []string{nodeAllowed, nodeForbidden} {
+				var obj mlsysopsv1.MLSysOpsNode
+				if err := member.Get(ctx, types.NamespacedName{Namespace: "mlsysops", Name: n}, &obj); err != nil {
+					return err
+				}
+				if obj.Spec.ClusterID != clusterName || obj.Status.Phase != mlsysopsv1.PhaseReady {
+					return fmt.Errorf("%s: cluster_id %q phase %q", n, obj.Spec.ClusterID, obj.Status.Phase)
+				}
+			}
+			var cl mlsysopsv1.MLSysOpsCluster
+			return member.Get(ctx, types.NamespacedName{Namespace: "mlsysops", Name: clusterName}, &cl)
+		})
+		karmada := kubeClient(t, h, "karmada-apiserver")
+		eventually(t, "MLSysOpsContinuum in Karmada", time.Minute, func() error {
+			var obj mlsysopsv1.MLSysOpsContinuum
+			if err := karmada.Get(ctx, types.NamespacedName{Namespace: "mlsysops", Name: continuumName}, &obj); err != nil {
+				return err
+			}
+			if len(obj.Spec.Clusters) != 1 || obj.Spec.Clusters[0] != clusterName {
+				return fmt.Errorf("clusters %v", obj.Spec.Clusters)
+			}
+			return nil
+		})
+	})
+
+	t.Run("policy lifecycle", func(t *testing.T) { testPolicyLifecycle(t, h) })
+	t.Run("forbidden plans", func(t *testing.T) { testForbidden(t, h) })
+	t.Run("interval from the cluster", func(t *testing.T) { testClusterInterval(t, h) })
+	t.Run("mode and ping", func(t *testing.T) { testModeAndPing(t, h) })
+	t.Run("malformed description refused", func(t *testing.T) { testMalformed(t, h) })
+
+	for _, name := range []string{nodeAllowed, clusterName, continuumName} {
+		t.Run("restart "+name, func(t *testing.T) {
+			a := h.agents[name]
+			if err := a.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Second) // let the parent notice
+			restarted := time.Now()
+			if err := a.Start(); err != nil {
+				t.Fatal(err)
+			}
+			wctx, cancel := context.WithTimeout(ctx, time.Minute)
+			defer cancel()
+			if err := a.WaitReady(wctx); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, "everyone online after the restart", time.Minute, func() error { return h.allOnline(ctx, restarted) })
+			eventually(t, "telemetry flows after the restart", time.Minute, func() error { return h.freshTelemetry(ctx, restarted) })
+		})
+	}
+
+	t.Run("restart ejabberd", func(t *testing.T) {
+		sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+		if err := h.ej.Stop(sctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.ej.Start(sctx); err != nil {
+			t.Fatal(err)
+		}
+		restarted := time.Now()
+		eventually(t, "everyone online after ejabberd's restart", 2*time.Minute, func() error { return h.allOnline(ctx, restarted) })
+		eventually(t, "telemetry flows after ejabberd's restart", time.Minute, func() error { return h.freshTelemetry(ctx, restarted) })
+	})
+}
+
+const freqPolicy = `
+def initialize():
+    return {"scope": "global", "configuration": {"analyze_interval": "1s"},
+            "telemetry": {"metrics": ["node_load1"], "system_scrape_interval": "%s"},
+            "mechanisms": ["CPUFrequencyConfigurator"]}
+
+def analyze(context, application_description, system_description, mechanisms, telemetry, ml_connector):
+    return True, context
+
+def plan(context, application_description, system_description, mechanisms, telemetry, ml_connector):
+    return {"CPUFrequencyConfigurator": {"command": "set", "cpu": "all", "frequency": "%s"}}, context
+`
+
+func writePolicy(t *testing.T, dir, name, body string) {
+	t.Helper()
+	// Write then rename, as a ConfigMap update would appear at once.
+	tmp := filepath.Join(dir, ".tmp-"+name)
+	if err := os.WriteFile(tmp, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func testPolicyLifecycle(t *testing.T, h *hierarchy) {
+	a := h.agents[nodeAllowed]
+	sys := h.sysfs[nodeAllowed]
+	// Added: the CPUs are pinned to their maximum, and the policy's 1s
+	// scrape interval reaches the cluster.
+	writePolicy(t, a.PolicyDir, "policy-freq.star", fmt.Sprintf(freqPolicy, "1s", "max"))
+	eventually(t, "policy pins the maximum frequency", time.Minute, func() error {
+		if got := readSysfs(t, sys, 1, "scaling_min_freq"); got != "3600000" {
+			return fmt.Errorf("cpu1 scaling_min_freq = %s", got)
+		}
+		return nil
+	})
+	eventually(t, "node interval 1s seen by the cluster", time.Minute, func() error {
+		st, err := h.status(clusterName)
+		if err != nil {
+			return err
+		}
+		if got := st.Nodes[nodeAllowed].Interval; got != 1 {
+			return fmt.Errorf("cluster sees %s at %vs", nodeAllowed, got)
+		}
+		return nil
+	})
+	// Edited: now the minimum.
+	writePolicy(t, a.PolicyDir, "policy-freq.star", fmt.Sprintf(freqPolicy, "1s", "min"))
+	eventually(t, "edited policy pins the minimum frequency", time.Minute, func() error {
+		if got := readSysfs(t, sys, 0, "scaling_max_freq"); got != "800000" {
+			return fmt.Errorf("cpu0 scaling_max_freq = %s", got)
+		}
+		return nil
+	})
+	// Removed: the policy is gone and its interval request with it.
+	if err := os.Remove(filepath.Join(a.PolicyDir, "policy-freq.star")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "policy removed", time.Minute, func() error {
+		st, err := h.status(nodeAllowed)
+		if err != nil {
+			return err
+		}
+		for _, p := range st.Policies {
+			if p.Name == "freq" {
+				return errors.New("policy freq still runs")
+			}
+		}
+		if st.Interval != 2 {
+			return fmt.Errorf("node interval %vs, want the default 2s back", st.Interval)
+		}
+		return nil
+	})
+	eventually(t, "cluster sees the default interval again", time.Minute, func() error {
+		st, err := h.status(clusterName)
+		if err != nil {
+			return err
+		}
+		if got := st.Nodes[nodeAllowed].Interval; got != 2 {
+			return fmt.Errorf("cluster sees %s at %vs", nodeAllowed, got)
+		}
+		return nil
+	})
+	// Nothing pins the CPUs any more: a value written now stays.
+	if err := os.WriteFile(filepath.Join(sys, "devices/system/cpu/cpu0/cpufreq/scaling_max_freq"), []byte("2000000\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second)
+	if got := readSysfs(t, sys, 0, "scaling_max_freq"); got != "2000000" {
+		t.Errorf("after removal the policy still acts: scaling_max_freq = %s", got)
+	}
+}
+
+const fluidityPolicy = `
+def initialize():
+    return {"scope": "global", "configuration": {"analyze_interval": "2s"}, "mechanisms": ["fluidity_proxy"]}
+
+def analyze(context, application_description, system_description, mechanisms, telemetry, ml_connector):
+    return True, context
+
+def plan(context, application_description, system_description, mechanisms, telemetry, ml_connector):
+    return {"fluidity_proxy": {"name": "no-such-app", "deployment_plan": {"server": [{"action": "move", "src_host": "a", "target_host": "b"}]}}}, context
+`
+
+// testForbidden: a node that does not permit cpu_frequency refuses the
+// plan, and the cluster refuses a fluidity move it cannot carry out; both
+// plans end Failed with the reason.
+func testForbidden(t *testing.T, h *hierarchy) {
+	a := h.agents[nodeForbidden]
+	writePolicy(t, a.PolicyDir, "policy-freq.star", fmt.Sprintf(freqPolicy, "2s", "max"))
+	writePolicy(t, a.PolicyDir, "policy-move.star", fluidityPolicy)
+	defer os.Remove(filepath.Join(a.PolicyDir, "policy-freq.star"))
+	defer os.Remove(filepath.Join(a.PolicyDir, "policy-move.star"))
+	eventually(t, "both plans failed with their reasons", time.Minute, func() error {
+		st, err := h.status(nodeForbidden)
+		if err != nil {
+			return err
+		}
+		var freq, move string
+		for _, p := range st.Plans {
+			if p.State != "Failed" {
+				continue
+			}
+			switch p.Policy {
+			case "freq":
+				freq = p.Mechanisms["CPUFrequencyConfigurator"].Error
+			case "move":
+				move = p.Mechanisms["fluidity_proxy"].Error + " " + p.Reason
+			}
+		}
+		if !strings.Contains(freq, "cpu_frequency") {
+			return fmt.Errorf("no failed freq plan naming cpu_frequency (got %q)", freq)
+		}
+		if !strings.Contains(move, "not supported") {
+			return fmt.Errorf("no failed move plan with the cluster's reason (got %q)", move)
+		}
+		return nil
+	})
+	if got := readSysfs(t, h.sysfs[nodeForbidden], 0, "scaling_min_freq"); got != "800000" {
+		t.Errorf("forbidden plan changed the CPU: scaling_min_freq = %s", got)
+	}
+}
+
+const clusterIntervalPolicy = `
+def initialize():
+    return {"scope": "global", "configuration": {"analyze_interval": "1h"},
+            "telemetry": {"metrics": [], "system_scrape_interval": "1500ms"}, "mechanisms": []}
+
+def analyze(context, application_description, system_description, mechanisms, telemetry, ml_connector):
+    return False, context
+
+def plan(context, application_description, system_description, mechanisms, telemetry, ml_connector):
+    return {}, context
+`
+
+// testClusterInterval: a cluster policy's interval goes down to the nodes,
+// which sample at it and report it back up.
+func testClusterInterval(t *testing.T, h *hierarchy) {
+	c := h.agents[clusterName]
+	writePolicy(t, c.PolicyDir, "policy-fast.star", clusterIntervalPolicy)
+	eventually(t, "nodes sample at the cluster's 1.5s and report it", time.Minute, func() error {
+		st, err := h.status(clusterName)
+		if err != nil {
+			return err
+		}
+		for _, n := range []string{nodeAllowed, nodeForbidden} {
+			if got := st.Nodes[n].Interval; got != 1.5 {
+				return fmt.Errorf("%s at %vs", n, got)
+			}
+		}
+		return nil
+	})
+	if err := os.Remove(filepath.Join(c.PolicyDir, "policy-fast.star")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "nodes back at 2s", time.Minute, func() error {
+		st, err := h.status(clusterName)
+		if err != nil {
+			return err
+		}
+		for _, n := range []string{nodeAllowed, nodeForbidden} {
+			if got := st.Nodes[n].Interval; got != 2 {
+				return fmt.Errorf("%s at %vs", n, got)
+			}
+		}
+		return nil
+	})
+}
+
+func testModeAndPing(t *testing.T, h *hierarchy) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tester, err := messaging.New(messaging.Config{
+		JID: h.tester, Password: h.testerPW, Layer: messaging.LayerService, Server: h.ej.C2SAddr(), CAFile: h.ej.CAFile(),
+		HeartbeatInterval: -1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = tester.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	cont := h.agents[continuumName].JID
+	sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
+	defer scancel()
+	if err := tester.Send(sctx, cont, &messaging.ManagementMode{Mode: messaging.ModeML, Reason: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "every agent in ML mode", time.Minute, func() error {
+		for name := range h.agents {
+			st, err := h.status(name)
+			if err != nil {
+				return err
+			}
+			if st.Mode != messaging.ModeML {
+				return fmt.Errorf("%s in mode %d", name, st.Mode)
+			}
+		}
+		return nil
+	})
+	// The continuum pings every registered agent.
+	resp, err := http.Post(h.agents[continuumName].URL()+"/ping", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var results []agent.PingResult
+	if err := json.NewDecoder(resp.Body).Decode(&results); err != nil {
+		t.Fatal(err)
+	}
+	if len(results) != len(h.agents)-1 {
+		t.Errorf("continuum pinged %d agents, want %d: %+v", len(results), len(h.agents)-1, results)
+	}
+	for _, r := range results {
+		if r.Error != "" || r.LatencyMillis <= 0 {
+			t.Errorf("ping %s: %+v", r.JID, r)
+		}
+	}
+	// A controller pings each agent directly.
+	for _, a := range h.agents {
+		pctx, pcancel := context.WithTimeout(ctx, 20*time.Second)
+		resp, _, err := tester.Request(pctx, a.JID, &messaging.Ping{Note: "hi"})
+		pcancel()
+		if err != nil {
+			t.Errorf("ping %s: %v", a.JID, err)
+			continue
+		}
+		if p, ok := resp.(*messaging.Pong); !ok || p.Note != "hi" {
+			t.Errorf("ping %s: answer %#v", a.JID, resp)
+		}
+	}
+}
+
+// testMalformed: a stranger's and a forged description never reach the
+// cluster's CRs.
+func testMalformed(t *testing.T, h *hierarchy) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tester, err := messaging.New(messaging.Config{
+		JID: h.tester, Password: h.testerPW, Layer: messaging.LayerService, Server: h.ej.C2SAddr(), CAFile: h.ej.CAFile(),
+		Parent: h.agents[clusterName].JID, HeartbeatInterval: -1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = tester.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	sctx, scancel := context.WithTimeout(ctx, 20*time.Second)
+	defer scancel()
+	err = tester.Send(sctx, h.agents[clusterName].JID, &messaging.NodeDescriptionSubmitted{Node: "intruder", Description: json.RawMessage(`{"MLSysOpsNode":{"name":"intruder","cluster_id":"cloud-1"}}`)})
+	var rej *messaging.RejectedError
+	if !errors.As(err, &rej) {
+		t.Fatalf("a description from a non-child: err = %v, want a rejection", err)
+	}
+	var obj mlsysopsv1.MLSysOpsNode
+	if err := kubeClient(t, h, clusterName).Get(ctx, types.NamespacedName{Namespace: "mlsysops", Name: "intruder"}, &obj); err == nil {
+		t.Error("the intruder's MLSysOpsNode exists")
+	}
+}
