@@ -41,7 +41,11 @@ type agents struct {
 
 // startAgents runs the continuum controllers on Karmada and one cluster
 // controller per member cluster, in this process, for the test.
-func startAgents(t *testing.T) *agents {
+func startAgents(t *testing.T) *agents { return startAgentsTB(t) }
+
+func startAgentsB(b *testing.B) *agents { return startAgentsTB(b) }
+
+func startAgentsTB(t testing.TB) *agents {
 	t.Helper()
 	env := testbed.Shared(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -81,14 +85,14 @@ func startAgents(t *testing.T) *agents {
 	}
 	t.Cleanup(stop)
 	scheme, _ := continuum.Scheme()
-	kc, err := client.New(env.RESTConfig(t, testbed.ContextKarmada), client.Options{Scheme: scheme})
+	kc, err := client.NewWithWatch(env.RESTConfig(t, testbed.ContextKarmada), client.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return &agents{env: env, karmada: kc, Stop: stop}
 }
 
-func (a *agents) member(t *testing.T, name string) kubernetes.Interface {
+func (a *agents) member(t testing.TB, name string) kubernetes.Interface {
 	return kubernetes.NewForConfigOrDie(a.env.RESTConfig(t, name))
 }
 
