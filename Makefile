@@ -55,10 +55,14 @@ test-integration:
 	$(TESTBED) down --state $(TEST_STATE) --port-base $(TEST_PORT_BASE) >/dev/null || true; \
 	exit $$status
 
-## bench: Go benchmarks and load scripts; each prints its figures
+## bench: Go benchmarks and load scripts (some on the shared test testbed); each prints its figures
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count=1 -timeout 60m ./...
-	$(TESTBED) bench --descriptions $(DESCRIPTIONS) --state .testbed-bench --port-base 18000
+	@status=0; \
+	MLSYSOPS_TESTBED_STATE=$(abspath $(TEST_STATE)) MLSYSOPS_TESTBED_PORT_BASE=$(TEST_PORT_BASE) \
+	  $(GO) test -run '^$$' -bench . -benchmem -count=1 -timeout 90m ./... || status=$$?; \
+	$(TESTBED) down --state $(TEST_STATE) --port-base $(TEST_PORT_BASE) >/dev/null || true; \
+	$(TESTBED) bench --descriptions $(DESCRIPTIONS) --state .testbed-bench --port-base 18000 || status=$$?; \
+	exit $$status
 
 ## generate: regenerate deepcopy code and CRDs from the API types
 generate:

@@ -64,7 +64,9 @@ func TestEnsureAPIPropagatesAndReflectsStatus(t *testing.T) {
 	app := &mlsysopsv1.MLSysOpsApp{
 		TypeMeta:   metav1.TypeMeta{APIVersion: mlsysopsv1.SchemeGroupVersion.String(), Kind: "MLSysOpsApp"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: continuum.AppNamespace},
-		Spec: mlsysopsv1.MLSysOpsAppSpec{Name: name, Components: []mlsysopsv1.Component{{
+		// cluster_id keeps any placement controller running beside this
+		// test (other test packages share the testbed) on cloud-1 too.
+		Spec: mlsysopsv1.MLSysOpsAppSpec{Name: name, ClusterPlacement: &mlsysopsv1.ClusterPlacement{ClusterID: []string{"cloud-1"}}, Components: []mlsysopsv1.Component{{
 			Metadata: mlsysopsv1.ComponentMetadata{Name: "web"}, Containers: []mlsysopsv1.Container{{Image: "registry.example/web:1"}},
 		}}},
 	}
