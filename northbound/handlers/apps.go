@@ -157,12 +157,16 @@ var idempotencyRE = requestIDRE
 // queue submits to Redis: the description and its status in one step.
 func (c collection) queue(a *API, r *http.Request, kind state.Kind, id string, app *mlsysopsv1.MLSysOpsApp) (api.Accepted, error) {
 	ctx := r.Context()
-	sub := state.Submission{ID: id, Kind: kind, RequestID: requestID(ctx)}
+	// The request id recorded with the submission makes a retry
+	// idempotent, so it is unique unless the client asks for a replay
+	// with an Idempotency-Key (which counts per kind of request: a
+	// removal is never mistaken for the deploy before it).
+	sub := state.Submission{ID: id, Kind: kind, RequestID: "req:" + requestID(ctx) + ":" + newRequestID()}
 	if key := r.Header.Get(api.HeaderIdempotencyKey); key != "" {
 		if !idempotencyRE.MatchString(key) {
 			return api.Accepted{}, badRequest("the %s header must be 1 to 128 letters, digits or . _ : -", api.HeaderIdempotencyKey)
 		}
-		sub.RequestID = "idem:" + key
+		sub.RequestID = "idem:" + string(kind) + ":" + key
 	}
 	if id, ok := identity(ctx); ok {
 		sub.SubmittedBy = id.Name

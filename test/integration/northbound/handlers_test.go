@@ -150,6 +150,14 @@ func TestSubmitApplication(t *testing.T) {
 		t.Errorf("idempotent retry: first %+v, again %+v", first, again)
 	}
 	problem(t, e.do(t, "POST", "/v1/applications", operatorToken, "application/json", body, "Idempotency-Key", "k-2"), 409)
+	// The same key on another kind of request is another request.
+	rm := decode[api.Accepted](t, e.do(t, "DELETE", "/v1/applications/retried", operatorToken, "", nil, "Idempotency-Key", "k-1"), 202)
+	if rm.Replayed || rm.Phase != "Removing" {
+		t.Errorf("removal with a deploy's key: %+v", rm)
+	}
+	// A client's request id is not an idempotency key.
+	problem(t, e.do(t, "POST", "/v1/applications", operatorToken, "application/json", appJSON("cr-form"), "X-Request-Id", "same"), 409)
+	problem(t, e.do(t, "POST", "/v1/applications", operatorToken, "application/json", appJSON("cr-form"), "X-Request-Id", "same"), 409)
 	problem(t, e.do(t, "POST", "/v1/applications", operatorToken, "application/json", appJSON("x"), "Idempotency-Key", "has spaces"), 400)
 }
 
