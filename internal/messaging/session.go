@@ -279,38 +279,27 @@ func (c *Client) sendPresence(s *session, to jid.JID) error {
 }
 
 // writeLoop is the only writer of envelopes on a session: acknowledgements
-// first, then queued messages.
+// first, then queued messages. Whatever is ready is written in one batch
+// and flushed once, which saves a TLS record and a system call per message
+// under load.
 func (c *Client) writeLoop(ctx context.Context, s *session) {
+	batch := make([]frame, 0, maxBatch)
 	for {
 		for ctx.Err() == nil {
-			if to, a, ok := c.in.takeAck(); ok {
-				env := c.newEnvelope(TypeAck)
-				env.Payload, _ = json.Marshal(a)
-				data, _ := json.Marshal(env)
-				if err := c.write(s, to, stanza.HeadlineMessage, env.ID, data); err != nil {
-					c.log.Warn("write failed; dropping the connection", "to", to, "type", TypeAck, "err", err)
-					s.kill()
-					return
-				}
-				c.m.sent.WithLabelValues(string(TypeAck)).Inc()
-				continue
-			}
-			e, data := c.out.next(time.Now())
-			if e == nil {
+			batch = c.collect(batch[:0])
+			if len(batch) == 0 {
 				break
 			}
-			typ := stanza.HeadlineMessage // never stored offline
-			if e.reliable {
-				typ = stanza.ChatMessage // stored offline while the peer is away
-			}
-			if err := c.write(s, e.to, typ, e.env.ID, data); err != nil {
-				// A reliable message stays in flight and is re-sent on the
-				// next session.
-				c.log.Warn("write failed; dropping the connection", "to", e.to, "type", e.env.Type, "err", err)
+			if err := c.writeBatch(s, batch); err != nil {
+				// Reliable messages stay in flight and are re-sent on the
+				// next session; a lost ack only causes a re-send.
+				c.log.Warn("write failed; dropping the connection", "messages", len(batch), "err", err)
 				s.kill()
 				return
 			}
-			c.m.sent.WithLabelValues(string(e.env.Type)).Inc()
+			for _, f := range batch {
+				c.m.sent.WithLabelValues(string(f.typ)).Inc()
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -320,13 +309,68 @@ func (c *Client) writeLoop(ctx context.Context, s *session) {
 	}
 }
 
-func (c *Client) write(s *session, to string, typ stanza.MessageType, id string, data []byte) error {
-	toJ, err := c.parseJID(to)
-	if err != nil {
-		return fmt.Errorf("parse destination %q: %w", to, err)
+// maxBatch bounds the stanzas written between two flushes.
+const maxBatch = 64
+
+// frame is one stanza to write.
+type frame struct {
+	to   string
+	kind stanza.MessageType
+	id   string
+	typ  Type
+	data []byte
+}
+
+// collect appends the frames ready to be written: acknowledgements, then
+// queued messages.
+func (c *Client) collect(batch []frame) []frame {
+	for len(batch) < maxBatch {
+		to, a, ok := c.in.takeAck()
+		if !ok {
+			break
+		}
+		env := c.newEnvelope(TypeAck)
+		env.Payload, _ = json.Marshal(a)
+		data, _ := json.Marshal(env)
+		batch = append(batch, frame{to: to, kind: stanza.HeadlineMessage, id: env.ID, typ: TypeAck, data: data})
 	}
-	return s.send(c.cfg.WriteTimeout, stanza.Message{To: toJ, Type: typ, ID: id}.Wrap(
-		xmlstream.Wrap(xmlstream.Token(xml.CharData(data)), xml.StartElement{Name: envName})))
+	now := time.Now()
+	for len(batch) < maxBatch {
+		e, data := c.out.next(now)
+		if e == nil {
+			break
+		}
+		kind := stanza.HeadlineMessage // never stored offline
+		if e.reliable {
+			kind = stanza.ChatMessage // stored offline while the peer is away
+		}
+		batch = append(batch, frame{to: e.to, kind: kind, id: e.env.ID, typ: e.env.Type, data: data})
+	}
+	return batch
+}
+
+func (c *Client) writeBatch(s *session, batch []frame) error {
+	_ = s.conn.SetWriteDeadline(time.Now().Add(c.cfg.WriteTimeout))
+	defer func() { _ = s.conn.SetWriteDeadline(time.Time{}) }()
+	w := s.s.TokenWriter()
+	for _, f := range batch {
+		toJ, err := c.parseJID(f.to)
+		if err != nil {
+			c.log.Error("dropping a frame with an invalid destination", "to", f.to, "err", err)
+			continue
+		}
+		msg := stanza.Message{To: toJ, Type: f.kind, ID: f.id}.Wrap(
+			xmlstream.Wrap(xmlstream.Token(xml.CharData(f.data)), xml.StartElement{Name: envName}))
+		if _, err := xmlstream.Copy(w, msg); err != nil {
+			w.Close()
+			return fmt.Errorf("write %s to %s: %w", f.typ, f.to, err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		w.Close()
+		return fmt.Errorf("flush %d messages: %w", len(batch), err)
+	}
+	return w.Close()
 }
 
 // keepalive pings the server so that a connection that died silently (no

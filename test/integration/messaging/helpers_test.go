@@ -87,6 +87,15 @@ func (a *agent) stop() {
 // peers, the server settings are filled in.
 func startAgent(t testing.TB, e *services.Ejabberd, cfg messaging.Config) *agent {
 	t.Helper()
+	a, err := startAgentErr(t, e, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// startAgentErr is startAgent for goroutines other than the test's.
+func startAgentErr(t testing.TB, e *services.Ejabberd, cfg messaging.Config) (*agent, error) {
 	if cfg.Server == "" {
 		cfg.Server = e.C2SAddr()
 	}
@@ -98,7 +107,7 @@ func startAgent(t testing.TB, e *services.Ejabberd, cfg messaging.Config) *agent
 	cfg.Registerer = reg
 	c, err := messaging.New(cfg)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	a := &agent{Client: c, reg: reg, cancel: cancel, done: make(chan struct{})}
@@ -110,12 +119,12 @@ func startAgent(t testing.TB, e *services.Ejabberd, cfg messaging.Config) *agent
 	}()
 	var once sync.Once
 	t.Cleanup(func() { once.Do(a.stop) })
-	wctx, wcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	wctx, wcancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer wcancel()
 	if err := c.WaitConnected(wctx); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	return a
+	return a, nil
 }
 
 // metric sums the values of a metric family in the agent's registry whose

@@ -1,0 +1,303 @@
+package messaging_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mlsysops-go/mlsysops/internal/messaging"
+	"github.com/mlsysops-go/mlsysops/internal/testbed/services"
+)
+
+// Benchmarks between agents through a private ejabberd on this machine
+// (client and server share its cores). Run with e.g.
+//
+//	go test -run '^$' -bench . -benchtime 20000x ./test/integration/messaging/
+
+func benchLogger(b *testing.B) messaging.Config {
+	return messaging.Config{Logger: testLogger(b)}
+}
+
+// BenchmarkPair measures one cluster agent and one node agent.
+func BenchmarkPair(b *testing.B) {
+	e := startEjabberd(b)
+	p := provisioner(b, e)
+	parentJID, parentPW := account(b, p, "cluster-1")
+	childJID, childPW := account(b, p, "node-1")
+	link(b, p, parentJID, childJID)
+	parent := startAgent(b, e, messaging.Config{JID: parentJID, Password: parentPW, Layer: messaging.LayerCluster,
+		Children: []string{childJID}, Logger: benchLogger(b).Logger})
+	child := startAgent(b, e, messaging.Config{JID: childJID, Password: childPW, Layer: messaging.LayerNode,
+		Parent: parentJID, HeartbeatInterval: -1, Logger: benchLogger(b).Logger})
+	var handled atomic.Int64
+	messaging.HandleFunc(child.Client, func(ctx context.Context, env *messaging.Envelope, m *messaging.ComponentPlaced) (messaging.Message, error) {
+		handled.Add(1)
+		return nil, nil
+	})
+	messaging.HandleFunc(child.Client, func(ctx context.Context, env *messaging.Envelope, m *messaging.TelemetryIntervalUpdate) (messaging.Message, error) {
+		handled.Add(1)
+		return nil, nil
+	})
+	messaging.HandleFunc(child.Client, func(ctx context.Context, env *messaging.Envelope, m *messaging.Ping) (messaging.Message, error) {
+		return &messaging.Pong{Note: m.Note}, nil
+	})
+	ctx := context.Background()
+	msg := &messaging.ComponentPlaced{Name: "app-1", ComponentName: "infer", Node: "node-1",
+		PodSpec: []byte(`{"containers":[{"name":"infer","image":"registry.local/infer:1.0","resources":{"limits":{"nvidia.com/gpu":1}}}]}`)}
+
+	b.Run("reliable-oneway", func(b *testing.B) {
+		ds := make([]*messaging.Delivery, b.N)
+		b.ResetTimer()
+		start := time.Now()
+		for i := 0; i < b.N; i++ {
+			d, err := parent.SendAsync(ctx, childJID, msg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ds[i] = d
+		}
+		for _, d := range ds {
+			if err := d.Wait(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+		el := time.Since(start)
+		b.ReportMetric(float64(b.N)/el.Seconds(), "msgs/s")
+		b.ReportMetric(child.metric(b, "mlsysops_messaging_sent_total", map[string]string{"type": "ack"})/float64(b.N), "acks/msg")
+	})
+
+	b.Run("besteffort-oneway", func(b *testing.B) {
+		// Best-effort types are parent-to-child too: telemetry interval
+		// updates are reliable, so use node-to-cluster telemetry here and
+		// count at the parent.
+		var got atomic.Int64
+		messaging.HandleFunc(parent.Client, func(ctx context.Context, env *messaging.Envelope, m *messaging.TelemetryReport) (messaging.Message, error) {
+			got.Add(1)
+			return nil, nil
+		})
+		report := &messaging.TelemetryReport{Node: "node-1", Time: time.Now(), Metrics: map[string]float64{"cpu": 0.5, "gpu_util": 0.7, "mem": 1 << 30}}
+		b.ResetTimer()
+		start := time.Now()
+		for i := 0; i < b.N; i++ {
+			if _, err := child.SendAsync(ctx, parentJID, report); err != nil {
+				b.Fatal(err)
+			}
+		}
+		deadline := time.Now().Add(time.Minute)
+		for got.Load() < int64(b.N) && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		el := time.Since(start)
+		b.ReportMetric(float64(got.Load())/el.Seconds(), "msgs/s")
+		b.ReportMetric(100*float64(int64(b.N)-got.Load())/float64(b.N), "lost-%")
+	})
+
+	b.Run("request-roundtrip", func(b *testing.B) {
+		lat := make([]time.Duration, 0, b.N)
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			t0 := time.Now()
+			if _, _, err := parent.Request(ctx, childJID, &messaging.Ping{Note: "x"}); err != nil {
+				b.Fatal(err)
+			}
+			lat = append(lat, time.Since(t0))
+		}
+		b.StopTimer()
+		reportPercentiles(b, lat)
+	})
+
+	b.Run("send-ack-roundtrip", func(b *testing.B) {
+		lat := make([]time.Duration, 0, b.N)
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			t0 := time.Now()
+			if err := parent.Send(ctx, childJID, msg); err != nil {
+				b.Fatal(err)
+			}
+			lat = append(lat, time.Since(t0))
+		}
+		b.StopTimer()
+		reportPercentiles(b, lat)
+	})
+}
+
+func reportPercentiles(b *testing.B, lat []time.Duration) {
+	if len(lat) == 0 {
+		return
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	pct := func(p float64) float64 {
+		return float64(lat[int(p*float64(len(lat)-1))].Microseconds())
+	}
+	b.ReportMetric(pct(0.50), "p50-µs")
+	b.ReportMetric(pct(0.99), "p99-µs")
+	b.ReportMetric(float64(lat[len(lat)-1].Microseconds()), "max-µs")
+}
+
+// BenchmarkFanIn has 1,000 node agents, each with its own account and
+// connection, report to one cluster agent.
+func BenchmarkFanIn(b *testing.B) {
+	const nodes = 1000
+	// ejabberd needs a descriptor per connection. Go raises its own soft
+	// limit but hands child processes the original one (1024 here) unless
+	// the program sets the limit itself, so set it before the server starts.
+	// TODO(testbed): services.Ejabberd should raise its own limit.
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil {
+		lim.Cur = lim.Max
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+			b.Logf("raise the open-files limit: %v", err)
+		}
+	}
+	e := startEjabberd(b)
+	if os.Getenv("XX_KEEPLOG") != "" {
+		b.Cleanup(func() { b2, _ := os.ReadFile(e.LogFile()); _ = os.WriteFile("/tmp/xx-ejabberd.log", b2, 0o644) })
+	}
+	p := provisioner(b, e)
+	parentJID, parentPW := account(b, p, "cluster-1")
+
+	type acct struct{ jid, pw string }
+	accts := make([]acct, nodes)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	began := time.Now()
+	for i := range accts {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(i int) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			j, pw := account(b, p, fmt.Sprintf("node-%04d", i))
+			accts[i] = acct{j, pw}
+		}(i)
+	}
+	wg.Wait()
+	b.Logf("provisioned %d accounts in %v", nodes, time.Since(began).Round(time.Millisecond))
+	children := make([]string, nodes)
+	for i, a := range accts {
+		children[i] = a.jid
+	}
+	var received atomic.Int64
+	parent := startAgent(b, e, messaging.Config{JID: parentJID, Password: parentPW, Layer: messaging.LayerCluster,
+		Children: children, QueueSize: 20000, Logger: benchLogger(b).Logger})
+	messaging.HandleFunc(parent.Client, func(ctx context.Context, env *messaging.Envelope, m *messaging.ApplicationStatusReport) (messaging.Message, error) {
+		received.Add(1)
+		return nil, nil
+	})
+
+	beamBefore := beamRSS(e)
+	heapBefore, goBefore := heapInUse(), runtime.NumGoroutine()
+	agents := make([]*agent, nodes)
+	errs := make([]error, nodes)
+	began = time.Now()
+	for i := range accts {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(i int) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			agents[i], errs[i] = startAgentErr(b, e, messaging.Config{JID: accts[i].jid, Password: accts[i].pw, Layer: messaging.LayerNode,
+				Parent: parentJID, HeartbeatInterval: -1, Logger: benchLogger(b).Logger})
+		}(i)
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		b.Fatalf("connect the node agents: %v", err)
+	}
+	connectTime := time.Since(began)
+	heapPerConn := float64(heapInUse()-heapBefore) / nodes
+	goPerConn := float64(runtime.NumGoroutine()-goBefore) / nodes
+	beamPerConn := float64(beamRSS(e)-beamBefore) / nodes
+	b.Logf("connected %d agents in %v; per connection: client heap %.0f B, %.1f goroutines; ejabberd RSS %.0f B",
+		nodes, connectTime.Round(time.Millisecond), heapPerConn, goPerConn, beamPerConn)
+
+	b.Run("reliable-reports", func(b *testing.B) {
+		ctx := context.Background()
+		received.Store(0)
+		ds := make([]*messaging.Delivery, b.N)
+		b.ResetTimer()
+		start := time.Now()
+		var swg sync.WaitGroup
+		per := (b.N + nodes - 1) / nodes
+		for a := 0; a < nodes; a++ {
+			swg.Add(1)
+			go func(a int) {
+				defer swg.Done()
+				for k := 0; k < per; k++ {
+					i := a*per + k
+					if i >= b.N {
+						return
+					}
+					d, err := agents[a].SendAsync(ctx, parentJID, &messaging.ApplicationStatusReport{
+						Application: "app-" + strconv.Itoa(k), Cluster: "cluster-1", Phase: "Running", Time: time.Now()})
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					ds[i] = d
+				}
+			}(a)
+		}
+		swg.Wait()
+		for _, d := range ds {
+			if d == nil {
+				continue
+			}
+			if err := d.Wait(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+		el := time.Since(start)
+		if got := received.Load(); got != int64(b.N) {
+			b.Fatalf("parent handled %d of %d reports", got, b.N)
+		}
+		b.ReportMetric(float64(b.N)/el.Seconds(), "msgs/s")
+		b.ReportMetric(heapPerConn, "client-heap-B/conn")
+		b.ReportMetric(beamPerConn, "ejabberd-RSS-B/conn")
+		b.ReportMetric(connectTime.Seconds(), "connect-all-s")
+	})
+}
+
+func heapInUse() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapInuse + m.StackInuse
+}
+
+// beamRSS returns the resident memory of the test's ejabberd (the beam.smp
+// processes whose command line names its folder), or 0.
+func beamRSS(e *services.Ejabberd) int64 {
+	dir := filepath.Dir(filepath.Dir(e.LogFile()))
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	var total int64
+	for _, p := range procs {
+		cmd, err := os.ReadFile(p)
+		if err != nil || !strings.Contains(string(cmd), "beam.smp") || !strings.Contains(string(cmd), dir) {
+			continue
+		}
+		status, err := os.ReadFile(filepath.Join(filepath.Dir(p), "status"))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(status), "\n") {
+			if strings.HasPrefix(line, "VmRSS:") {
+				f := strings.Fields(line)
+				kb, _ := strconv.ParseInt(f[1], 10, 64)
+				total += kb * 1024
+			}
+		}
+	}
+	return total
+}
