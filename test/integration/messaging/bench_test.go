@@ -161,9 +161,6 @@ func BenchmarkFanIn(b *testing.B) {
 		}
 	}
 	e := startEjabberd(b)
-	if os.Getenv("XX_KEEPLOG") != "" {
-		b.Cleanup(func() { b2, _ := os.ReadFile(e.LogFile()); _ = os.WriteFile("/tmp/xx-ejabberd.log", b2, 0o644) })
-	}
 	p := provisioner(b, e)
 	parentJID, parentPW := account(b, p, "cluster-1")
 
