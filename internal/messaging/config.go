@@ -64,8 +64,8 @@ type Config struct {
 	// backoff. Defaults 100ms and 30s.
 	MinBackoff, MaxBackoff time.Duration
 	// ShutdownBackoff is the wait after the server announced system-shutdown
-	// or reset: ejabberd keeps accepting logins for about a second after it and
-	// then drops them. Default 3s.
+	// or reset (plus up to a second of jitter): ejabberd keeps accepting
+	// logins for about a second after it and then drops them. Default 2s.
 	ShutdownBackoff time.Duration
 	// ConflictBackoff is the wait after another session took over our
 	// resource (stream error conflict). Default 60s.
@@ -114,7 +114,7 @@ const (
 	DefaultKeepaliveInterval = 15 * time.Second
 	DefaultMinBackoff        = 100 * time.Millisecond
 	DefaultMaxBackoff        = 30 * time.Second
-	DefaultShutdownBackoff   = 3 * time.Second
+	DefaultShutdownBackoff   = 2 * time.Second
 	DefaultConflictBackoff   = 60 * time.Second
 	DefaultDeliveryTimeout   = 2 * time.Minute
 	DefaultRetryInterval     = 2 * time.Second

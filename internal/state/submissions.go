@@ -311,6 +311,16 @@ func (c *Collection) List(ctx context.Context) ([]Status, error) {
 	return out, nil
 }
 
+// Backlog returns the number of entries in the submissions stream: queued
+// or delivered and not yet acknowledged.
+func (c *Collection) Backlog(ctx context.Context) (int64, error) {
+	n, err := c.s.rdb.XLen(ctx, c.k.stream()).Result()
+	if err != nil {
+		return 0, fmt.Errorf("backlog of %ss: %w", c.name, err)
+	}
+	return n, nil
+}
+
 // Forget deletes the status, spec and index entry of id, once it is
 // removed and nobody needs its history.
 func (c *Collection) Forget(ctx context.Context, id string) error {

@@ -272,7 +272,7 @@ func TestSubmissionRules(t *testing.T) {
 		if wins != 1 {
 			t.Fatalf("%d deploys won, want 1", wins)
 		}
-		n, err := e.rdb.XLen(ctx, "mlsysops:{apps}:submissions").Result()
+		n, err := apps.Backlog(ctx)
 		if err != nil || n != 1 {
 			t.Errorf("stream holds %d entries (%v), want 1", n, err)
 		}
@@ -370,7 +370,7 @@ func TestSubmissionRules(t *testing.T) {
 		if _, err := ml.Submit(ctx, state.Submission{ID: "race", Kind: state.KindDeploy, Spec: appSpec(9)}); err != nil {
 			t.Errorf("an ML deployment named like an application: %v", err)
 		}
-		n, err := e.rdb.XLen(ctx, "mlsysops:{ml}:submissions").Result()
+		n, err := ml.Backlog(ctx)
 		if err != nil || n != 1 {
 			t.Errorf("ML stream holds %d entries (%v), want 1", n, err)
 		}
