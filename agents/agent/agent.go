@@ -364,6 +364,9 @@ func (a *Agent) syncRegistry(ctx context.Context) error {
 		a.mu.Unlock()
 		for _, ag := range agents {
 			p := online[ag.JID]
+			if ag.JID == a.jid {
+				p = messaging.PeerState{Online: true, LastSeen: time.Now()}
+			}
 			if err := a.store.Agents().Register(ctx, ag); err != nil {
 				a.log.Debug("registry write", "peer", ag.JID, "err", err)
 				continue

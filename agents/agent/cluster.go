@@ -346,7 +346,10 @@ func (c *clusterLayer) handlePlan(ctx context.Context, env *messaging.Envelope, 
 	if mech == "" {
 		mech = FluidityName
 	}
-	id, err := c.a.engine.Submit("node:"+m.Node, m.Application, false, map[string]any{mech: cmd})
+	// The cluster's engine does not manage applications (the fluidity
+	// controller does), so the plan is queued as a global one; the command
+	// names the application.
+	id, err := c.a.engine.Submit("node:"+m.Node, "", false, map[string]any{mech: cmd})
 	if err != nil {
 		go reply(messaging.PlanFailed, err.Error())
 		return nil, nil

@@ -67,16 +67,19 @@ func (f *fluidityAdapter) Apply(ctx context.Context, cmd map[string]any) (mechan
 			problems = append(problems, fmt.Sprintf("%s: want a list of actions", comp))
 			continue
 		}
-		nodes, err := f.placedOn(ctx, app, comp)
-		if err != nil {
-			problems = append(problems, fmt.Sprintf("%s: %v", comp, err))
-			continue
-		}
 		for i, raw := range actions {
 			act, ok := raw.(map[string]any)
 			if !ok {
 				problems = append(problems, fmt.Sprintf("%s[%d]: want an object", comp, i))
 				continue
+			}
+			var nodes []string
+			if act["action"] == "deploy" {
+				var err error
+				if nodes, err = f.placedOn(ctx, app, comp); err != nil {
+					problems = append(problems, fmt.Sprintf("%s[%d]: %v", comp, i, err))
+					continue
+				}
 			}
 			if msg := f.check(comp, act, nodes); msg != "" {
 				problems = append(problems, fmt.Sprintf("%s[%d]: %s", comp, i, msg))
