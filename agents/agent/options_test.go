@@ -1,0 +1,117 @@
+package agent
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/mlsysops-go/mlsysops/internal/agentconfig"
+)
+
+func TestSplitArgs(t *testing.T) {
+	cases := map[string]struct {
+		args       []string
+		wantConn   []string
+		wantConfig []string
+		wantErr    string
+	}{
+		"both kinds": {
+			args:       []string{"--layer", "node", "--xmpp-server", "x:5222", "--node-name=n1", "--placement-controllers=false", "--redis-addr=r:1"},
+			wantConn:   []string{"--xmpp-server", "x:5222", "--placement-controllers=false", "--redis-addr=r:1"},
+			wantConfig: []string{"--continuum-layer", "node", "--node-name=n1"},
+		},
+		"bool without value": {
+			args:     []string{"--placement-controllers"},
+			wantConn: []string{"--placement-controllers"},
+		},
+		"unknown flag":  {args: []string{"--nope"}, wantErr: "unknown flag"},
+		"missing value": {args: []string{"--xmpp-server"}, wantErr: "needs an argument"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			cfs, ofs := flagSets(NewConnection())
+			conn, cfg, err := splitArgs(tc.args, cfs, ofs)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(tc.wantConn, conn); d != "" {
+				t.Errorf("connection args (-want +got):\n%s", d)
+			}
+			if d := cmp.Diff(tc.wantConfig, cfg); d != "" {
+				t.Errorf("config args (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+func TestConnectionValidate(t *testing.T) {
+	cases := map[string]struct {
+		layer   agentconfig.Layer
+		mutate  func(*Connection)
+		wantErr []string
+	}{
+		"node needs no redis": {layer: agentconfig.LayerNode},
+		"cluster needs redis": {layer: agentconfig.LayerCluster, wantErr: []string{"--redis-addr"}},
+		"continuum needs redis and karmada": {layer: agentconfig.LayerContinuum,
+			wantErr: []string{"--redis-addr", "--karmada-kubeconfig"}},
+		"bad log format and level": {layer: agentconfig.LayerNode, mutate: func(c *Connection) { c.LogFormat, c.LogLevel = "xml", "loud" },
+			wantErr: []string{"--log-format", "--log-level"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			c := NewConnection()
+			if tc.mutate != nil {
+				tc.mutate(c)
+			}
+			err := c.Validate(tc.layer)
+			if len(tc.wantErr) == 0 {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("no error, want %v", tc.wantErr)
+			}
+			for _, w := range tc.wantErr {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not name %s", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestLoadOptionsEnvAndFlags(t *testing.T) {
+	env := map[string]string{"REDIS_HOST": "redis", "REDIS_PORT": "6380", "EJABBERD_DOMAIN": "example.org", "NODE_NAME": "n1"}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	opts, conn, _, err := loadOptions([]string{"--layer", "cluster", "--redis-addr", "other:1", "--descriptions", "d"}, lookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts.Layer != agentconfig.LayerCluster || opts.NodeName != "n1" {
+		t.Errorf("layer %q name %q", opts.Layer, opts.NodeName)
+	}
+	if conn.RedisAddr != "other:1" || conn.XMPPDomain != "example.org" || conn.Descriptions != "d" {
+		t.Errorf("connection %+v", conn)
+	}
+}
+
+func TestAgentJID(t *testing.T) {
+	got := []string{
+		AgentJID(agentconfig.LayerNode, "cloud-1", "d"),
+		AgentJID(agentconfig.LayerCluster, "cloud-1", "d"),
+		AgentJID(agentconfig.LayerContinuum, "c", "d"),
+	}
+	want := []string{"cloud-1@d", "cloud-1.cluster@d", "c.continuum@d"}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Error(d)
+	}
+}
