@@ -158,6 +158,11 @@ type Env struct {
 	XMPPAdminURL      string `json:"xmppAdminURL"`
 	XMPPAdminJID      string `json:"xmppAdminJID"`
 	XMPPAdminPassword string `json:"xmppAdminPassword"`
+
+	// The northbound API and its operator and viewer tokens.
+	NorthboundURL         string `json:"northboundURL"`
+	NorthboundToken       string `json:"northboundToken"`
+	NorthboundViewerToken string `json:"northboundViewerToken"`
 }
 
 // LoadEnv reads the Env a testbed wrote into stateDir.
@@ -190,6 +195,7 @@ func (tb *Testbed) env() *Env {
 	for _, n := range tb.set.Nodes {
 		e.Nodes = append(e.Nodes, n.Name)
 	}
+	tb.northboundEnv(e)
 	return e
 }
 
@@ -215,6 +221,9 @@ func (tb *Testbed) writeEnv() error {
 		{"XMPP_ADMIN_URL", e.XMPPAdminURL},
 		{"XMPP_ADMIN_JID", e.XMPPAdminJID},
 		{"XMPP_ADMIN_PASSWORD", e.XMPPAdminPassword},
+		{"MLS_API_URL", e.NorthboundURL},
+		{"MLS_TOKEN", e.NorthboundToken},
+		{"MLS_VIEWER_TOKEN", e.NorthboundViewerToken},
 	} {
 		fmt.Fprintf(&sh, "export %s=%s\n", kv[0], shellQuote(kv[1]))
 	}
@@ -580,6 +589,9 @@ func (tb *Testbed) Up(ctx context.Context) (*Env, error) {
 	if err := errors.Join(redisErr, ejErr); err != nil {
 		return nil, err
 	}
+	if err := tb.startNorthbound(ctx); err != nil {
+		return nil, err
+	}
 	if err := tb.writeEnv(); err != nil {
 		return nil, err
 	}
@@ -655,7 +667,7 @@ func (tb *Testbed) joinClusters(ctx context.Context) error {
 // does not have, such as the components of a cluster whose description was
 // removed.
 func (tb *Testbed) stopStale(p *plan) error {
-	want := map[string]bool{}
+	want := map[string]bool{tb.northboundPIDFile(): true}
 	for _, pr := range p.all() {
 		want[pr.PIDFile] = true
 	}
@@ -763,6 +775,7 @@ func (tb *Testbed) Status(ctx context.Context) ([]ComponentStatus, error) {
 	}{
 		{"redis", tb.redis.Pid, tb.redis.Healthy, tb.redis.LogFile()},
 		{"ejabberd", tb.ejabberd.Pid, tb.ejabberd.Healthy, tb.ejabberd.LogFile()},
+		{northboundName, tb.northboundPid, tb.northboundHealthy, tb.l.path("logs", northboundName+".log")},
 	} {
 		s := ComponentStatus{Name: svc.name, LogFile: tb.rel(svc.log)}
 		s.Pid, s.Running = svc.pid()

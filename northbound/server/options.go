@@ -161,7 +161,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.KarmadaContext, "karmada-context", o.KarmadaContext, "kubeconfig context of the Karmada API")
 	fs.StringVar(&o.HostContext, "host-context", o.HostContext, "kubeconfig context of the Karmada host cluster (continuum policies, token Secret)")
 	fs.StringVar(&o.AppNamespace, "app-namespace", o.AppNamespace, "Karmada namespace of MLSysOpsApp and MLSysOpsNode resources (default the continuum agent's)")
-	fs.StringSliceVar(&o.PolicyDirs, "policy-dir", o.PolicyDirs, "keep a layer's policies in a directory: layer=dir (continuum, cluster, node); repeatable")
+	fs.StringSliceVar(&o.PolicyDirs, "policy-dir", o.PolicyDirs, "keep a layer's policies in directories: layer=dir (continuum, cluster, node); repeat for several agents of a layer")
 	fs.StringVar(&o.XMPPJID, "xmpp-jid", o.XMPPJID, "XMPP account of the API, e.g. northbound@mlsysops.local")
 	fs.StringVar(&o.XMPPPasswordFile, "xmpp-password-file", o.XMPPPasswordFile, "file holding the XMPP password (or XMPP_PASSWORD)")
 	fs.StringVar(&o.XMPPServer, "xmpp-server", o.XMPPServer, "XMPP c2s address, host:port (default the JID's domain:5222)")

@@ -107,8 +107,9 @@ func kubeConfigs(o *Options) (karmada, host *rest.Config, err error) {
 }
 
 // Run serves until ctx ends, then shuts down gracefully.
-func Run(ctx context.Context, o *Options, log *slog.Logger) error {
-	log = log.With("component", "northbound")
+func Run(ctx context.Context, o *Options, base *slog.Logger) error {
+	// The packages below add their own component key.
+	log := base.With("component", "northbound")
 	karmadaCfg, hostCfg, err := kubeConfigs(o)
 	if err != nil {
 		return err
@@ -130,7 +131,7 @@ func Run(ctx context.Context, o *Options, log *slog.Logger) error {
 		src = auth.SecretSource{Client: cs, Namespace: ns, Name: name, Key: o.TokenSecretKey}
 	}
 	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	authn, err := auth.New(actx, src, log)
+	authn, err := auth.New(actx, src, base)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("bearer tokens: %w", err)
@@ -143,7 +144,7 @@ func Run(ctx context.Context, o *Options, log *slog.Logger) error {
 		return err
 	}
 	defer rdb.Close()
-	store := state.New(rdb, state.Options{Prefix: o.RedisPrefix, Logger: log})
+	store := state.New(rdb, state.Options{Prefix: o.RedisPrefix, Logger: base})
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
@@ -151,7 +152,7 @@ func Run(ctx context.Context, o *Options, log *slog.Logger) error {
 		Store: store, Auth: authn, PublicPaths: o.PublicPaths,
 		ContinuumJID: o.ContinuumJID, ContinuumID: o.ContinuumID,
 		MaxBodyBytes: o.MaxBodyBytes, RequestTimeout: o.RequestTimeout, PingTimeout: o.PingTimeout,
-		Logger: log, Registerer: reg, Gatherer: reg, Version: Version,
+		Logger: base, Registerer: reg, Gatherer: reg, Version: Version,
 	}
 
 	// Karmada and the policy store.
@@ -165,10 +166,10 @@ func Run(ctx context.Context, o *Options, log *slog.Logger) error {
 		log.Warn("no kubeconfig and not in a cluster: infrastructure, placement and policy routes answer 503")
 	}
 	if len(o.PolicyDirs) > 0 {
-		dirs := map[string]string{}
+		dirs := map[string][]string{}
 		for _, d := range o.PolicyDirs {
 			layer, dir, _ := strings.Cut(d, "=")
-			dirs[layer] = dir
+			dirs[layer] = append(dirs[layer], dir)
 		}
 		cfg.Policies = policystore.NewDirStore(dirs)
 	} else if karmadaCfg != nil {
@@ -205,7 +206,7 @@ func Run(ctx context.Context, o *Options, log *slog.Logger) error {
 		}
 		mc, err := messaging.New(messaging.Config{
 			JID: o.XMPPJID, Password: pw, Layer: messaging.LayerService, Server: o.XMPPServer, CAFile: o.XMPPCAFile,
-			HeartbeatInterval: -1, Logger: log, Registerer: reg,
+			HeartbeatInterval: -1, Logger: base, Registerer: reg,
 		})
 		if err != nil {
 			return fmt.Errorf("XMPP client: %w", err)

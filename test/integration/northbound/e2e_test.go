@@ -88,7 +88,7 @@ func waitOutput(t *testing.T, out *syncBuffer, want string) {
 // node's telemetry and, once removed, forgetting the status in Redis.
 func TestCLIEndToEnd(t *testing.T) {
 	policyDirs := map[string]string{"continuum": t.TempDir(), "cluster": t.TempDir(), "node": t.TempDir()}
-	ke := newKarmadaEnv(t, handlers.Config{Policies: policystore.NewDirStore(policyDirs)})
+	ke := newKarmadaEnv(t, handlers.Config{Policies: policystore.NewDirStore(map[string][]string{"continuum": {policyDirs["continuum"]}, "cluster": {policyDirs["cluster"]}, "node": {policyDirs["node"]}})})
 	ctx := ctxT(t)
 	t.Setenv("MLS_API_URL", ke.srv.URL)
 	t.Setenv("MLS_TOKEN", operatorToken)

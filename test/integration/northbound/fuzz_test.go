@@ -60,7 +60,7 @@ func FuzzSubmit(f *testing.F) {
 
 	// The fuzz target may not log through f; errors go to stderr.
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	e := newEnv(f, handlers.Config{Policies: policystore.NewDirStore(map[string]string{"node": f.TempDir()}), MaxBodyBytes: 1 << 20, Logger: log})
+	e := newEnv(f, handlers.Config{Policies: policystore.NewDirStore(map[string][]string{"node": {f.TempDir(), f.TempDir()}}), MaxBodyBytes: 1 << 20, Logger: log})
 	f.Fuzz(func(t *testing.T, route, ct uint8, body []byte) {
 		rt := fuzzRoutes[int(route)%len(fuzzRoutes)]
 		path := strings.ReplaceAll(rt.path, "%s", "fuzz-app")

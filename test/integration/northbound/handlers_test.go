@@ -579,7 +579,7 @@ func TestAgentsWithoutXMPP(t *testing.T) {
 
 func TestPoliciesInDirectories(t *testing.T) {
 	dirs := map[string]string{"continuum": t.TempDir(), "cluster": t.TempDir(), "node": t.TempDir()}
-	e := newEnv(t, handlers.Config{Policies: policystore.NewDirStore(dirs)})
+	e := newEnv(t, handlers.Config{Policies: policystore.NewDirStore(map[string][]string{"continuum": {dirs["continuum"]}, "cluster": {dirs["cluster"]}, "node": {dirs["node"]}})})
 	ctx := ctxT(t)
 	src := []byte("def initialize():\n    return {\"scope\": \"application\"}\n\n" +
 		"def analyze(context, application_description, system_description, mechanisms, telemetry, ml_connector):\n    return False, context\n\n" +
