@@ -41,6 +41,10 @@ type AppReconciler struct {
 	// Placed is told about every component placed on a node, so the node
 	// agents can learn what runs on them; nil when nobody listens.
 	Placed func(ctx context.Context, app, component string, nodes []string)
+	// Unavailable, when set, names nodes not to place on beyond what the
+	// Kubernetes API says, with the reason (a node whose node agent is
+	// gone). Components on them are moved like those of NotReady nodes.
+	Unavailable func() map[string]string
 }
 
 var _ reconcile.Reconciler = (*AppReconciler)(nil)
@@ -186,13 +190,20 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 // fit it, and places it afresh otherwise.
 func (r *AppReconciler) choose(app *mlsysopsv1.MLSysOpsApp, comp *mlsysopsv1.Component, cur *appsv1.Deployment, nodes []placement.Node) ([]string, string) {
 	exclude := map[string]string{}
+	var gone map[string]string
+	if r.Unavailable != nil {
+		gone = r.Unavailable()
+		for n, why := range gone {
+			exclude[n] = why
+		}
+	}
 	if cur != nil && cur.Annotations[fluidity.AnnotationNodes] != "" {
 		prev := strings.Split(cur.Annotations[fluidity.AnnotationNodes], ",")
 		// The component's own pods stay counted on their nodes; placing it
 		// on the same nodes again must not need twice the room.
 		own := withoutComponent(nodes, app.Name, comp.Metadata.Name)
 		d, err := placement.PlaceComponent(placement.Request{App: &app.Spec, Component: comp}, restrict(own, prev))
-		if err == nil && d.Feasible() && allReadyNodes(nodes, prev) {
+		if err == nil && d.Feasible() && allReadyNodes(nodes, prev) && noneIn(prev, gone) {
 			return prev, ""
 		}
 		for _, n := range prev {
@@ -309,6 +320,15 @@ func ready(nodes []placement.Node, name string) bool {
 		}
 	}
 	return false
+}
+
+func noneIn(names []string, set map[string]string) bool {
+	for _, n := range names {
+		if _, ok := set[n]; ok {
+			return false
+		}
+	}
+	return true
 }
 
 func allReadyNodes(nodes []placement.Node, names []string) bool {

@@ -44,6 +44,10 @@ type AppReconciler struct {
 	// Status, when set, receives every status the reconciler writes and
 	// hears of removed applications (Redis, for the northbound API).
 	Status StatusSink
+	// Unavailable, when set, names clusters not to place on beyond what
+	// Karmada says, with the reason (a cluster whose cluster agent has been
+	// gone past its grace period). Applications there are re-placed.
+	Unavailable func() map[string]string
 	// retry is how soon an Unschedulable application is tried again.
 	retry time.Duration
 }
@@ -102,9 +106,14 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	gone := map[string]string{}
+	if r.Unavailable != nil {
+		gone = r.Unavailable()
+	}
 	ready := map[string]bool{}
 	for _, c := range clusters {
-		ready[c.Name] = c.Ready
+		_, down := gone[c.Name]
+		ready[c.Name] = c.Ready && !down
 	}
 	pp := &policyv1alpha1.PropagationPolicy{}
 	err = r.client.Get(ctx, req.NamespacedName, pp)
@@ -122,9 +131,14 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 
 	// Place (again): new application, or a cluster of its placement failed.
 	exclude := map[string]string{}
+	for c, why := range gone {
+		exclude[c] = why
+	}
 	for _, c := range current {
 		if !ready[c] {
-			exclude[c] = "failed while hosting the application"
+			if _, ok := exclude[c]; !ok {
+				exclude[c] = "failed while hosting the application"
+			}
 		}
 	}
 	if len(current) == 0 {
