@@ -122,12 +122,12 @@ func TestCLIEndToEnd(t *testing.T) {
 		},
 	})
 	waitOutput(t, watch, "Deploying")
-	if err := ke.k.Client().Get(ctx, client.ObjectKeyFromObject(app), app); err != nil {
+	if err := ke.apps.Client().Get(ctx, client.ObjectKeyFromObject(app), app); err != nil {
 		t.Fatal(err)
 	}
 	app.Status.Phase = mlsysopsv1.AppRunning
 	app.Status.Components[0].ReadyReplicas, app.Status.Components[1].ReadyReplicas = 1, 1
-	if err := ke.k.Client().Status().Update(ctx, app); err != nil {
+	if err := ke.apps.Client().Status().Update(ctx, app); err != nil {
 		t.Fatal(err)
 	}
 	if code := <-done; code != 0 {
@@ -172,7 +172,7 @@ func TestCLIEndToEnd(t *testing.T) {
 	watch, done = background(t, "apps", "watch", "llm-inference", "--interval", "50ms", "--timeout", "2m")
 	waitOutput(t, watch, "Removing")
 	// The agents' part: the resource goes, and the status is forgotten.
-	if err := ke.k.Client().Delete(ctx, app); err != nil {
+	if err := ke.apps.Client().Delete(ctx, app); err != nil {
 		t.Fatal(err)
 	}
 	if err := ke.store.Applications().Forget(ctx, "llm-inference"); err != nil {
