@@ -142,7 +142,7 @@ func New(cfg Config) (*Client, error) {
 	c.log = cfg.Logger.With("component", "messaging", "agent", c.bare)
 	c.out = newOutbox(c.stream, cfg.QueueSize, cfg.Window, func(attempts int) time.Duration {
 		return retryDelay(cfg.RetryInterval, cfg.MaxRetryInterval, attempts)
-	}, c.wake)
+	}, cfg.MaxRetryInterval, c.wake)
 	c.in = newInbox(cfg.Window, cfg.DedupSize, cfg.DedupTTL, c.wake)
 	c.m = newMetrics(c.bare, func() float64 { return float64(c.out.depth()) })
 	c.out.onRetry = func(e *outEntry) { c.m.retried.WithLabelValues(string(e.env.Type)).Inc() }

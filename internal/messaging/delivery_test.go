@@ -96,7 +96,7 @@ func TestIDCache(t *testing.T) {
 
 func newTestOutbox(capacity, window int) (*outbox, *int) {
 	wakes := 0
-	o := newOutbox("stream-1", capacity, window, func(a int) time.Duration { return retryDelay(time.Second, 8*time.Second, a) }, func() { wakes++ })
+	o := newOutbox("stream-1", capacity, window, func(a int) time.Duration { return retryDelay(time.Second, 8*time.Second, a) }, 8*time.Second, func() { wakes++ })
 	return o, &wakes
 }
 
@@ -136,7 +136,7 @@ func TestOutboxWindowAndAcks(t *testing.T) {
 	if diff := cmp.Diff([]string{"a#1/1", "a#2/1"}, drain(o, now)); diff != "" {
 		t.Fatalf("first window (-want +got):\n%s", diff)
 	}
-	o.ack("a", &Ack{Stream: "stream-1", Upto: 1})
+	o.ack("a", &Ack{Stream: "stream-1", Upto: 1}, now)
 	if es[0].d.Err() != nil || !isDone(es[0].d) || isDone(es[1].d) {
 		t.Fatal("ack 1 did not complete exactly message 1")
 	}
@@ -144,12 +144,12 @@ func TestOutboxWindowAndAcks(t *testing.T) {
 		t.Fatalf("after ack 1 (-want +got):\n%s", diff)
 	}
 	// An ack for another incarnation of us changes nothing.
-	o.ack("a", &Ack{Stream: "old", Upto: 4})
+	o.ack("a", &Ack{Stream: "old", Upto: 4}, now)
 	if isDone(es[1].d) {
 		t.Fatal("ack of another stream applied")
 	}
 	// 3 rejected, cumulative up to 3.
-	o.ack("a", &Ack{Stream: "stream-1", Upto: 3, Rejected: []Rejection{{Seq: 3, ID: "a-2", Reason: "no"}}})
+	o.ack("a", &Ack{Stream: "stream-1", Upto: 3, Rejected: []Rejection{{Seq: 3, ID: "a-2", Reason: "no"}}}, now)
 	var rej *RejectedError
 	if es[1].d.Err() != nil || !errors.As(es[2].d.Err(), &rej) || rej.Reason != "no" {
 		t.Fatalf("after ack 3: %v, %v", es[1].d.Err(), es[2].d.Err())
@@ -240,7 +240,7 @@ func TestOutboxResendAllAndBackPressure(t *testing.T) {
 	go func() {
 		done <- o.add(context.Background(), &outEntry{env: &Envelope{ID: "y", Type: TypePing}, to: "a", reliable: true, deadline: now.Add(time.Hour), d: &Delivery{done: make(chan struct{})}})
 	}()
-	o.ack("a", &Ack{Stream: "stream-1", Upto: 1})
+	o.ack("a", &Ack{Stream: "stream-1", Upto: 1}, now)
 	if err := <-done; err != nil {
 		t.Fatalf("add after space freed: %v", err)
 	}
@@ -316,5 +316,29 @@ func TestInboxAcks(t *testing.T) {
 	in.done("a", d.env, "", now)
 	if res, _ := in.receive("a", be, "", now); res != pushDuplicate {
 		t.Fatalf("best-effort duplicate: %d", res)
+	}
+}
+
+func TestOutboxRetryFollowsMeasuredRTT(t *testing.T) {
+	now := time.Unix(1000, 0)
+	o, _ := newTestOutbox(100, 10)
+	addN(t, o, "a", 1, now.Add(time.Hour))
+	drain(o, now)
+	// The ack took 3s: the re-send timeout grows past the configured 1s.
+	o.ack("a", &Ack{Stream: "stream-1", Upto: 1}, now.Add(3*time.Second))
+	p := o.peers["a"]
+	if got := p.rto(); got != 3*time.Second+4*1500*time.Millisecond {
+		t.Fatalf("rto after one 3s sample = %v", got)
+	}
+	t1 := now.Add(10 * time.Second)
+	addN(t, o, "a", 1, t1.Add(time.Hour))
+	drain(o, t1)
+	o.tick(t1.Add(2*time.Second), true)
+	if got := drain(o, t1); len(got) != 0 {
+		t.Fatalf("re-sent after 2s although acks take 3s: %v", got)
+	}
+	o.tick(t1.Add(8*time.Second), true) // capped at the 8s maximum
+	if diff := cmp.Diff([]string{"a#2/2"}, drain(o, t1)); diff != "" {
+		t.Fatalf("re-send at the cap (-want +got):\n%s", diff)
 	}
 }

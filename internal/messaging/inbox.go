@@ -135,7 +135,15 @@ type streamIn struct {
 	rejected []Rejection
 	dirty    bool
 	lastUsed time.Time
+	// unacked counts messages handled since the last ack was scheduled.
+	unacked int
 }
+
+// ackEvery bounds how many handled messages one ack may cover while more of
+// the sender's messages wait to be handled; when none wait, the ack goes at
+// once. Under a burst this cuts the acks (stanzas through the server) by
+// that factor without delaying an ack when the sender is idle.
+const ackEvery = 32
 
 // pruneRejected forgets refusals the sender has settled.
 func (st *streamIn) pruneRejected(base uint64) {
@@ -169,13 +177,16 @@ type inbox struct {
 	queues  map[string]*senderQueue
 	dedup   *idCache
 	dirty   []*streamIn
-	wake    func()
+	// deferred holds, per sender, streams with handled messages whose ack
+	// waits for the sender's queue to drain.
+	deferred map[string]map[*streamIn]struct{}
+	wake     func()
 }
 
 func newInbox(window, dedupSize int, dedupTTL time.Duration, wake func()) *inbox {
 	return &inbox{
 		window: window, streams: map[streamKey]*streamIn{}, queues: map[string]*senderQueue{},
-		dedup: newIDCache(dedupSize, dedupTTL), wake: wake,
+		dedup: newIDCache(dedupSize, dedupTTL), deferred: map[string]map[*streamIn]struct{}{}, wake: wake,
 	}
 }
 
@@ -265,16 +276,32 @@ func (in *inbox) done(from string, e *Envelope, reason string, now time.Time) {
 	if e.Seq > st.ackUpto {
 		st.ackUpto = e.Seq
 	}
+	st.unacked++
 	if reason != "" {
 		st.rejected = append(st.rejected, Rejection{Seq: e.Seq, ID: e.ID, Reason: reason})
 	}
+	if q := in.queues[from]; reason == "" && st.unacked < ackEvery && q != nil && len(q.items) > 0 {
+		d := in.deferred[from]
+		if d == nil {
+			d = map[*streamIn]struct{}{}
+			in.deferred[from] = d
+		}
+		d[st] = struct{}{}
+		return
+	}
 	in.markDirty(st)
+	// The sender's queue drained: acknowledge everything handled.
+	for other := range in.deferred[from] {
+		in.markDirty(other)
+	}
+	delete(in.deferred, from)
 }
 
 func (in *inbox) markDirty(st *streamIn) {
 	if st.ackUpto == 0 || st.dirty {
 		return
 	}
+	st.unacked = 0
 	st.dirty = true
 	in.dirty = append(in.dirty, st)
 	in.wake()

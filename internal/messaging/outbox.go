@@ -85,6 +85,31 @@ type peerOut struct {
 	fresh   []*outEntry // never sent, in sequence order
 	retry   []*outEntry // to re-send, in sequence order
 	inRing  bool
+	// srtt and rttvar estimate the time to acknowledgement (RFC 6298, with
+	// Karn's rule: re-sent messages give no sample), so that a slow peer or
+	// a loaded server does not trigger needless re-sends.
+	srtt, rttvar time.Duration
+}
+
+// rto is the peer's re-send timeout estimate, or 0 before any sample.
+func (p *peerOut) rto() time.Duration {
+	if p.srtt == 0 {
+		return 0
+	}
+	return p.srtt + 4*p.rttvar
+}
+
+func (p *peerOut) sample(rtt time.Duration) {
+	if p.srtt == 0 {
+		p.srtt, p.rttvar = rtt, rtt/2
+		return
+	}
+	d := p.srtt - rtt
+	if d < 0 {
+		d = -d
+	}
+	p.rttvar = (3*p.rttvar + d) / 4
+	p.srtt = (7*p.srtt + rtt) / 8
 }
 
 // outbox holds every outgoing message until it is acknowledged (reliable),
@@ -96,6 +121,7 @@ type outbox struct {
 	capacity int
 	window   uint64
 	retry    func(attempts int) time.Duration
+	maxRetry time.Duration
 	count    int
 	peers    map[string]*peerOut
 	ring     []*peerOut
@@ -110,9 +136,9 @@ type outbox struct {
 	onExpired func(*outEntry)
 }
 
-func newOutbox(stream string, capacity, window int, retry func(int) time.Duration, wake func()) *outbox {
+func newOutbox(stream string, capacity, window int, retry func(int) time.Duration, maxRetry time.Duration, wake func()) *outbox {
 	return &outbox{
-		stream: stream, capacity: capacity, window: uint64(window), retry: retry,
+		stream: stream, capacity: capacity, window: uint64(window), retry: retry, maxRetry: maxRetry,
 		peers: map[string]*peerOut{}, space: make(chan struct{}), wake: wake,
 		onRetry: func(*outEntry) {}, onFinish: func(*outEntry, error) {}, onExpired: func(*outEntry) {},
 	}
@@ -280,7 +306,7 @@ func (o *outbox) finish(e *outEntry, err error) {
 
 // ack applies an acknowledgement from peer for our stream: everything up to
 // and including upto was handled, except rejected ones which were refused.
-func (o *outbox) ack(peer string, a *Ack) {
+func (o *outbox) ack(peer string, a *Ack, now time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if a.Stream != o.stream {
@@ -299,10 +325,18 @@ func (o *outbox) ack(peer string, a *Ack) {
 	if upto >= p.nextSeq {
 		upto = p.nextSeq - 1
 	}
+	var newest *outEntry
 	for s := p.low; s <= upto; s++ {
 		if e := p.entries[s]; e != nil {
+			if e.attempts == 1 && !e.sentAt.IsZero() {
+				newest = e
+			}
 			o.finish(e, nil)
 		}
+	}
+	if newest != nil {
+		// A cumulative ack times the newest message it covers.
+		p.sample(now.Sub(newest.sentAt))
 	}
 	o.wake()
 }
@@ -326,7 +360,7 @@ func (o *outbox) tick(now time.Time, connected bool) {
 			case now.After(e.deadline):
 				o.onExpired(e)
 				o.finish(e, ErrDeliveryTimeout)
-			case connected && !e.queued && !e.sentAt.IsZero() && now.Sub(e.sentAt) >= o.retry(e.attempts):
+			case connected && !e.queued && !e.sentAt.IsZero() && now.Sub(e.sentAt) >= o.retryDelay(p, e.attempts):
 				resend = append(resend, e)
 			}
 		}
@@ -338,6 +372,21 @@ func (o *outbox) tick(now time.Time, connected bool) {
 	if woke {
 		o.wake()
 	}
+}
+
+// retryDelay is the configured delay, stretched to the peer's measured
+// re-send timeout (doubled per attempt) when that is longer.
+func (o *outbox) retryDelay(p *peerOut, attempts int) time.Duration {
+	d := o.retry(attempts)
+	if rto := p.rto(); rto > 0 {
+		if attempts > 1 && attempts < 16 {
+			rto <<= attempts - 1
+		}
+		if rto > d {
+			d = min(rto, o.maxRetry)
+		}
+	}
+	return d
 }
 
 // requeue puts sent entries back for re-sending, in sequence order.

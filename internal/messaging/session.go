@@ -569,7 +569,7 @@ func (c *Client) onMessage(t xml.TokenReader, start *xml.StartElement) {
 			c.log.Warn("malformed ack dropped", "from", from, "err", err)
 			return
 		}
-		c.out.ack(from, m.(*Ack))
+		c.out.ack(from, m.(*Ack), now)
 		c.emit(c.live.seen(from, "message", now))
 		return
 	}
