@@ -118,6 +118,14 @@ func (tb *Testbed) buildNorthbound(ctx context.Context) (bool, error) {
 	cmd := exec.CommandContext(bctx, goBin, "build", "-o", bin, "./northbound")
 	cmd.Dir = root
 	out, err := cmd.CombinedOutput()
+	if err == nil {
+		// The CLI too, so that mls is on the PATH the env file sets.
+		cmd = exec.CommandContext(bctx, goBin, "build", "-o", filepath.Join(tb.opts.BinDir, "mls"), "./cmd/mls")
+		cmd.Dir = root
+		if mout, merr := cmd.CombinedOutput(); merr != nil {
+			tb.progress("mls not built: %s", "mls", bytes.TrimSpace(mout))
+		}
+	}
 	if err != nil {
 		if before != "" {
 			tb.progress("build failed, starting the previous build: %s", northboundName, bytes.TrimSpace(out))

@@ -227,6 +227,8 @@ func (tb *Testbed) writeEnv() error {
 	} {
 		fmt.Fprintf(&sh, "export %s=%s\n", kv[0], shellQuote(kv[1]))
 	}
+	// mls and the other binaries the testbed built.
+	fmt.Fprintf(&sh, "export PATH=%s:\"$PATH\"\n", shellQuote(tb.opts.BinDir))
 	return os.WriteFile(tb.l.path("env"), []byte(sh.String()), 0o600)
 }
 

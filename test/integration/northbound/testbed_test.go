@@ -27,6 +27,13 @@ func TestTestbedServesTheAPI(t *testing.T) {
 			t.Errorf("env file lacks %s", want)
 		}
 	}
+	bin := filepath.Join(repoRoot(t), "bin")
+	if !strings.Contains(string(envFile), "export PATH='"+bin+"':\"$PATH\"") {
+		t.Errorf("env file does not put %s on the PATH:\n%s", bin, envFile)
+	}
+	if _, err := os.Stat(filepath.Join(bin, "mls")); err != nil {
+		t.Errorf("mls not built: %v", err)
+	}
 	for _, f := range []string{"northbound-operator.token", "northbound-viewer.token", "northbound.tokens", "northbound.xmpp.password"} {
 		st, err := os.Stat(filepath.Join(tb.StateDir, "pki", f))
 		if err != nil || st.Mode().Perm() != 0o600 {
