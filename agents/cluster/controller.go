@@ -18,8 +18,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/mlsysops-go/mlsysops/agents/cluster/fluidity"
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
@@ -45,6 +47,8 @@ type AppReconciler struct {
 	// Kubernetes API says, with the reason (a node whose node agent is
 	// gone). Components on them are moved like those of NotReady nodes.
 	Unavailable func() map[string]string
+
+	resync chan event.GenericEvent
 }
 
 var _ reconcile.Reconciler = (*AppReconciler)(nil)
@@ -52,7 +56,7 @@ var _ reconcile.Reconciler = (*AppReconciler)(nil)
 // NewAppReconciler returns a reconciler for the member cluster named
 // cluster.
 func NewAppReconciler(c client.Client, cluster string, log *slog.Logger) *AppReconciler {
-	return &AppReconciler{client: c, cluster: cluster, log: log}
+	return &AppReconciler{client: c, cluster: cluster, log: log, resync: make(chan event.GenericEvent, 1)}
 }
 
 // SetupWithManager watches applications, the Deployments made for them
@@ -65,21 +69,12 @@ func (r *AppReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: AppNamespace, Name: app}}}
 	})
-	allApps := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
-		var list mlsysopsv1.MLSysOpsAppList
-		if err := mgr.GetClient().List(ctx, &list, client.InNamespace(AppNamespace)); err != nil {
-			return nil
-		}
-		out := make([]reconcile.Request, 0, len(list.Items))
-		for _, a := range list.Items {
-			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: a.Namespace, Name: a.Name}})
-		}
-		return out
-	})
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&mlsysopsv1.MLSysOpsApp{}).
 		Watches(&appsv1.Deployment{}, byLabel).
-		Watches(&corev1.Node{}, allApps).
+		Watches(&corev1.Node{}, r.everyApp(mgr)).
+		// Resync reconciles every application on demand.
+		WatchesRawSource(source.Channel(r.resync, r.everyApp(mgr))).
 		Named("cluster-fluidity").
 		WithOptions(controller.Options{SkipNameValidation: ptr(true)}).
 		Complete(r)
@@ -559,4 +554,28 @@ func merge(have, want map[string]string) map[string]string {
 		have[k] = v
 	}
 	return have
+}
+
+// Resync makes the controller reconcile every application soon, for
+// changes it cannot watch (an agent gone or back, an Unavailable change).
+func (r *AppReconciler) Resync() {
+	select {
+	case r.resync <- event.GenericEvent{Object: &mlsysopsv1.MLSysOpsApp{}}:
+	default: // one pending resync covers this one
+	}
+}
+
+// everyApp maps any event to a request for every application.
+func (r *AppReconciler) everyApp(mgr ctrl.Manager) handler.EventHandler {
+	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
+		var list mlsysopsv1.MLSysOpsAppList
+		if err := mgr.GetClient().List(ctx, &list, client.InNamespace(AppNamespace)); err != nil {
+			return nil
+		}
+		out := make([]reconcile.Request, 0, len(list.Items))
+		for _, a := range list.Items {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: a.Namespace, Name: a.Name}})
+		}
+		return out
+	})
 }

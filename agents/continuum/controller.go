@@ -21,8 +21,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
 	"github.com/mlsysops-go/mlsysops/internal/placement"
@@ -48,6 +50,8 @@ type AppReconciler struct {
 	// Karmada says, with the reason (a cluster whose cluster agent has been
 	// gone past its grace period). Applications there are re-placed.
 	Unavailable func() map[string]string
+
+	resync chan event.GenericEvent
 	// retry is how soon an Unschedulable application is tried again.
 	retry time.Duration
 }
@@ -62,7 +66,7 @@ type StatusSink interface {
 
 // NewAppReconciler returns a reconciler on the Karmada API.
 func NewAppReconciler(c client.Client, capacity CapacitySource, log *slog.Logger) *AppReconciler {
-	return &AppReconciler{client: c, capacity: capacity, log: log, retry: 15 * time.Second}
+	return &AppReconciler{client: c, capacity: capacity, log: log, retry: 15 * time.Second, resync: make(chan event.GenericEvent, 1)}
 }
 
 // SetupWithManager registers the reconciler: it watches applications and
@@ -81,6 +85,8 @@ func (r *AppReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&mlsysopsv1.MLSysOpsApp{}).
 		Owns(&policyv1alpha1.PropagationPolicy{}).
 		Watches(&workv1alpha2.ResourceBinding{}, byBinding).
+		// Resync reconciles every application on demand.
+		WatchesRawSource(source.Channel(r.resync, r.everyApp(mgr))).
 		Named("continuum-placement").
 		// Tests run several managers in one process.
 		WithOptions(controller.Options{SkipNameValidation: ptr(true)}).
@@ -205,7 +211,11 @@ func (r *AppReconciler) applyPolicy(ctx context.Context, app *mlsysopsv1.MLSysOp
 	sorted := append([]string(nil), clusters...)
 	sort.Strings(sorted)
 	_, err := controllerutil.CreateOrUpdate(ctx, r.client, pp, func() error {
-		pp.Labels = map[string]string{mlsysopsv1.LabelApp: app.Name}
+		// Merge: Karmada keeps its immutable permanent-id label here.
+		if pp.Labels == nil {
+			pp.Labels = map[string]string{}
+		}
+		pp.Labels[mlsysopsv1.LabelApp] = app.Name
 		pp.Spec.ResourceSelectors = []policyv1alpha1.ResourceSelector{{
 			APIVersion: mlsysopsv1.SchemeGroupVersion.String(), Kind: "MLSysOpsApp", Name: app.Name,
 		}}
@@ -366,3 +376,27 @@ func ptr[T any](v T) *T { return &v }
 // bindingName is the name Karmada gives the ResourceBinding of an
 // application (application names cannot contain the ':' Karmada replaces).
 func bindingName(app string) string { return strings.ToLower(app + "-mlsysopsapp") }
+
+// Resync makes the controller reconcile every application soon, for
+// changes it cannot watch (an agent gone or back, an Unavailable change).
+func (r *AppReconciler) Resync() {
+	select {
+	case r.resync <- event.GenericEvent{Object: &mlsysopsv1.MLSysOpsApp{}}:
+	default: // one pending resync covers this one
+	}
+}
+
+// everyApp maps any event to a request for every application.
+func (r *AppReconciler) everyApp(mgr ctrl.Manager) handler.EventHandler {
+	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
+		var list mlsysopsv1.MLSysOpsAppList
+		if err := mgr.GetClient().List(ctx, &list, client.InNamespace(AppNamespace)); err != nil {
+			return nil
+		}
+		out := make([]reconcile.Request, 0, len(list.Items))
+		for _, a := range list.Items {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: a.Namespace, Name: a.Name}})
+		}
+		return out
+	})
+}

@@ -37,6 +37,29 @@ type agents struct {
 	// Stop stops these agents (and waits for them); it runs at cleanup
 	// too.
 	Stop func()
+
+	continuum *continuum.Controllers
+	mu        sync.Mutex
+	downList  map[string]string
+}
+
+// ClusterDown tells the continuum agent a cluster's agent is gone, as the
+// liveness tracking would after its grace period.
+func (a *agents) ClusterDown(name, why string) {
+	a.mu.Lock()
+	a.downList[name] = why
+	a.mu.Unlock()
+	a.continuum.Apps.Resync()
+}
+
+func (a *agents) unavailable() map[string]string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := map[string]string{}
+	for k, v := range a.downList {
+		out[k] = v
+	}
+	return out
 }
 
 // startAgents runs the continuum controllers on Karmada and one cluster
@@ -60,6 +83,8 @@ func startAgentsTB(t testing.TB) *agents {
 		t.Fatal(err)
 	}
 	runs = append(runs, cc.Start)
+	a := &agents{env: env, downList: map[string]string{}, continuum: cc}
+	cc.Apps.Unavailable = a.unavailable
 	for _, name := range env.Clusters {
 		c, err := cluster.NewControllers(env.RESTConfig(t, name), name, log.With("layer", "cluster"))
 		if err != nil {
@@ -89,7 +114,8 @@ func startAgentsTB(t testing.TB) *agents {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &agents{env: env, karmada: kc, Stop: stop}
+	a.karmada, a.Stop = kc, stop
+	return a
 }
 
 func (a *agents) member(t testing.TB, name string) kubernetes.Interface {
