@@ -47,7 +47,7 @@ func BenchmarkSubmit(b *testing.B) {
 	b.StopTimer()
 	rate := float64(b.N) / elapsed.Seconds()
 	b.ReportMetric(rate, "submissions/s")
-	if b.N >= 1000 {
+	if b.N >= 100 {
 		fmt.Printf("northbound submit: %d submissions in %.2fs = %.0f submissions/s (16 clients, YAML, validated and queued)\n", b.N, elapsed.Seconds(), rate)
 	}
 }
@@ -99,7 +99,7 @@ func BenchmarkListWith10000Apps(b *testing.B) {
 			}
 			b.ReportMetric(p(0.50), "p50-ms")
 			b.ReportMetric(p(0.99), "p99-ms")
-			if b.N >= 20 {
+			if b.N > 1 {
 				fmt.Printf("northbound list with %d apps, %s: p50 %.1f ms, p99 %.1f ms over %d requests\n", total, bc.name, p(0.50), p(0.99), b.N)
 			}
 		})
