@@ -76,7 +76,7 @@ func (r *AppReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// Resync reconciles every application on demand.
 		WatchesRawSource(source.Channel(r.resync, r.everyApp(mgr))).
 		Named("cluster-fluidity").
-		WithOptions(controller.Options{SkipNameValidation: ptr(true)}).
+		WithOptions(controller.Options{SkipNameValidation: ptr(true), MaxConcurrentReconciles: 4}).
 		Complete(r)
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"sync"
+	"time"
 
 	clusterv1alpha1 "github.com/karmada-io/karmada/pkg/apis/cluster/v1alpha1"
 	karmadaclientset "github.com/karmada-io/karmada/pkg/generated/clientset/versioned"
@@ -26,9 +28,20 @@ type CapacitySource interface {
 // readiness and API availability, and each member's nodes and pods through
 // Karmada's cluster proxy, so placement sees node labels (GPU products,
 // layers, architectures) and what is already requested on each node.
+//
+// Reads are shared for a short while (TTL): placing a burst of applications
+// then costs one read of every member, not one per application. The member
+// clusters' own schedulers account resources exactly; the continuum only
+// needs to pick a cluster that can host the application.
 type ProxyCapacity struct {
 	karmada karmadaclientset.Interface
 	rest    rest.Interface
+	// TTL is how long a read is reused; zero reads every time.
+	TTL time.Duration
+
+	mu     sync.Mutex
+	cached []placement.Cluster
+	readAt time.Time
 }
 
 var _ CapacitySource = (*ProxyCapacity)(nil)
@@ -47,13 +60,27 @@ func NewProxyCapacity(cfg *rest.Config) (*ProxyCapacity, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &ProxyCapacity{karmada: kc, rest: rc}, nil
+	return &ProxyCapacity{karmada: kc, rest: rc, TTL: 2 * time.Second}, nil
 }
 
 // Clusters lists every member cluster with its nodes. A cluster that is
 // not Ready, or where Karmada has not yet seen the MLSysOpsApp API, is
 // returned not Ready; one whose nodes cannot be read, too.
 func (p *ProxyCapacity) Clusters(ctx context.Context) ([]placement.Cluster, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cached != nil && time.Since(p.readAt) < p.TTL {
+		return p.cached, nil
+	}
+	out, err := p.read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p.cached, p.readAt = out, time.Now()
+	return out, nil
+}
+
+func (p *ProxyCapacity) read(ctx context.Context) ([]placement.Cluster, error) {
 	list, err := p.karmada.ClusterV1alpha1().Clusters().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("list Karmada clusters: %w", err)

@@ -89,7 +89,7 @@ func (r *AppReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WatchesRawSource(source.Channel(r.resync, r.everyApp(mgr))).
 		Named("continuum-placement").
 		// Tests run several managers in one process.
-		WithOptions(controller.Options{SkipNameValidation: ptr(true)}).
+		WithOptions(controller.Options{SkipNameValidation: ptr(true), MaxConcurrentReconciles: 4}).
 		Complete(r)
 }
 

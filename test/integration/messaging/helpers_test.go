@@ -5,6 +5,7 @@ package messaging_test
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -32,6 +33,11 @@ func provisioner(t testing.TB, e *services.Ejabberd) *provision.HTTPAPI {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if tr, ok := hc.Transport.(*http.Transport); ok {
+		// Keep connections for parallel provisioning (the default keeps 2).
+		tr.MaxIdleConnsPerHost = 16
+	}
+	hc.Timeout = time.Minute
 	return provision.NewHTTPAPI(e.APIURL(), e.AdminJID(), e.AdminPassword(), hc)
 }
 
@@ -119,7 +125,7 @@ func startAgentErr(t testing.TB, e *services.Ejabberd, cfg messaging.Config) (*a
 	}()
 	var once sync.Once
 	t.Cleanup(func() { once.Do(a.stop) })
-	wctx, wcancel := context.WithTimeout(context.Background(), 60*time.Second)
+	wctx, wcancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer wcancel()
 	if err := c.WaitConnected(wctx); err != nil {
 		return nil, err
