@@ -133,7 +133,7 @@ func New(cfg Config) (*Client, error) {
 		peers:    newPeers(parent, controllers, children, cfg.AcceptSubscribe),
 		live:     newTracker(cfg.LivenessTimeout),
 		wakeCh:   make(chan struct{}, 1),
-		events:   make(chan PeerEvent, 1024),
+		events:   make(chan PeerEvent, cfg.EventBuffer),
 		handlers: map[Type]Handler{},
 		pending:  map[string]*pendingRequest{},
 		upCh:     make(chan struct{}),

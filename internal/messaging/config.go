@@ -100,6 +100,11 @@ type Config struct {
 	// HeartbeatInterval.
 	LivenessTimeout time.Duration
 
+	// EventBuffer is the capacity of the Events channel; events beyond it
+	// are dropped (and counted) while nobody reads. Default 16 plus two per
+	// configured child.
+	EventBuffer int
+
 	// Logger receives structured logs. Default slog.Default().
 	Logger *slog.Logger
 	// Registerer receives the client's metrics. Nil keeps them unregistered.
@@ -167,6 +172,9 @@ func (c Config) withDefaults() Config {
 	if c.DedupSize == 0 {
 		c.DedupSize = DefaultDedupSize
 	}
+	if c.EventBuffer == 0 {
+		c.EventBuffer = 16 + 2*len(c.Children)
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -230,8 +238,8 @@ func (c Config) Validate() error {
 	if c.MinBackoff > 0 && c.MaxBackoff > 0 && c.MinBackoff > c.MaxBackoff {
 		errs = append(errs, fmt.Errorf("min backoff %v exceeds max backoff %v", c.MinBackoff, c.MaxBackoff))
 	}
-	if c.QueueSize < 0 || c.Window < 0 || c.DedupSize < 0 {
-		errs = append(errs, errors.New("queue size, window and dedup size must not be negative"))
+	if c.QueueSize < 0 || c.Window < 0 || c.DedupSize < 0 || c.EventBuffer < 0 {
+		errs = append(errs, errors.New("queue size, window, dedup size and event buffer must not be negative"))
 	}
 	if c.Window > 0 && c.QueueSize > 0 && c.Window > c.QueueSize {
 		errs = append(errs, fmt.Errorf("window %d exceeds queue size %d", c.Window, c.QueueSize))

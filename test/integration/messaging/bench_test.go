@@ -209,6 +209,7 @@ func BenchmarkFanIn(b *testing.B) {
 		b.Fatalf("connect the node agents: %v", err)
 	}
 	connectTime := time.Since(began)
+
 	heapPerConn := float64(heapInUse()-heapBefore) / float64(nodes)
 	goPerConn := float64(runtime.NumGoroutine()-goBefore) / float64(nodes)
 	beamPerConn := float64(beamRSS(e)-beamBefore) / float64(nodes)
