@@ -215,3 +215,68 @@ func TestAuthorization(t *testing.T) {
 		}
 	})
 }
+
+// TestSubscribeRegistersChild: a node agent the cluster agent does not know
+// yet subscribes; the cluster agent's policy accepts it, the handler adds it
+// as a child, and from then on its reports are accepted and its liveness is
+// followed. A JID the policy refuses stays out.
+func TestSubscribeRegistersChild(t *testing.T) {
+	e := startEjabberd(t)
+	p := provisioner(t, e)
+	parentJID, parentPW := account(t, p, "cluster-1")
+	childJID, childPW := account(t, p, "node-1")
+	otherJID, otherPW := account(t, p, "intruder")
+	link(t, p, parentJID, childJID)
+
+	parent := startAgent(t, e, messaging.Config{JID: parentJID, Password: parentPW, Layer: messaging.LayerCluster,
+		AcceptSubscribe: func(from string) bool { return strings.HasPrefix(from, "node-") }})
+	messaging.HandleFunc(parent.Client, func(ctx context.Context, env *messaging.Envelope, m *messaging.Subscribe) (messaging.Message, error) {
+		if _, err := parent.AddChild(env.From); err != nil {
+			return nil, err
+		}
+		return &messaging.SubscribeAck{Accepted: true}, nil
+	})
+	var reports atomic.Int64
+	messaging.HandleFunc(parent.Client, func(ctx context.Context, env *messaging.Envelope, m *messaging.CapacityReport) (messaging.Message, error) {
+		reports.Add(1)
+		return nil, nil
+	})
+	child := startAgent(t, e, messaging.Config{JID: childJID, Password: childPW, Layer: messaging.LayerNode, Parent: parentJID,
+		HeartbeatInterval: 200 * time.Millisecond})
+	other := startAgent(t, e, messaging.Config{JID: otherJID, Password: otherPW, Layer: messaging.LayerNode, Parent: parentJID})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	report := &messaging.CapacityReport{Cluster: "edge-1", ReadyNodes: 1}
+	early, ecancel := context.WithTimeout(ctx, time.Second)
+	defer ecancel()
+	if err := child.Send(early, parentJID, report); err == nil {
+		t.Fatal("a report from an unregistered agent was accepted")
+	}
+	resp, _, err := child.Request(ctx, parentJID, &messaging.Subscribe{Name: "node-1", Layer: messaging.LayerNode, Cluster: "cluster-1"})
+	if err != nil {
+		t.Fatalf("subscribe: %v", err)
+	}
+	if ack, ok := resp.(*messaging.SubscribeAck); !ok || !ack.Accepted {
+		t.Fatalf("subscribe answered %#v", resp)
+	}
+	if parent.Role(childJID) != messaging.RoleChild {
+		t.Fatalf("after subscribe the child's role is %v", parent.Role(childJID))
+	}
+	if err := child.Send(ctx, parentJID, report); err != nil {
+		t.Fatalf("report after subscribing: %v", err)
+	}
+	if reports.Load() != 1 {
+		t.Errorf("parent handled %d reports, want 1", reports.Load())
+	}
+	waitEvent(t, parent, childJID, true, 10*time.Second)
+
+	octx, ocancel := context.WithTimeout(ctx, 2*time.Second)
+	defer ocancel()
+	if _, _, err := other.Request(octx, parentJID, &messaging.Subscribe{Name: "intruder", Layer: messaging.LayerNode}); err == nil {
+		t.Error("the policy refused intruder, yet its subscribe was answered")
+	}
+	if parent.Role(otherJID) != messaging.RoleUnknown {
+		t.Error("intruder became known")
+	}
+}
