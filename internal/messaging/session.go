@@ -227,8 +227,7 @@ func (c *Client) serve(ctx context.Context, s *session) error {
 			// Shutting down: close the stream politely and give the server
 			// a moment to close its side before cutting the connection.
 			_ = s.s.Close()
-			t := time.AfterFunc(2*time.Second, s.kill)
-			defer t.Stop()
+			time.AfterFunc(2*time.Second, s.kill)
 		}
 	}()
 
