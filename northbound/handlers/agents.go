@@ -106,7 +106,8 @@ func messagingError(jid string, err error, timeout time.Duration) *Error {
 	switch {
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, messaging.ErrDeliveryTimeout):
 		e := newError(http.StatusGatewayTimeout, api.ProblemTimeout,
-			"agent %s did not answer within %s; is it running and online (GET %s)?", jid, timeout, api.ItemPath(api.PathAgents, jid))
+			"agent %s did not answer within %s: is it online (GET %s), and does it accept this server's XMPP account as a controller (agents drop messages from strangers)?",
+			jid, timeout, api.ItemPath(api.PathAgents, jid))
 		e.Cause = err
 		return e
 	case errors.As(err, &rej):
