@@ -258,6 +258,8 @@ func (tb *Testbed) agents() ([]*AgentProcess, AgentsConfig, error) {
 		Provisioner: provision.NewHTTPAPI(tb.ejabberd.APIURL(), tb.ejabberd.AdminJID(), tb.ejabberd.AdminPassword(), client),
 		RedisAddr:   tb.redis.Addr(), RedisPassword: tb.redis.Password(), Kubeconfig: tb.l.path("kubeconfig"),
 		ListenBase: tb.l.port(portAgents),
+		// The northbound API pings agents and sets their mode.
+		Args: []string{"--xmpp-controllers", northboundXMPPUser + "@" + tb.ejabberd.Domain()},
 	}
 	as, err := PlanAgents(tb.set, cfg)
 	return as, cfg, err
