@@ -96,6 +96,7 @@ func (o *Options) defaults() {
 
 // Testbed is a local continuum described by a description folder.
 type Testbed struct {
+	outMu    sync.Mutex
 	opts     Options
 	l        layout
 	set      *description.Set
@@ -138,6 +139,9 @@ func New(opts Options) (*Testbed, error) {
 }
 
 func (tb *Testbed) progress(format string, args ...any) {
+	// Services start in goroutines beside the control planes.
+	tb.outMu.Lock()
+	defer tb.outMu.Unlock()
 	fmt.Fprintf(tb.opts.Out, "  %-28s %s\n", args[0], fmt.Sprintf(format, args[1:]...))
 }
 
