@@ -342,3 +342,23 @@ func TestOutboxRetryFollowsMeasuredRTT(t *testing.T) {
 		t.Fatalf("re-send at the cap (-want +got):\n%s", diff)
 	}
 }
+
+func TestOutboxNoResendWhileAcksProgress(t *testing.T) {
+	now := time.Unix(1000, 0)
+	o, _ := newTestOutbox(100, 10)
+	addN(t, o, "a", 3, now.Add(time.Hour))
+	drain(o, now)
+	// Acks trickle in: message 3 is queued behind, not lost.
+	o.ack("a", &Ack{Stream: "stream-1", Upto: 1}, now.Add(900*time.Millisecond))
+	o.ack("a", &Ack{Stream: "stream-1", Upto: 2}, now.Add(1800*time.Millisecond))
+	o.tick(now.Add(2*time.Second), true)
+	if got := drain(o, now); len(got) != 0 {
+		t.Fatalf("re-sent while acks progressed: %v", got)
+	}
+	// Progress stops: 3 goes again once the delay passed since the last ack
+	// (stretched by the measured ack time).
+	o.tick(now.Add(20*time.Second), true)
+	if diff := cmp.Diff([]string{"a#3/3"}, drain(o, now)); diff != "" {
+		t.Fatalf("re-send after progress stopped (-want +got):\n%s", diff)
+	}
+}

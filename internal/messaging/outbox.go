@@ -89,6 +89,11 @@ type peerOut struct {
 	// Karn's rule: re-sent messages give no sample), so that a slow peer or
 	// a loaded server does not trigger needless re-sends.
 	srtt, rttvar time.Duration
+	// progress is when an ack last completed messages of this peer. While
+	// acks keep coming, later messages are queued behind, not lost: the
+	// re-send timer of a message runs from its send or the last progress,
+	// whichever is later.
+	progress time.Time
 }
 
 // rto is the peer's re-send timeout estimate, or 0 before any sample.
@@ -332,6 +337,7 @@ func (o *outbox) ack(peer string, a *Ack, now time.Time) {
 				newest = e
 			}
 			o.finish(e, nil)
+			p.progress = now
 		}
 	}
 	if newest != nil {
@@ -360,7 +366,7 @@ func (o *outbox) tick(now time.Time, connected bool) {
 			case now.After(e.deadline):
 				o.onExpired(e)
 				o.finish(e, ErrDeliveryTimeout)
-			case connected && !e.queued && !e.sentAt.IsZero() && now.Sub(e.sentAt) >= o.retryDelay(p, e.attempts):
+			case connected && !e.queued && !e.sentAt.IsZero() && now.Sub(later(e.sentAt, p.progress)) >= o.retryDelay(p, e.attempts):
 				resend = append(resend, e)
 			}
 		}
@@ -372,6 +378,13 @@ func (o *outbox) tick(now time.Time, connected bool) {
 	if woke {
 		o.wake()
 	}
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // retryDelay is the configured delay, stretched to the peer's measured
