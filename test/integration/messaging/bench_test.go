@@ -74,6 +74,7 @@ func BenchmarkPair(b *testing.B) {
 		el := time.Since(start)
 		b.ReportMetric(float64(b.N)/el.Seconds(), "msgs/s")
 		b.ReportMetric(child.metric(b, "mlsysops_messaging_sent_total", map[string]string{"type": "ack"})/float64(b.N), "acks/msg")
+		b.ReportMetric(parent.metric(b, "mlsysops_messaging_retried_total", nil)/float64(b.N), "resends/msg")
 	})
 
 	b.Run("besteffort-oneway", func(b *testing.B) {
