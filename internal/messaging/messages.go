@@ -256,30 +256,77 @@ type ErrorReply struct {
 	Message string `json:"message"`
 }
 
-func (*Subscribe) MessageType() Type                { return TypeSubscribe }
-func (*SubscribeAck) MessageType() Type             { return TypeSubscribeAck }
-func (*Heartbeat) MessageType() Type                { return TypeHeartbeat }
+// MessageType implements Message.
+func (*Subscribe) MessageType() Type { return TypeSubscribe }
+
+// MessageType implements Message.
+func (*SubscribeAck) MessageType() Type { return TypeSubscribeAck }
+
+// MessageType implements Message.
+func (*Heartbeat) MessageType() Type { return TypeHeartbeat }
+
+// MessageType implements Message.
 func (*NodeDescriptionSubmitted) MessageType() Type { return TypeNodeDescriptionSubmitted }
-func (*NodeStateSync) MessageType() Type            { return TypeNodeStateSync }
-func (*NodeState) MessageType() Type                { return TypeNodeState }
-func (*ComponentPlaced) MessageType() Type          { return TypeComponentPlaced }
-func (*ComponentUpdated) MessageType() Type         { return TypeComponentUpdated }
-func (*ComponentRemoved) MessageType() Type         { return TypeComponentRemoved }
-func (*PlanSubmitted) MessageType() Type            { return TypePlanSubmitted }
-func (*PlanExecuted) MessageType() Type             { return TypePlanExecuted }
-func (*TelemetryReport) MessageType() Type          { return TypeTelemetryReport }
-func (*TelemetryIntervalUpdate) MessageType() Type  { return TypeTelemetryIntervalUpdate }
-func (*TelemetryDeploy) MessageType() Type          { return TypeTelemetryDeploy }
-func (*TelemetryRemove) MessageType() Type          { return TypeTelemetryRemove }
-func (*NodeExporterDeploy) MessageType() Type       { return TypeNodeExporterDeploy }
-func (*NodeExporterRemove) MessageType() Type       { return TypeNodeExporterRemove }
-func (*CapacityReport) MessageType() Type           { return TypeCapacityReport }
-func (*ApplicationStatusReport) MessageType() Type  { return TypeApplicationStatusReport }
-func (*ManagementMode) MessageType() Type           { return TypeManagementMode }
-func (*Ping) MessageType() Type                     { return TypePing }
-func (*Pong) MessageType() Type                     { return TypePong }
-func (*Ack) MessageType() Type                      { return TypeAck }
-func (*ErrorReply) MessageType() Type               { return TypeError }
+
+// MessageType implements Message.
+func (*NodeStateSync) MessageType() Type { return TypeNodeStateSync }
+
+// MessageType implements Message.
+func (*NodeState) MessageType() Type { return TypeNodeState }
+
+// MessageType implements Message.
+func (*ComponentPlaced) MessageType() Type { return TypeComponentPlaced }
+
+// MessageType implements Message.
+func (*ComponentUpdated) MessageType() Type { return TypeComponentUpdated }
+
+// MessageType implements Message.
+func (*ComponentRemoved) MessageType() Type { return TypeComponentRemoved }
+
+// MessageType implements Message.
+func (*PlanSubmitted) MessageType() Type { return TypePlanSubmitted }
+
+// MessageType implements Message.
+func (*PlanExecuted) MessageType() Type { return TypePlanExecuted }
+
+// MessageType implements Message.
+func (*TelemetryReport) MessageType() Type { return TypeTelemetryReport }
+
+// MessageType implements Message.
+func (*TelemetryIntervalUpdate) MessageType() Type { return TypeTelemetryIntervalUpdate }
+
+// MessageType implements Message.
+func (*TelemetryDeploy) MessageType() Type { return TypeTelemetryDeploy }
+
+// MessageType implements Message.
+func (*TelemetryRemove) MessageType() Type { return TypeTelemetryRemove }
+
+// MessageType implements Message.
+func (*NodeExporterDeploy) MessageType() Type { return TypeNodeExporterDeploy }
+
+// MessageType implements Message.
+func (*NodeExporterRemove) MessageType() Type { return TypeNodeExporterRemove }
+
+// MessageType implements Message.
+func (*CapacityReport) MessageType() Type { return TypeCapacityReport }
+
+// MessageType implements Message.
+func (*ApplicationStatusReport) MessageType() Type { return TypeApplicationStatusReport }
+
+// MessageType implements Message.
+func (*ManagementMode) MessageType() Type { return TypeManagementMode }
+
+// MessageType implements Message.
+func (*Ping) MessageType() Type { return TypePing }
+
+// MessageType implements Message.
+func (*Pong) MessageType() Type { return TypePong }
+
+// MessageType implements Message.
+func (*Ack) MessageType() Type { return TypeAck }
+
+// MessageType implements Message.
+func (*ErrorReply) MessageType() Type { return TypeError }
 
 var errMissing = errors.New("missing required field")
 
