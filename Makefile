@@ -35,11 +35,14 @@ status:
 build:
 	$(GO) build ./...
 
-## test: static checks, unit tests and integration tests with the race detector
+## test: static checks, unit tests and integration tests with the race detector.
+## Integration packages run one after another: they share one testbed, and
+## two packages' placement controllers must not act on each other's apps.
 test: lint verify
 	@status=0; \
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v /test/integration) || status=$$?; \
 	MLSYSOPS_TESTBED_STATE=$(abspath $(TEST_STATE)) MLSYSOPS_TESTBED_PORT_BASE=$(TEST_PORT_BASE) \
-	  $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./... || status=$$?; \
+	  $(GO) test -race -count=1 -p 1 -timeout $(TEST_TIMEOUT) ./test/integration/... || status=$$?; \
 	$(TESTBED) down --state $(TEST_STATE) --port-base $(TEST_PORT_BASE) >/dev/null || true; \
 	exit $$status
 
@@ -51,7 +54,7 @@ test-unit:
 test-integration:
 	@status=0; \
 	MLSYSOPS_TESTBED_STATE=$(abspath $(TEST_STATE)) MLSYSOPS_TESTBED_PORT_BASE=$(TEST_PORT_BASE) \
-	  $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./test/integration/... ./internal/testbed/... || status=$$?; \
+	  $(GO) test -race -count=1 -p 1 -timeout $(TEST_TIMEOUT) ./test/integration/... ./internal/testbed/... || status=$$?; \
 	$(TESTBED) down --state $(TEST_STATE) --port-base $(TEST_PORT_BASE) >/dev/null || true; \
 	exit $$status
 
