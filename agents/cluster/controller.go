@@ -19,7 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -27,6 +26,7 @@ import (
 
 	"github.com/mlsysops-go/mlsysops/agents/cluster/fluidity"
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
+	"github.com/mlsysops-go/mlsysops/internal/kube"
 	"github.com/mlsysops-go/mlsysops/internal/placement"
 )
 
@@ -50,7 +50,7 @@ type AppReconciler struct {
 	// gone). Components on them are moved like those of NotReady nodes.
 	Unavailable func() map[string]string
 
-	resync chan event.GenericEvent
+	resync kube.Resyncer
 }
 
 var _ reconcile.Reconciler = (*AppReconciler)(nil)
@@ -58,7 +58,7 @@ var _ reconcile.Reconciler = (*AppReconciler)(nil)
 // NewAppReconciler returns a reconciler for the member cluster named
 // cluster.
 func NewAppReconciler(c client.Client, cluster string, log *slog.Logger) *AppReconciler {
-	return &AppReconciler{client: c, cluster: cluster, log: log, resync: make(chan event.GenericEvent, 1)}
+	return &AppReconciler{client: c, cluster: cluster, log: log, resync: kube.NewResyncer()}
 }
 
 // SetupWithManager watches applications, the Deployments made for them
@@ -77,9 +77,9 @@ func (r *AppReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return o.GetNamespace() == AppNamespace
 		}))).
 		Watches(&appsv1.Deployment{}, byLabel).
-		Watches(&corev1.Node{}, r.everyApp(mgr)).
+		Watches(&corev1.Node{}, kube.EveryApp(mgr.GetClient(), AppNamespace)).
 		// Resync reconciles every application on demand.
-		WatchesRawSource(source.Channel(r.resync, r.everyApp(mgr))).
+		WatchesRawSource(source.Channel(r.resync.C, kube.EveryApp(mgr.GetClient(), AppNamespace))).
 		Named("cluster-fluidity").
 		WithOptions(controller.Options{SkipNameValidation: ptr(true), MaxConcurrentReconciles: 4}).
 		Complete(r)
@@ -462,7 +462,7 @@ func (r *AppReconciler) writeStatus(ctx context.Context, app *mlsysopsv1.MLSysOp
 	app.Status.Phase, app.Status.Message = phase, msg
 	app.Status.ObservedGeneration = app.Generation
 	meta.SetStatusCondition(&app.Status.Conditions, metav1.Condition{
-		Type: mlsysopsv1.ConditionReady, Status: boolStatus(phase == mlsysopsv1.AppRunning), Reason: string(phase), Message: msg,
+		Type: mlsysopsv1.ConditionReady, Status: kube.ConditionStatus(phase == mlsysopsv1.AppRunning), Reason: string(phase), Message: msg,
 		ObservedGeneration: app.Generation,
 	})
 	if err := r.client.Status().Patch(ctx, app, patch); err != nil && !apierrors.IsNotFound(err) {
@@ -541,13 +541,6 @@ func notReady(deps []string, existing map[string]*appsv1.Deployment) []string {
 	return out
 }
 
-func boolStatus(b bool) metav1.ConditionStatus {
-	if b {
-		return metav1.ConditionTrue
-	}
-	return metav1.ConditionFalse
-}
-
 func ptr[T any](v T) *T { return &v }
 
 // merge sets want's entries in have (allocating it if needed).
@@ -563,24 +556,4 @@ func merge(have, want map[string]string) map[string]string {
 
 // Resync makes the controller reconcile every application soon, for
 // changes it cannot watch (an agent gone or back, an Unavailable change).
-func (r *AppReconciler) Resync() {
-	select {
-	case r.resync <- event.GenericEvent{Object: &mlsysopsv1.MLSysOpsApp{}}:
-	default: // one pending resync covers this one
-	}
-}
-
-// everyApp maps any event to a request for every application.
-func (r *AppReconciler) everyApp(mgr ctrl.Manager) handler.EventHandler {
-	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
-		var list mlsysopsv1.MLSysOpsAppList
-		if err := mgr.GetClient().List(ctx, &list, client.InNamespace(AppNamespace)); err != nil {
-			return nil
-		}
-		out := make([]reconcile.Request, 0, len(list.Items))
-		for _, a := range list.Items {
-			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: a.Namespace, Name: a.Name}})
-		}
-		return out
-	})
-}
+func (r *AppReconciler) Resync() { r.resync.Resync() }

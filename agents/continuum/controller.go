@@ -22,13 +22,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
+	"github.com/mlsysops-go/mlsysops/internal/kube"
 	"github.com/mlsysops-go/mlsysops/internal/placement"
 )
 
@@ -53,7 +53,7 @@ type AppReconciler struct {
 	// gone past its grace period). Applications there are re-placed.
 	Unavailable func() map[string]string
 
-	resync chan event.GenericEvent
+	resync kube.Resyncer
 	// retry is how soon an Unschedulable application is tried again.
 	retry time.Duration
 }
@@ -68,7 +68,7 @@ type StatusSink interface {
 
 // NewAppReconciler returns a reconciler on the Karmada API.
 func NewAppReconciler(c client.Client, capacity CapacitySource, log *slog.Logger) *AppReconciler {
-	return &AppReconciler{client: c, capacity: capacity, log: log, retry: 15 * time.Second, resync: make(chan event.GenericEvent, 1)}
+	return &AppReconciler{client: c, capacity: capacity, log: log, retry: 15 * time.Second, resync: kube.NewResyncer()}
 }
 
 // SetupWithManager registers the reconciler: it watches applications and
@@ -91,7 +91,7 @@ func (r *AppReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&policyv1alpha1.PropagationPolicy{}).
 		Watches(&workv1alpha2.ResourceBinding{}, byBinding).
 		// Resync reconciles every application on demand.
-		WatchesRawSource(source.Channel(r.resync, r.everyApp(mgr))).
+		WatchesRawSource(source.Channel(r.resync.C, kube.EveryApp(mgr.GetClient(), AppNamespace))).
 		Named("continuum-placement").
 		// Tests run several managers in one process.
 		WithOptions(controller.Options{SkipNameValidation: ptr(true), MaxConcurrentReconciles: 4}).
@@ -318,7 +318,7 @@ func (r *AppReconciler) updateRunningPhase(ctx context.Context, app *mlsysopsv1.
 		st.Phase, st.Message = phase, msg
 		st.Components = comps
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
-			Type: mlsysopsv1.ConditionReady, Status: boolStatus(phase == mlsysopsv1.AppRunning), Reason: string(phase),
+			Type: mlsysopsv1.ConditionReady, Status: kube.ConditionStatus(phase == mlsysopsv1.AppRunning), Reason: string(phase),
 			Message: msg, ObservedGeneration: app.Generation,
 		})
 	})
@@ -362,13 +362,6 @@ func equalStatus(a, b *mlsysopsv1.MLSysOpsAppStatus) bool {
 	return true
 }
 
-func boolStatus(b bool) metav1.ConditionStatus {
-	if b {
-		return metav1.ConditionTrue
-	}
-	return metav1.ConditionFalse
-}
-
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
@@ -384,24 +377,4 @@ func bindingName(app string) string { return strings.ToLower(app + "-mlsysopsapp
 
 // Resync makes the controller reconcile every application soon, for
 // changes it cannot watch (an agent gone or back, an Unavailable change).
-func (r *AppReconciler) Resync() {
-	select {
-	case r.resync <- event.GenericEvent{Object: &mlsysopsv1.MLSysOpsApp{}}:
-	default: // one pending resync covers this one
-	}
-}
-
-// everyApp maps any event to a request for every application.
-func (r *AppReconciler) everyApp(mgr ctrl.Manager) handler.EventHandler {
-	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
-		var list mlsysopsv1.MLSysOpsAppList
-		if err := mgr.GetClient().List(ctx, &list, client.InNamespace(AppNamespace)); err != nil {
-			return nil
-		}
-		out := make([]reconcile.Request, 0, len(list.Items))
-		for _, a := range list.Items {
-			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: a.Namespace, Name: a.Name}})
-		}
-		return out
-	})
-}
+func (r *AppReconciler) Resync() { r.resync.Resync() }
