@@ -168,7 +168,7 @@ func (c *continuumLayer) start(ctx context.Context) error {
 	}
 	// Submissions from the northbound API become MLSysOpsApps; their status
 	// goes back to Redis.
-	ctrls.Apps.Status = continuumagent.RedisStatus{Apps: c.a.store.Applications()}
+	ctrls.Apps.Status = continuumagent.RedisStatus{Apps: c.a.store.Applications(), ML: c.a.store.MLDeployments()}
 	intake, err := continuumagent.NewIntake(ctx, c.a.store, ctrls.Client(), c.a.name, c.a.log)
 	if err != nil {
 		return fmt.Errorf("submission intake: %w", err)

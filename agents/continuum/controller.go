@@ -60,7 +60,9 @@ type AppReconciler struct {
 
 var _ reconcile.Reconciler = (*AppReconciler)(nil)
 
-// StatusSink mirrors application status somewhere else.
+// StatusSink mirrors application status somewhere else. Update is called
+// on every reconcile, with the status unchanged or not, and must be cheap
+// and idempotent.
 type StatusSink interface {
 	Update(ctx context.Context, app *mlsysopsv1.MLSysOpsApp) error
 	Removed(ctx context.Context, name string) error
@@ -328,16 +330,18 @@ func (r *AppReconciler) updateStatus(ctx context.Context, app *mlsysopsv1.MLSysO
 	before := app.Status.DeepCopy()
 	mutate(&app.Status)
 	app.Status.ObservedGeneration = app.Generation
-	if equalStatus(before, &app.Status) {
-		return nil
-	}
-	if err := r.client.Status().Update(ctx, app); err != nil {
-		if apierrors.IsConflict(err) {
-			// The object changed since it was read; reconcile again.
-			return err
+	if !equalStatus(before, &app.Status) {
+		if err := r.client.Status().Update(ctx, app); err != nil {
+			if apierrors.IsConflict(err) {
+				// The object changed since it was read; reconcile again.
+				return err
+			}
+			return fmt.Errorf("status of %s: %w", app.Name, err)
 		}
-		return fmt.Errorf("status of %s: %w", app.Name, err)
 	}
+	// Mirrored even when unchanged, so that the sink catches up with
+	// applications it missed (written while it was down, or applied
+	// directly to Karmada); the sink skips writes that change nothing.
 	if r.Status != nil {
 		if err := r.Status.Update(ctx, app); err != nil {
 			return fmt.Errorf("mirror status of %s: %w", app.Name, err)

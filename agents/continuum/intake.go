@@ -106,7 +106,7 @@ func (in *Intake) Handle(ctx context.Context, e state.Entry) error {
 }
 
 func (in *Intake) status(ctx context.Context, id string, phase mlsysopsv1.AppPhase, msg string) error {
-	_, err := in.apps.SetStatus(ctx, id, state.StatusUpdate{Phase: state.Phase(phase), Message: msg})
+	_, err := in.apps.SetStatus(ctx, id, state.StatusUpdate{Phase: phase, Message: msg})
 	if errors.Is(err, state.ErrNotFound) {
 		// Submitted straight to Karmada or already forgotten: nothing to update.
 		return nil
@@ -117,11 +117,24 @@ func (in *Intake) status(ctx context.Context, id string, phase mlsysopsv1.AppPha
 func (in *Intake) forget(ctx context.Context, id string) error { return in.apps.Forget(ctx, id) }
 
 // RedisStatus mirrors application status from Karmada into Redis, where the
-// northbound API reads it; it forgets an application once it is gone.
-type RedisStatus struct{ Apps *state.Collection }
+// northbound API lists and reads it, and forgets an application once it is
+// gone. An MLSysOpsApp that Redis does not know (applied directly to
+// Karmada, e.g. with kubectl) is tracked from its first status on, so that
+// it is listed, and can be removed, like a submitted one.
+type RedisStatus struct {
+	// Apps are the applications.
+	Apps *state.Collection
+	// ML are the ML deployments, which become MLSysOpsApps too: an
+	// application known there is mirrored there; nil when there are none.
+	ML *state.Collection
+}
 
-// Update writes an application's phase, message and placement.
+// Update writes an application's phase, message and placement; an
+// application without a phase yet is left for its first status.
 func (s RedisStatus) Update(ctx context.Context, app *mlsysopsv1.MLSysOpsApp) error {
+	if app.Status.Phase == "" {
+		return nil
+	}
 	placement := map[string]string{}
 	for _, c := range app.Status.Components {
 		where := c.Cluster
@@ -130,9 +143,19 @@ func (s RedisStatus) Update(ctx context.Context, app *mlsysopsv1.MLSysOpsApp) er
 		}
 		placement[c.Name] = where
 	}
-	_, err := s.Apps.SetStatus(ctx, app.Name, state.StatusUpdate{Phase: state.Phase(app.Status.Phase), Message: app.Status.Message, Placement: placement})
+	u := state.StatusUpdate{Phase: app.Status.Phase, Message: app.Status.Message, Placement: placement}
+	if s.ML != nil {
+		_, err := s.ML.SetStatus(ctx, app.Name, u)
+		if !errors.Is(err, state.ErrNotFound) {
+			return err
+		}
+	}
+	if app.DeletionTimestamp.IsZero() {
+		// Not while it is being deleted: tracking it then would outlive it.
+		u.TrackSince = app.CreationTimestamp.Time
+	}
+	_, err := s.Apps.SetStatus(ctx, app.Name, u)
 	if errors.Is(err, state.ErrNotFound) {
-		// Created directly in Karmada (kubectl): Redis does not track it.
 		return nil
 	}
 	return err
@@ -140,5 +163,10 @@ func (s RedisStatus) Update(ctx context.Context, app *mlsysopsv1.MLSysOpsApp) er
 
 // Removed forgets an application that is gone from Karmada.
 func (s RedisStatus) Removed(ctx context.Context, name string) error {
+	if s.ML != nil {
+		if err := s.ML.Forget(ctx, name); err != nil {
+			return err
+		}
+	}
 	return s.Apps.Forget(ctx, name)
 }

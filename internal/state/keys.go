@@ -13,11 +13,15 @@ package state
 //	                                              submitted_at, updated_at, request_id,
 //	                                              stream_id, generation, kind
 //	  mlsysops:{apps}:spec:<id>          string   the latest submitted description (JSON)
-//	  mlsysops:{apps}:index              set      ids with a status
+//	  mlsysops:{apps}:ids                zset     ids with a status, all with score 0, so
+//	                                              ordered by id (ZRANGEBYLEX pages them)
+//	  mlsysops:{apps}:phases             zset     "<phase>:<id>" for every id, score 0: the
+//	                                              ids of one phase are a lexical range
 //
 //	ML deployments: the same keys with the tag {ml}:
 //	  mlsysops:{ml}:submissions, mlsysops:{ml}:submissions:dead,
-//	  mlsysops:{ml}:status:<id>, mlsysops:{ml}:spec:<id>, mlsysops:{ml}:index
+//	  mlsysops:{ml}:status:<id>, mlsysops:{ml}:spec:<id>, mlsysops:{ml}:ids,
+//	  mlsysops:{ml}:phases
 //
 //	Agent registry, in the slot of {agents}:
 //	  mlsysops:{agents}:agent:<jid>      hash     jid, layer, cluster, node, version,
@@ -30,7 +34,7 @@ package state
 // Redis Cluster runs a MULTI/EXEC or a Lua script only when all its keys hash
 // to one slot; only the part of a key inside the first {...} is hashed. The
 // keys that change together (a submission's stream entry, its status, its
-// spec and the index) therefore share a hash tag per collection. The price is
+// spec and the indexes) therefore share a hash tag per collection. The price is
 // that a collection lives on one shard, which is fine at the scale of
 // applications and agents; telemetry, the hot data, is spread over the
 // cluster.
@@ -85,8 +89,11 @@ func (c collectionKeys) status(id string) string { return c.k.join(c.tag, "statu
 // spec holds the latest submitted description of one id.
 func (c collectionKeys) spec(id string) string { return c.k.join(c.tag, "spec", id) }
 
-// index is the set of ids with a status.
-func (c collectionKeys) index() string { return c.k.join(c.tag, "index") }
+// ids is the sorted set of ids with a status.
+func (c collectionKeys) ids() string { return c.k.join(c.tag, "ids") }
+
+// phases is the sorted set of "<phase>:<id>" members.
+func (c collectionKeys) phases() string { return c.k.join(c.tag, "phases") }
 
 // agent is the registry hash of one agent.
 func (k keys) agent(jid string) string { return k.join(tagAgents, "agent", jid) }

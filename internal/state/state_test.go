@@ -108,7 +108,7 @@ func TestKeysShareSlots(t *testing.T) {
 	k := newKeys("")
 	for _, c := range []collectionKeys{k.apps(), k.ml()} {
 		want := slot(c.stream())
-		for _, key := range []string{c.dead(), c.status("app-1"), c.spec("my{weird}app"), c.index()} {
+		for _, key := range []string{c.dead(), c.status("app-1"), c.spec("my{weird}app"), c.ids(), c.phases()} {
 			if slot(key) != want {
 				t.Errorf("%s is in slot %d, %s in %d", key, slot(key), c.stream(), want)
 			}

@@ -16,6 +16,8 @@ import (
 	"unicode"
 
 	"github.com/redis/go-redis/v9"
+
+	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
 )
 
 // Errors.
@@ -34,7 +36,7 @@ var (
 type ConflictError struct {
 	ID    string
 	Kind  Kind
-	Phase Phase
+	Phase mlsysopsv1.AppPhase
 }
 
 func (e *ConflictError) Error() string {

@@ -22,24 +22,6 @@ const (
 // ItemPath is the path of one item of a collection: base + "/" + escaped id.
 func ItemPath(base, id string) string { return base + "/" + url.PathEscape(id) }
 
-// Phases an application or ML deployment can be in: those of the
-// MLSysOpsApp resource and those the shared state records between
-// submissions.
-var Phases = []string{
-	"Queued", "Scheduling", "Scheduled", "Deploying", "Running", "Degraded",
-	"Unschedulable", "Failed", "Removing", "Removed",
-}
-
-// ValidPhase reports whether p is one of Phases.
-func ValidPhase(p string) bool {
-	for _, q := range Phases {
-		if p == q {
-			return true
-		}
-	}
-	return false
-}
-
 // Layers of agents and policies.
 var Layers = []string{"continuum", "cluster", "node"}
 

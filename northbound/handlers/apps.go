@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/go-chi/chi/v5"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -185,7 +186,7 @@ func (c collection) queue(a *API, r *http.Request, kind state.Kind, id string, a
 		// resources named by their id.
 		st, err := c.other(a.cfg.Store).Status(ctx, id)
 		switch {
-		case err == nil && st.Phase != state.PhaseRemoved:
+		case err == nil:
 			other := "an ML deployment"
 			if c.what != "application" {
 				other = "an application"
@@ -224,23 +225,25 @@ func summaryOf(st state.Status) api.Summary {
 	}
 }
 
-// list returns a page of summaries, optionally filtered by phase.
+// list returns a page of summaries, optionally filtered by phase. The
+// continue token is the last id of the page before.
 func (c collection) list(a *API, w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	var problems []api.FieldProblem
-	phases := map[string]bool{}
+	var phases []mlsysopsv1.AppPhase
+	seen := map[mlsysopsv1.AppPhase]bool{}
 	for _, v := range q["phase"] {
 		for _, p := range strings.Split(v, ",") {
-			p = strings.TrimSpace(p)
-			if p == "" {
-				continue
-			}
-			if !api.ValidPhase(p) {
+			phase := mlsysopsv1.AppPhase(strings.TrimSpace(p))
+			switch {
+			case phase == "" || seen[phase]:
+			case !phase.Valid():
 				problems = append(problems, api.FieldProblem{Field: "phase", Type: "FieldValueNotSupported",
-					Message: fmt.Sprintf("Unsupported value: %q: supported values: %s", p, strings.Join(api.Phases, ", "))})
-				continue
+					Message: fmt.Sprintf("Unsupported value: %q: supported values: %s", phase, phaseList())})
+			default:
+				seen[phase] = true
+				phases = append(phases, phase)
 			}
-			phases[p] = true
 		}
 	}
 	limit := api.DefaultLimit
@@ -256,7 +259,7 @@ func (c collection) list(a *API, w http.ResponseWriter, r *http.Request) error {
 	after := ""
 	if v := q.Get("continue"); v != "" {
 		b, err := base64.RawURLEncoding.DecodeString(v)
-		if err != nil || !validID(string(b)) {
+		if err != nil || !validToken(string(b)) {
 			problems = append(problems, api.FieldProblem{Field: "continue", Type: "FieldValueInvalid",
 				Message: "Invalid value: not a continue token from a previous page"})
 		} else {
@@ -266,28 +269,35 @@ func (c collection) list(a *API, w http.ResponseWriter, r *http.Request) error {
 	if len(problems) > 0 {
 		return &Error{Status: http.StatusBadRequest, Type: api.ProblemInvalid, Detail: "invalid query parameters", Problems: problems}
 	}
-	all, err := c.coll(a.cfg.Store).List(r.Context())
+	page, err := c.coll(a.cfg.Store).Page(r.Context(), state.ListOptions{Phases: phases, After: after, Limit: limit})
 	if err != nil {
 		return backend("the shared state (Redis)", err)
 	}
-	out := api.List{Items: []api.Summary{}}
-	for _, st := range all {
-		if len(phases) > 0 && !phases[string(st.Phase)] {
-			continue
-		}
-		out.Total++
-		if st.ID <= after || len(out.Items) > limit {
-			continue
-		}
+	out := api.List{Items: make([]api.Summary, 0, len(page.Items)), Total: int(page.Total)}
+	for _, st := range page.Items {
 		out.Items = append(out.Items, summaryOf(st))
 	}
-	// One item more than the page tells whether a next page exists.
-	if len(out.Items) > limit {
-		out.Items = out.Items[:limit]
-		out.Continue = base64.RawURLEncoding.EncodeToString([]byte(out.Items[limit-1].ID))
+	if page.Next != "" {
+		out.Continue = base64.RawURLEncoding.EncodeToString([]byte(page.Next))
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// phaseList names the phases a list can be filtered by.
+func phaseList() string {
+	names := make([]string, len(mlsysopsv1.AppPhases))
+	for i, p := range mlsysopsv1.AppPhases {
+		names[i] = string(p)
+	}
+	return strings.Join(names, ", ")
+}
+
+// validToken reports whether a decoded continue token can be an id: ids
+// of applications applied directly to Karmada are resource names, which
+// may be longer than a DNS label and contain dots.
+func validToken(id string) bool {
+	return id != "" && len(id) <= 253 && !strings.ContainsFunc(id, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) })
 }
 
 // view is everything known about one item: its state in Redis and its
@@ -354,7 +364,7 @@ func (c collection) load(a *API, ctx context.Context, id string) (*view, error) 
 // visible in the resource, else the resource's status.
 func (v *view) phase() (phase, message, source string) {
 	switch {
-	case v.status != nil && (v.status.Phase == state.PhaseRemoving || v.status.Phase == state.PhaseRemoved):
+	case v.status != nil && v.status.Phase == mlsysopsv1.AppRemoving:
 		return string(v.status.Phase), v.status.Message, "submission"
 	case v.resource != nil && v.resource.Status.Phase != "":
 		return string(v.resource.Status.Phase), v.resource.Status.Message, "resource"

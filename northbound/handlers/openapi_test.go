@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/redis/go-redis/v9"
 
+	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
 	"github.com/mlsysops-go/mlsysops/internal/state"
 	"github.com/mlsysops-go/mlsysops/northbound/api"
 	"github.com/mlsysops-go/mlsysops/northbound/auth"
@@ -218,5 +219,23 @@ func TestRolesAllow(t *testing.T) {
 		if got := tc.have.Allows(tc.need); got != tc.want {
 			t.Errorf("%s: %s.Allows(%s) = %v", name, tc.have, tc.need, got)
 		}
+	}
+}
+
+// TestOpenAPIPhases: the phase filter documents exactly the phases of
+// the MLSysOpsApp status.
+func TestOpenAPIPhases(t *testing.T) {
+	doc := openAPIDoc(t, newOffline(t))
+	param := doc["components"].(map[string]any)["parameters"].(map[string]any)["Phase"].(map[string]any)
+	var documented []string
+	for _, p := range param["schema"].(map[string]any)["items"].(map[string]any)["enum"].([]any) {
+		documented = append(documented, p.(string))
+	}
+	var want []string
+	for _, p := range mlsysopsv1.AppPhases {
+		want = append(want, string(p))
+	}
+	if diff := cmp.Diff(want, documented); diff != "" {
+		t.Errorf("phase enum (-mlsysopsv1.AppPhases +openapi.yaml):\n%s", diff)
 	}
 }

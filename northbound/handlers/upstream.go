@@ -37,13 +37,13 @@ func (a *API) upstreamDeploy(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (c collection) upstreamListAll(a *API, w http.ResponseWriter, r *http.Request) error {
-	all, err := c.coll(a.cfg.Store).List(r.Context())
+	phases, err := c.coll(a.cfg.Store).Phases(r.Context())
 	if err != nil {
 		return backend("the shared state (Redis)", err)
 	}
-	out := api.UpstreamStatusMap{SystemStatus: make(map[string]string, len(all))}
-	for _, st := range all {
-		out.SystemStatus[st.ID] = string(st.Phase)
+	out := api.UpstreamStatusMap{SystemStatus: make(map[string]string, len(phases))}
+	for id, phase := range phases {
+		out.SystemStatus[id] = string(phase)
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
+	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
 	"github.com/mlsysops-go/mlsysops/northbound/api"
 	"github.com/mlsysops-go/mlsysops/northbound/client"
 )
@@ -33,8 +34,8 @@ type WatchOptions struct {
 // Phases that end a watch by default; Failed and Unschedulable end it with
 // an error.
 var (
-	defaultUntil = []string{"Running", "Failed", "Unschedulable"}
-	badPhases    = map[string]bool{"Failed": true, "Unschedulable": true}
+	defaultUntil = []string{string(mlsysopsv1.AppRunning), string(mlsysopsv1.AppFailed), string(mlsysopsv1.AppUnschedulable)}
+	badPhases    = map[string]bool{string(mlsysopsv1.AppFailed): true, string(mlsysopsv1.AppUnschedulable): true}
 )
 
 // NewWatchCommand builds mls watch.
@@ -61,8 +62,8 @@ func newWatchCommand(streams IOStreams, apiOpts *APIOptions, ml bool, use string
 		Long: `Follow one application or ML deployment: print a line whenever its phase,
 ready replicas or message change, until it reaches one of --until
 (Running, Failed or Unschedulable by default; the last two exit with an
-error) or is removed. Without an ID, print every change of any item until
-interrupted or --timeout.`,
+error) or is removed (printed as phase Removed). Without an ID, print
+every change of any item until interrupted or --timeout.`,
 		Example: `  mls watch llm-inference
   mls watch --until Running --timeout 5m llm-inference
   mls watch -o json`,
@@ -74,6 +75,11 @@ interrupted or --timeout.`,
 			}
 			if o.Interval <= 0 {
 				return fmt.Errorf("--interval must be positive")
+			}
+			for _, p := range o.Until {
+				if !mlsysopsv1.AppPhase(p).Valid() {
+					return fmt.Errorf("--until %q is not a phase; phases are %v", p, mlsysopsv1.AppPhases)
+				}
 			}
 			ctx := cmd.Context()
 			if o.Timeout > 0 {
@@ -171,7 +177,7 @@ func (o *WatchOptions) watchOne(ctx context.Context, coll *client.Collection, id
 		a, err := coll.Get(ctx, id)
 		switch {
 		case client.IsNotFound(err) && last != nil:
-			o.emit(event{Time: time.Now(), ID: id, Phase: "Removed", Was: last.Phase})
+			o.emit(event{Time: time.Now(), ID: id, Phase: string(mlsysopsv1.AppRemoved), Was: last.Phase})
 			return nil
 		case done(ctx, err):
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) && last != nil {
@@ -229,7 +235,7 @@ func (o *WatchOptions) watchAll(ctx context.Context, coll *client.Collection) er
 		}
 		for id, prev := range seen {
 			if !current[id] {
-				o.emit(event{Time: now, ID: id, Phase: "Removed", Was: prev.Phase})
+				o.emit(event{Time: now, ID: id, Phase: string(mlsysopsv1.AppRemoved), Was: prev.Phase})
 				delete(seen, id)
 			}
 		}

@@ -607,6 +607,29 @@ const (
 	AppRemoving AppPhase = "Removing"
 )
 
+// AppRemoved is the phase clients report once an application is gone
+// (`mls watch` prints it). No status ever holds it: when removal
+// completes the resource is deleted and the shared state forgets the
+// application, so it is not in AppPhases.
+const AppRemoved AppPhase = "Removed"
+
+// AppPhases are the phases a status can hold, in lifecycle order. The
+// shared state, the agents, the northbound API and the CLI use these names
+// and no others.
+var AppPhases = []AppPhase{
+	AppQueued, AppScheduling, AppDeploying, AppRunning, AppDegraded, AppUnschedulable, AppFailed, AppRemoving,
+}
+
+// Valid reports whether p is one of AppPhases.
+func (p AppPhase) Valid() bool {
+	for _, q := range AppPhases {
+		if p == q {
+			return true
+		}
+	}
+	return false
+}
+
 // MLSysOpsAppStatus is the observed state of an application.
 type MLSysOpsAppStatus struct {
 	// ObservedGeneration is the spec generation this status describes.

@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
 	"github.com/mlsysops-go/mlsysops/internal/state"
 	"github.com/mlsysops-go/mlsysops/northbound/api"
 	"github.com/mlsysops-go/mlsysops/northbound/client"
@@ -106,7 +107,7 @@ func TestSubmitApplication(t *testing.T) {
 	// Queued atomically with its status and spec, on the stream the
 	// continuum agent reads.
 	st, err := e.store.Applications().Status(ctx, "llm-inference")
-	if err != nil || st.Phase != state.PhaseQueued || st.Kind != state.KindDeploy || st.StreamID == "" {
+	if err != nil || st.Phase != mlsysopsv1.AppQueued || st.Kind != state.KindDeploy || st.StreamID == "" {
 		t.Errorf("status in Redis: %+v, %v", st, err)
 	}
 	q, err := e.store.Applications().Queue(ctx, state.DefaultGroup, "test", state.QueueOptions{})

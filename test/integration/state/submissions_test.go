@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
 	"github.com/mlsysops-go/mlsysops/internal/state"
 )
 
@@ -93,7 +94,7 @@ func TestNoSubmissionLostAcrossRedisRestart(t *testing.T) {
 					t.Errorf("%s handled %d times, want once", id, handled[id])
 				}
 				st, err := apps.Status(ctx, id)
-				if err != nil || st.Phase != state.PhaseQueued || st.Generation != 1 {
+				if err != nil || st.Phase != mlsysopsv1.AppQueued || st.Generation != 1 {
 					t.Errorf("status of %s after restart: %+v, %v", id, st, err)
 				}
 			}
@@ -292,7 +293,7 @@ func TestSubmissionRules(t *testing.T) {
 			t.Errorf("retry receipt %+v, want the first one %+v marked existing", r2, r1)
 		}
 		st, err := apps.Status(ctx, "retry")
-		if err != nil || st.StreamID != r1.StreamID || st.Phase != state.PhaseQueued {
+		if err != nil || st.StreamID != r1.StreamID || st.Phase != mlsysopsv1.AppQueued {
 			t.Errorf("status %+v, %v: want Queued at stream entry %s", st, err, r1.StreamID)
 		}
 		spec, err := apps.Spec(ctx, "retry")
@@ -310,58 +311,93 @@ func TestSubmissionRules(t *testing.T) {
 			t.Fatal(err)
 		}
 		placement := map[string]string{"infer": "cluster-1/node-1"}
-		st, err := apps.SetStatus(ctx, "life", state.StatusUpdate{Phase: state.PhaseRunning, Message: "all components ready", Placement: placement, Generation: r.Generation})
+		st, err := apps.SetStatus(ctx, "life", state.StatusUpdate{Phase: mlsysopsv1.AppRunning, Message: "all components ready", Placement: placement, Generation: r.Generation})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.Phase != state.PhaseRunning || !cmp.Equal(st.Placement, placement) || st.UpdatedAt.Before(st.SubmittedAt) {
+		if st.Phase != mlsysopsv1.AppRunning || !cmp.Equal(st.Placement, placement) || st.UpdatedAt.Before(st.SubmittedAt) {
 			t.Errorf("status after update: %+v", st)
 		}
 		up, err := apps.Submit(ctx, state.Submission{ID: "life", Kind: state.KindUpdate, Spec: appSpec(3)})
-		if err != nil || up.Generation != r.Generation+1 || up.Phase != state.PhaseQueued {
+		if err != nil || up.Generation != r.Generation+1 || up.Phase != mlsysopsv1.AppQueued {
 			t.Fatalf("update: %+v, %v", up, err)
 		}
-		if _, err := apps.SetStatus(ctx, "life", state.StatusUpdate{Phase: state.PhaseFailed, Generation: r.Generation}); !errors.Is(err, state.ErrStale) {
+		if _, err := apps.SetStatus(ctx, "life", state.StatusUpdate{Phase: mlsysopsv1.AppFailed, Generation: r.Generation}); !errors.Is(err, state.ErrStale) {
 			t.Errorf("status update for the superseded generation: %v, want ErrStale", err)
 		}
 		rm, err := apps.Submit(ctx, state.Submission{ID: "life", Kind: state.KindRemove})
-		if err != nil || rm.Phase != state.PhaseRemoving {
+		if err != nil || rm.Phase != mlsysopsv1.AppRemoving {
 			t.Fatalf("remove: %+v, %v", rm, err)
 		}
 		var ce *state.ConflictError
-		if _, err := apps.Submit(ctx, state.Submission{ID: "life", Kind: state.KindRemove}); !errors.As(err, &ce) || ce.Phase != state.PhaseRemoving {
+		if _, err := apps.Submit(ctx, state.Submission{ID: "life", Kind: state.KindRemove}); !errors.As(err, &ce) || ce.Phase != mlsysopsv1.AppRemoving {
 			t.Errorf("second removal: %v, want a conflict with phase Removing", err)
 		}
 		if _, err := apps.Submit(ctx, state.Submission{ID: "life", Kind: state.KindDeploy, Spec: appSpec(4)}); !errors.Is(err, state.ErrConflict) {
 			t.Errorf("deploy while removing: %v, want ErrConflict", err)
 		}
-		if _, err := apps.SetStatus(ctx, "life", state.StatusUpdate{Phase: state.PhaseRemoved}); err != nil {
-			t.Fatal(err)
+		// A late report of the old deployment does not undo the removal.
+		if st, err := apps.SetStatus(ctx, "life", state.StatusUpdate{Phase: mlsysopsv1.AppRunning, Message: "running on cloud-1"}); err != nil ||
+			st.Phase != mlsysopsv1.AppRemoving || st.Message != "" {
+			t.Errorf("status report while removing: %+v, %v; want it to stay Removing", st, err)
 		}
-		again, err := apps.Submit(ctx, state.Submission{ID: "life", Kind: state.KindDeploy, Spec: appSpec(5)})
-		if err != nil || again.Generation != rm.Generation+1 {
-			t.Fatalf("deploy after removal: %+v, %v", again, err)
-		}
-		st, _ = apps.Status(ctx, "life")
-		if st.Placement != nil {
-			t.Errorf("a new deployment kept the old placement %v", st.Placement)
-		}
-		list, err := apps.List(ctx)
+		page, err := apps.Page(ctx, state.ListOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		var ids []string
-		for _, s := range list {
+		for _, s := range page.Items {
 			ids = append(ids, s.ID)
 		}
-		if diff := cmp.Diff([]string{"life", "race", "retry"}, ids); diff != "" {
-			t.Errorf("List ids (-want +got):\n%s", diff)
+		if diff := cmp.Diff([]string{"life", "race", "retry"}, ids); diff != "" || page.Total != 3 || page.Next != "" {
+			t.Errorf("Page ids (-want +got):\n%s (total %d, next %q)", diff, page.Total, page.Next)
 		}
 		if err := apps.Forget(ctx, "life"); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := apps.Status(ctx, "life"); !errors.Is(err, state.ErrNotFound) {
 			t.Errorf("status after Forget: %v", err)
+		}
+		phases, err := apps.Phases(ctx)
+		if err != nil || phases["life"] != "" || len(phases) != 2 {
+			t.Errorf("phases after Forget: %v, %v", phases, err)
+		}
+		again, err := apps.Submit(ctx, state.Submission{ID: "life", Kind: state.KindDeploy, Spec: appSpec(5)})
+		if err != nil || again.Generation != 1 {
+			t.Fatalf("deploy after removal: %+v, %v", again, err)
+		}
+		st, _ = apps.Status(ctx, "life")
+		if st.Placement != nil {
+			t.Errorf("a new deployment kept the old placement %v", st.Placement)
+		}
+		if _, err := apps.SetStatus(ctx, "life", state.StatusUpdate{Phase: "Scheduled"}); err == nil {
+			t.Error("a phase outside mlsysopsv1.AppPhases was accepted")
+		}
+	})
+
+	t.Run("tracking an application deployed without a submission", func(t *testing.T) {
+		created := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+		if _, err := apps.SetStatus(ctx, "kubectl-app", state.StatusUpdate{Phase: mlsysopsv1.AppRunning}); !errors.Is(err, state.ErrNotFound) {
+			t.Errorf("untracked status update: %v, want ErrNotFound", err)
+		}
+		st, err := apps.SetStatus(ctx, "kubectl-app", state.StatusUpdate{Phase: mlsysopsv1.AppRunning, Message: "running on [cloud-1]",
+			Placement: map[string]string{"web": "cloud-1/cloud-1"}, TrackSince: created})
+		if err != nil || st.Phase != mlsysopsv1.AppRunning || st.Kind != state.KindDeploy || st.Generation != 0 || !st.SubmittedAt.Equal(created) {
+			t.Fatalf("tracked: %+v, %v", st, err)
+		}
+		again, err := apps.SetStatus(ctx, "kubectl-app", state.StatusUpdate{Phase: mlsysopsv1.AppRunning, Message: "running on [cloud-1]", TrackSince: created})
+		if err != nil || !again.UpdatedAt.Equal(st.UpdatedAt) {
+			t.Errorf("the same status again rewrote it: %+v, %v", again, err)
+		}
+		if _, err := apps.Spec(ctx, "kubectl-app"); !errors.Is(err, state.ErrNotFound) {
+			t.Errorf("a tracked application has a spec: %v", err)
+		}
+		rm, err := apps.Submit(ctx, state.Submission{ID: "kubectl-app", Kind: state.KindRemove})
+		if err != nil || rm.Phase != mlsysopsv1.AppRemoving || rm.Generation != 1 {
+			t.Errorf("removing a tracked application: %+v, %v", rm, err)
+		}
+		if err := apps.Forget(ctx, "kubectl-app"); err != nil {
+			t.Fatal(err)
 		}
 	})
 
@@ -375,4 +411,96 @@ func TestSubmissionRules(t *testing.T) {
 			t.Errorf("ML stream holds %d entries (%v), want 1", n, err)
 		}
 	})
+}
+
+// TestPagedList pages 250 ids in three phases through the sorted-set
+// indexes, with and without a phase filter, and checks the indexes follow
+// phase changes and Forget.
+func TestPagedList(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	apps := e.store.Applications()
+	const n = 250
+	want := map[mlsysopsv1.AppPhase][]string{}
+	var all []string
+	for i := 0; i < n; i++ {
+		id := fmt.Sprintf("app-%03d", i)
+		if _, err := apps.Submit(ctx, state.Submission{ID: id, Kind: state.KindDeploy, Spec: appSpec(i)}); err != nil {
+			t.Fatal(err)
+		}
+		phase := mlsysopsv1.AppQueued
+		switch i % 5 {
+		case 0:
+			phase = mlsysopsv1.AppRunning
+		case 1:
+			phase = mlsysopsv1.AppFailed
+		}
+		if phase != mlsysopsv1.AppQueued {
+			if _, err := apps.SetStatus(ctx, id, state.StatusUpdate{Phase: phase}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want[phase] = append(want[phase], id)
+		all = append(all, id)
+	}
+	pages := func(o state.ListOptions) (ids []string, totals []int64, count int) {
+		t.Helper()
+		for {
+			p, err := apps.Page(ctx, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			count++
+			totals = append(totals, p.Total)
+			for _, st := range p.Items {
+				ids = append(ids, st.ID)
+				if len(o.Phases) > 0 && st.Phase != o.Phases[0] && (len(o.Phases) < 2 || st.Phase != o.Phases[1]) {
+					t.Errorf("%s is %s, outside %v", st.ID, st.Phase, o.Phases)
+				}
+			}
+			if p.Next == "" {
+				return ids, totals, count
+			}
+			if len(p.Items) != o.Limit {
+				t.Errorf("a page before the last has %d items, want %d", len(p.Items), o.Limit)
+			}
+			o.After = p.Next
+		}
+	}
+	ids, totals, count := pages(state.ListOptions{Limit: 100})
+	if diff := cmp.Diff(all, ids); diff != "" || count != 3 || totals[0] != n || totals[2] != n {
+		t.Errorf("every id (-want +got):\n%s\n%d pages, totals %v", diff, count, totals)
+	}
+	ids, totals, _ = pages(state.ListOptions{Limit: 20, Phases: []mlsysopsv1.AppPhase{mlsysopsv1.AppRunning}})
+	if diff := cmp.Diff(want[mlsysopsv1.AppRunning], ids); diff != "" || totals[0] != int64(len(want[mlsysopsv1.AppRunning])) {
+		t.Errorf("Running ids (-want +got):\n%s\ntotals %v", diff, totals)
+	}
+	two := append(append([]string{}, want[mlsysopsv1.AppRunning]...), want[mlsysopsv1.AppFailed]...)
+	sort.Strings(two)
+	ids, totals, _ = pages(state.ListOptions{Limit: 7, Phases: []mlsysopsv1.AppPhase{mlsysopsv1.AppFailed, mlsysopsv1.AppRunning}})
+	if diff := cmp.Diff(two, ids); diff != "" || totals[0] != int64(len(two)) {
+		t.Errorf("Running and Failed ids (-want +got):\n%s\ntotals %v", diff, totals)
+	}
+	if p, err := apps.Page(ctx, state.ListOptions{Phases: []mlsysopsv1.AppPhase{mlsysopsv1.AppDegraded}}); err != nil || p.Total != 0 || len(p.Items) != 0 {
+		t.Errorf("no Degraded id: %+v, %v", p, err)
+	}
+
+	// A phase change moves the id between phases; Forget drops it.
+	if _, err := apps.SetStatus(ctx, "app-000", state.StatusUpdate{Phase: mlsysopsv1.AppDegraded}); err != nil {
+		t.Fatal(err)
+	}
+	if err := apps.Forget(ctx, "app-005"); err != nil {
+		t.Fatal(err)
+	}
+	p, err := apps.Page(ctx, state.ListOptions{Limit: 2, Phases: []mlsysopsv1.AppPhase{mlsysopsv1.AppRunning}})
+	if err != nil || p.Total != int64(len(want[mlsysopsv1.AppRunning])-2) || len(p.Items) != 2 || p.Items[0].ID != "app-010" || p.Next != "app-015" {
+		t.Errorf("Running after a move and a Forget: %+v, %v", p, err)
+	}
+	if p, err := apps.Page(ctx, state.ListOptions{Limit: 1, After: "app-249"}); err != nil || len(p.Items) != 0 || p.Next != "" || p.Total != n-1 {
+		t.Errorf("after the last id: %+v, %v", p, err)
+	}
+	phases, err := apps.Phases(ctx)
+	if err != nil || len(phases) != n-1 || phases["app-000"] != mlsysopsv1.AppDegraded || phases["app-001"] != mlsysopsv1.AppFailed || phases["app-002"] != mlsysopsv1.AppQueued {
+		t.Errorf("phases: %d ids, app-000 %s, app-001 %s, %v", len(phases), phases["app-000"], phases["app-001"], err)
+	}
 }
