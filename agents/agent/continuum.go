@@ -166,20 +166,26 @@ func (c *continuumLayer) start(ctx context.Context) error {
 		<-ctx.Done()
 		return nil
 	}
-	// Submissions from the northbound API become MLSysOpsApps; their status
-	// goes back to Redis.
+	// Submissions from the northbound API (applications and ML
+	// deployments) become MLSysOpsApps; their status goes back to Redis.
 	ctrls.Apps.Status = continuumagent.RedisStatus{Apps: c.a.store.Applications(), ML: c.a.store.MLDeployments()}
-	intake, err := continuumagent.NewIntake(ctx, c.a.store, ctrls.Client(), c.a.name, c.a.log)
+	apps, err := continuumagent.NewIntake(ctx, c.a.store, ctrls.Client(), c.a.name, c.a.log)
 	if err != nil {
-		return fmt.Errorf("submission intake: %w", err)
+		return fmt.Errorf("application submission intake: %w", err)
+	}
+	ml, err := continuumagent.NewMLIntake(ctx, c.a.store, ctrls.Client(), c.a.name, c.a.log)
+	if err != nil {
+		return fmt.Errorf("ML deployment submission intake: %w", err)
 	}
 	ictx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go func() {
-		if err := intake.Run(ictx); err != nil && ictx.Err() == nil {
-			c.a.log.Warn("submission intake stopped", "err", err)
-		}
-	}()
+	for _, intake := range []*continuumagent.Intake{apps, ml} {
+		go func() {
+			if err := intake.Run(ictx); err != nil && ictx.Err() == nil {
+				c.a.log.Warn("submission intake stopped", "err", err)
+			}
+		}()
+	}
 	return ctrls.Start(ctx)
 }
 

@@ -17,8 +17,8 @@ import (
 	"github.com/mlsysops-go/mlsysops/internal/state"
 )
 
-// Intake turns the application submissions the northbound API queues in
-// Redis into MLSysOpsApp objects in the Karmada API, where the placement
+// Intake turns the application (or ML deployment) submissions the
+// northbound API queues in Redis into MLSysOpsApp objects in the Karmada API, where the placement
 // controller takes over. Entries are acknowledged only once the object is
 // written, so a crash re-delivers them; handling is idempotent (create or
 // update by name, delete if present), so a re-delivery changes nothing.
@@ -35,11 +35,22 @@ const ConsumerGroup = "continuum"
 // NewIntake joins the consumer group of the applications stream as
 // consumer (one name per agent instance).
 func NewIntake(ctx context.Context, store *state.Store, c client.Client, consumer string, log *slog.Logger) (*Intake, error) {
-	q, err := store.Applications().Queue(ctx, ConsumerGroup, consumer, state.QueueOptions{})
+	return newIntake(ctx, store.Applications(), c, consumer, log)
+}
+
+// NewMLIntake joins the consumer group of the ML deployments stream: an
+// ML deployment becomes an MLSysOpsApp named by its id, like an
+// application.
+func NewMLIntake(ctx context.Context, store *state.Store, c client.Client, consumer string, log *slog.Logger) (*Intake, error) {
+	return newIntake(ctx, store.MLDeployments(), c, consumer, log.With("collection", "ml"))
+}
+
+func newIntake(ctx context.Context, coll *state.Collection, c client.Client, consumer string, log *slog.Logger) (*Intake, error) {
+	q, err := coll.Queue(ctx, ConsumerGroup, consumer, state.QueueOptions{})
 	if err != nil {
 		return nil, err
 	}
-	return &Intake{queue: q, apps: store.Applications(), client: c, log: log}, nil
+	return &Intake{queue: q, apps: coll, client: c, log: log}, nil
 }
 
 // Run consumes submissions until ctx ends.

@@ -156,6 +156,10 @@ type Application struct {
 	Components []ComponentPlacement `json:"components"`
 	// Conditions of the resource (Placed, Ready, Valid).
 	Conditions []Condition `json:"conditions"`
+	// Endpoints are where the components answer, once the cluster agents
+	// created their Services: for an ML deployment, its inference
+	// endpoint.
+	Endpoints []Endpoint `json:"endpoints"`
 	// Description is the submitted description, in the custom resource
 	// form.
 	Description json.RawMessage `json:"description,omitempty"`
@@ -189,6 +193,41 @@ type ComponentPlacement struct {
 	// GPUs is the number of GPUs one replica requests.
 	GPUs    int64  `json:"gpus,omitempty"`
 	Message string `json:"message,omitempty"`
+}
+
+// Endpoint is one port of a Service a cluster agent created for a
+// component in a member cluster: a component gets one when another
+// component talks to it (ClusterIP) or when it has external_access
+// (NodePort, also reachable on its nodes' addresses). Every component of
+// an ML deployment that declares a port has external_access.
+type Endpoint struct {
+	Component string `json:"component"`
+	Cluster   string `json:"cluster"`
+	Namespace string `json:"namespace"`
+	Service   string `json:"service"`
+	// Type is the Service type: ClusterIP or NodePort.
+	Type     string `json:"type"`
+	PortName string `json:"port_name,omitempty"`
+	// Protocol is TCP, UDP or SCTP.
+	Protocol  string `json:"protocol"`
+	Port      int32  `json:"port"`
+	ClusterIP string `json:"cluster_ip,omitempty"`
+	// Address is cluster_ip:port, reachable inside the cluster (upstream's
+	// local_endpoint).
+	Address string `json:"address,omitempty"`
+	// URL is http://<service>.<namespace>.svc:<port>, inside the cluster;
+	// TCP ports only.
+	URL string `json:"url,omitempty"`
+	// NodePort is the port on every node of the cluster; NodePort only.
+	NodePort int32 `json:"node_port,omitempty"`
+	// NodeAddress is <node ip>:<node port> on a node that runs the
+	// component (upstream's global_endpoint); NodePort only.
+	NodeAddress string `json:"node_address,omitempty"`
+	// ExternalURL is http://<node address>; NodePort TCP ports only.
+	ExternalURL string `json:"external_url,omitempty"`
+	// Ready is true while at least one replica of the component is ready
+	// in this cluster.
+	Ready bool `json:"ready"`
 }
 
 // Condition is a status condition of the resource.

@@ -72,6 +72,11 @@ type UpstreamModelStatus struct {
 	Model       string `json:"model"`
 	ModelLegacy string `json:"Model "`
 	Status      string `json:"status"`
+	// LocalEndpoint is cluster_ip:port of the first endpoint, inside its
+	// cluster; empty until the Service exists.
+	LocalEndpoint string `json:"local_endpoint,omitempty"`
+	// GlobalEndpoint is node_ip:node_port of the first NodePort endpoint.
+	GlobalEndpoint string `json:"global_endpoint,omitempty"`
 }
 
 // UpstreamModelRemoved answers DELETE /ml/remove/{model_uid}.

@@ -405,14 +405,16 @@ func (c collection) detail(a *API, ctx context.Context, v *view) api.Application
 			})
 		}
 	}
-	out.Components = a.components(ctx, v)
-	out.Warnings = v.warnings
+	m := a.members()
+	out.Components = a.components(ctx, v, m)
+	out.Endpoints = a.endpoints(ctx, out.ID, out.Components, m)
+	out.Warnings = append(v.warnings, m.warnings()...)
 	return out
 }
 
 // components merges the description's components with their placement in
 // the resource's status, and the GPU product of the nodes they run on.
-func (a *API) components(ctx context.Context, v *view) []api.ComponentPlacement {
+func (a *API) components(ctx context.Context, v *view, m *members) []api.ComponentPlacement {
 	out := []api.ComponentPlacement{}
 	type gpuNeed struct {
 		model string
@@ -463,32 +465,21 @@ func (a *API) components(ctx context.Context, v *view) []api.ComponentPlacement 
 		}
 		out = append(out, cp)
 	}
-	a.gpuModels(ctx, out)
+	gpuModels(ctx, out, m)
 	return out
 }
 
 // gpuModels replaces the requested GPU model by the product of the nodes a
 // component runs on, read from their nvidia.com/gpu.product label.
-func (a *API) gpuModels(ctx context.Context, comps []api.ComponentPlacement) {
-	if a.cfg.Infra == nil {
-		return
-	}
-	products := map[string]map[string]string{} // cluster -> node -> product
+func gpuModels(ctx context.Context, comps []api.ComponentPlacement, m *members) {
 	for i := range comps {
 		cp := &comps[i]
 		if cp.GPUs == 0 || cp.Cluster == "" || len(cp.Nodes) == 0 {
 			continue
 		}
-		byNode, ok := products[cp.Cluster]
-		if !ok {
-			byNode = map[string]string{}
-			nodes, err := a.cfg.Infra.ClusterNodes(ctx, cp.Cluster)
-			if err == nil {
-				for _, n := range nodes {
-					byNode[n.Name()] = n.Node.Labels[mlsysopsv1.LabelGPUProduct]
-				}
-			}
-			products[cp.Cluster] = byNode
+		byNode := map[string]string{}
+		for _, n := range m.nodes(ctx, cp.Cluster) {
+			byNode[n.Name()] = n.Node.Labels[mlsysopsv1.LabelGPUProduct]
 		}
 		seen := map[string]bool{}
 		var models []string

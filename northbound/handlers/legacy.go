@@ -26,7 +26,29 @@ const legacyID = "mlsysops-id"
 // legacy form ({"MLSysOpsApplication": {"mlsysops-id": ..., camelCase
 // fields}}) or an application description. The deployment id is the
 // mlsysops-id, or the application's name; it also names the MLSysOpsApp.
+//
+// Every component that declares a container port gets external_access,
+// so that the cluster agent gives it a NodePort Service: the deployment's
+// inference endpoint, reachable from outside its cluster as upstream's
+// global_endpoint was.
 func parseMLDeployment(data []byte, format description.Format) (string, *mlsysopsv1.MLSysOpsApp, error) {
+	id, app, err := parseMLDescription(data, format)
+	if err != nil {
+		return "", nil, err
+	}
+	for i := range app.Spec.Components {
+		comp := &app.Spec.Components[i]
+		for _, c := range comp.Containers {
+			if len(c.Ports) > 0 {
+				comp.ExternalAccess = true
+			}
+		}
+	}
+	return id, app, nil
+}
+
+// parseMLDescription reads either form of an ML deployment.
+func parseMLDescription(data []byte, format description.Format) (string, *mlsysopsv1.MLSysOpsApp, error) {
 	doc, ok := decodeObject(data, format)
 	if !ok || doc[legacyRoot] == nil {
 		id, app, err := parseApplication(data, format)

@@ -41,7 +41,7 @@ func TestParseMLDeploymentLegacy(t *testing.T) {
 	c := app.Spec.Components[0]
 	if c.Metadata.Name != "ml-comp" || c.Metadata.UID != "f3a1c2d4" || c.RestartPolicy != "OnFailure" ||
 		c.NodePlacement == nil || c.NodePlacement.Node != "" || len(c.NodePlacement.ContinuumLayer) != 1 ||
-		c.Containers[0].ImagePullPolicy != "IfNotPresent" || c.Containers[0].Ports[0].ContainerPort != 8000 {
+		c.Containers[0].ImagePullPolicy != "IfNotPresent" || c.Containers[0].Ports[0].ContainerPort != 8000 || !c.ExternalAccess {
 		t.Errorf("converted component: %+v", c)
 	}
 	if cp := app.Spec.ClusterPlacement; cp == nil || cp.ClusterID[0] != "cloud-1" || cp.Instances != 1 {
@@ -89,8 +89,14 @@ func TestParseMLDeploymentLegacyProblems(t *testing.T) {
 }
 
 func TestParseMLDeploymentApplicationForm(t *testing.T) {
-	id, app, err := parseMLDeployment([]byte("MLSysOpsApp:\n  name: model-7\n  components:\n  - metadata: {name: serve}\n    containers: [{image: i}]\n"), description.FormatYAML)
+	id, app, err := parseMLDeployment([]byte("MLSysOpsApp:\n  name: model-7\n  components:\n  - metadata: {name: serve}\n    containers: [{image: i, ports: [{container_port: 8080}]}]\n"+
+		"  - metadata: {name: batch}\n    containers: [{image: j}]\n"), description.FormatYAML)
 	if err != nil || id != "model-7" || app.Name != "model-7" {
 		t.Fatalf("id %q, err %v", id, err)
+	}
+	// The component with a port is the inference endpoint.
+	if !app.Spec.Components[0].ExternalAccess || app.Spec.Components[1].ExternalAccess {
+		t.Errorf("external access: serve %v, batch %v; want only the component with a port exposed",
+			app.Spec.Components[0].ExternalAccess, app.Spec.Components[1].ExternalAccess)
 	}
 }

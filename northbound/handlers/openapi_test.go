@@ -3,6 +3,7 @@ package handlers
 import (
 	"encoding/json"
 	"net/http"
+	"reflect"
 	"regexp"
 	"sort"
 	"strings"
@@ -237,5 +238,32 @@ func TestOpenAPIPhases(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, documented); diff != "" {
 		t.Errorf("phase enum (-mlsysopsv1.AppPhases +openapi.yaml):\n%s", diff)
+	}
+}
+
+// TestOpenAPISchemasMatchTypes: the documented properties of these
+// schemas are exactly the JSON fields of their Go types.
+func TestOpenAPISchemasMatchTypes(t *testing.T) {
+	schemas := openAPIDoc(t, newOffline(t))["components"].(map[string]any)["schemas"].(map[string]any)
+	for name, v := range map[string]any{
+		"Endpoint": api.Endpoint{}, "ComponentPlacement": api.ComponentPlacement{}, "Summary": api.Summary{},
+		"List": api.List{}, "UpstreamModelStatus": api.UpstreamModelStatus{},
+	} {
+		var documented []string
+		for p := range schemas[name].(map[string]any)["properties"].(map[string]any) {
+			documented = append(documented, p)
+		}
+		var fields []string
+		rt := reflect.TypeOf(v)
+		for i := 0; i < rt.NumField(); i++ {
+			if tag, _, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ","); tag != "" && tag != "-" {
+				fields = append(fields, tag)
+			}
+		}
+		sort.Strings(documented)
+		sort.Strings(fields)
+		if diff := cmp.Diff(fields, documented); diff != "" {
+			t.Errorf("schema %s (-%T +openapi.yaml):\n%s", name, v, diff)
+		}
 	}
 }

@@ -48,7 +48,7 @@ func (a *API) performanceOf(ctx context.Context, v *view) (api.Performance, erro
 		return out, nil
 	}
 	nodes := map[string][]string{}
-	for _, cp := range a.components(ctx, v) {
+	for _, cp := range a.components(ctx, v, a.members()) {
 		nodes[cp.Name] = append(nodes[cp.Name], cp.Nodes...)
 	}
 	var all []string

@@ -71,7 +71,7 @@ func (a *API) upstreamAppDetails(w http.ResponseWriter, r *http.Request) error {
 	out := api.UpstreamAppDetails{AppID: id, State: phase, Components: []api.UpstreamComponentState{}}
 	pods := map[string][]api.UpstreamPod{} // cluster/component -> pods
 	read := map[string]bool{}
-	for _, cp := range a.components(r.Context(), v) {
+	for _, cp := range a.components(r.Context(), v, a.members()) {
 		cs := api.UpstreamComponentState{Name: cp.Name, Cluster: cp.Cluster, Details: api.UpstreamComponentDetails{Pods: []api.UpstreamPod{}}}
 		if cp.Cluster != "" && a.cfg.Infra != nil && !read[cp.Cluster] {
 			read[cp.Cluster] = true
@@ -155,7 +155,17 @@ func (a *API) upstreamMLStatus(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	phase, _, _ := v.phase()
-	writeJSON(w, http.StatusOK, api.UpstreamModelStatus{Model: id, ModelLegacy: id, Status: phase})
+	out := api.UpstreamModelStatus{Model: id, ModelLegacy: id, Status: phase}
+	m := a.members()
+	for _, e := range a.endpoints(r.Context(), id, a.components(r.Context(), v, m), m) {
+		if out.LocalEndpoint == "" {
+			out.LocalEndpoint = e.Address
+		}
+		if out.GlobalEndpoint == "" {
+			out.GlobalEndpoint = e.NodeAddress
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 

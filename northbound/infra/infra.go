@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/mlsysops-go/mlsysops/agents/cluster/fluidity"
 	"github.com/mlsysops-go/mlsysops/agents/continuum"
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
 	"github.com/mlsysops-go/mlsysops/internal/placement"
@@ -204,6 +205,18 @@ func (k *Karmada) AppPods(ctx context.Context, cluster, app string) ([]corev1.Po
 	}
 	sort.Slice(pods.Items, func(i, j int) bool { return pods.Items[i].Name < pods.Items[j].Name })
 	return pods.Items, nil
+}
+
+// AppServices lists the Services the cluster agent created for an
+// application's components in a member cluster, sorted by name.
+func (k *Karmada) AppServices(ctx context.Context, cluster, app string) ([]corev1.Service, error) {
+	var svcs corev1.ServiceList
+	sel := mlsysopsv1.LabelApp + "=" + app + "," + fluidity.LabelManagedBy + "=" + fluidity.ManagedByValue
+	if err := k.proxyGet(ctx, cluster, "services", map[string]string{"labelSelector": sel}, &svcs); err != nil {
+		return nil, err
+	}
+	sort.Slice(svcs.Items, func(i, j int) bool { return svcs.Items[i].Name < svcs.Items[j].Name })
+	return svcs.Items, nil
 }
 
 func (k *Karmada) proxyGet(ctx context.Context, cluster, res string, params map[string]string, into runtime.Object) error {

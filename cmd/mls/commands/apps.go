@@ -176,7 +176,7 @@ func newCollectionCommand(streams IOStreams, apiOpts *APIOptions, n kindNames) *
 
 	details := &cobra.Command{
 		Use:               "get-" + n.suffix + "-details ID",
-		Short:             "Show an " + n.noun + ": phase, conditions and where each component runs",
+		Short:             "Show an " + n.noun + ": phase, conditions, where each component runs and its endpoints",
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: ids,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -270,6 +270,22 @@ func printDetails(tw *tabwriter.Writer, a api.Application) {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\t%s\n", c.Name, orDash(c.Cluster), orDash(strings.Join(c.Nodes, ",")),
 			c.ReadyReplicas, c.Replicas, gpu, orDash(c.Message))
+	}
+	if len(a.Endpoints) > 0 {
+		fmt.Fprintln(tw)
+		fmt.Fprintln(tw, "ENDPOINT\tCLUSTER\tSERVICE\tPORT\tADDRESS\tNODE ADDRESS\tREADY")
+		for _, e := range a.Endpoints {
+			port := fmt.Sprintf("%d/%s", e.Port, e.Protocol)
+			if e.PortName != "" {
+				port = e.PortName + " " + port
+			}
+			ready := "no"
+			if e.Ready {
+				ready = "yes"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s/%s\t%s\t%s\t%s\t%s\n", e.Component, e.Cluster, e.Namespace, e.Service, port,
+				orDash(e.Address), orDash(e.NodeAddress), ready)
+		}
 	}
 	if len(a.Conditions) > 0 {
 		fmt.Fprintln(tw)

@@ -3,12 +3,16 @@ package northbound_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
 	karmadaclientset "github.com/karmada-io/karmada/pkg/generated/clientset/versioned"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsclientset "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -16,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/mlsysops-go/mlsysops/agents/cluster/fluidity"
 	"github.com/mlsysops-go/mlsysops/agents/continuum"
 	"github.com/mlsysops-go/mlsysops/crds"
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
@@ -190,16 +195,156 @@ func TestResourceOnlyApplication(t *testing.T) {
 	ke := newKarmadaEnv(t, handlers.Config{})
 	ctx := ctxT(t)
 	// Applied with kubectl: in Karmada, not in Redis.
-	ke.placeApp(t, "examples/apps/edge-camera-arm64.yaml", mlsysopsv1.MLSysOpsAppStatus{})
-	app, err := ke.view.Applications().Get(ctx, "edge-camera")
+	app := ke.placeApp(t, "examples/apps/edge-camera-arm64.yaml", mlsysopsv1.MLSysOpsAppStatus{})
+	got, err := ke.view.Applications().Get(ctx, "edge-camera")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if app.Phase != "Queued" || app.PhaseSource != "resource" || app.LastRequest != "deploy" || len(app.Components) != 2 || len(app.Description) == 0 {
-		t.Errorf("resource-only application: %+v", app)
+	if got.Phase != "Queued" || got.PhaseSource != "resource" || got.LastRequest != "deploy" || len(got.Components) != 2 || len(got.Description) == 0 {
+		t.Errorf("resource-only application: %+v", got)
 	}
 	if _, err := ke.view.MLDeployments().Get(ctx, "no-such-model"); !nbclient.IsNotFound(err) {
 		t.Errorf("unknown ML deployment: %v", err)
+	}
+
+	// The continuum agent mirrors the status of every MLSysOpsApp into
+	// Redis on each reconcile (stood in for here): from then on it is
+	// listed and can be removed like a submitted application.
+	sink := continuum.RedisStatus{Apps: ke.store.Applications(), ML: ke.store.MLDeployments()}
+	app.Status = mlsysopsv1.MLSysOpsAppStatus{Phase: mlsysopsv1.AppRunning, Message: "running on [edge-1]",
+		Components: []mlsysopsv1.ComponentStatus{{Name: "detector", Cluster: "edge-1", Nodes: []string{"edge-1"}, Replicas: 1, ReadyReplicas: 1}}}
+	if err := ke.apps.Client().Status().Update(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.Update(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	list, err := ke.view.Applications().List(ctx, nbclient.ListOptions{Phases: []string{"Running"}})
+	if err != nil || list.Total != 1 || len(list.Items) != 1 || list.Items[0].ID != "edge-camera" || list.Items[0].LastRequest != "deploy" ||
+		list.Items[0].Placement["detector"] != "edge-1/edge-1" || !list.Items[0].SubmittedAt.Equal(app.CreationTimestamp.Time) {
+		t.Errorf("listed by phase: %+v %v", list, err)
+	}
+	if m := decode[api.UpstreamStatusMap](t, ke.do(t, "GET", "/apps/list_all/", viewerToken, "", nil), 200); m.SystemStatus["edge-camera"] != "Running" {
+		t.Errorf("upstream list_all: %+v", m)
+	}
+	t.Setenv("MLS_API_URL", ke.srv.URL)
+	t.Setenv("MLS_TOKEN", operatorToken)
+	if out := mustMLS(t, "apps", "list-all"); !strings.Contains(out, "edge-camera  Running  deploy") {
+		t.Errorf("mls apps list-all:\n%s", out)
+	}
+	got, err = ke.view.Applications().Get(ctx, "edge-camera")
+	if err != nil || got.Phase != "Running" || got.PhaseSource != "resource" || got.Generation != 0 {
+		t.Errorf("tracked application: %+v %v", got, err)
+	}
+	// Tracked, it cannot be deployed again under its name, and it can be
+	// removed.
+	problem(t, ke.do(t, "POST", "/v1/applications", operatorToken, "application/yaml", repoFile(t, "examples/apps/edge-camera-arm64.yaml")), 409)
+	if out := mustMLS(t, "apps", "remove-app", "edge-camera"); !strings.Contains(out, "removal queued, phase Removing") {
+		t.Errorf("mls apps remove-app:\n%s", out)
+	}
+	// A late report does not undo the removal; once the resource is gone
+	// the application is forgotten.
+	if err := sink.Update(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ke.view.Applications().Get(ctx, "edge-camera"); err != nil || got.Phase != "Removing" {
+		t.Errorf("removing: %+v %v", got, err)
+	}
+	if err := ke.apps.Client().Delete(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.Removed(ctx, "edge-camera"); err != nil {
+		t.Fatal(err)
+	}
+	if list, err := ke.view.Applications().List(ctx, nbclient.ListOptions{}); err != nil || list.Total != 0 {
+		t.Errorf("after removal: %+v %v", list, err)
+	}
+}
+
+// TestMLDeploymentEndpoints: once the cluster agent created the Service
+// of an ML deployment, its GET gives the inference endpoint (stood in for
+// here: the MLSysOpsApp status, and the Service in cloud-1).
+func TestMLDeploymentEndpoints(t *testing.T) {
+	ke := newKarmadaEnv(t, handlers.Config{})
+	ctx := ctxT(t)
+	id := uniq("model")
+	legacy := []byte(`{"MLSysOpsApplication": {"name": "ml-app-1", "mlsysops-id": "` + id + `",
+	  "clusterPlacement": {"clusterID": ["cloud-1"], "instances": 1},
+	  "components": [{"Component": {"name": "ml-comp", "uid": "` + id + `"}, "nodePlacement": {"continuumLayer": ["cloud"]},
+	    "containers": [{"image": "registry.example.org/models/` + id + `:0.0.1", "ports": [{"containerPort": 8000}]}]}]}}`)
+	if _, err := ke.op.MLDeployments().Submit(ctx, legacy, nbclient.JSON); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ke.view.MLDeployments().Get(ctx, id)
+	if err != nil || len(got.Endpoints) != 0 || !strings.Contains(string(got.Description), `"external_access":true`) {
+		t.Fatalf("before placement: %+v %v", got, err)
+	}
+
+	var app mlsysopsv1.MLSysOpsApp
+	if err := json.Unmarshal(got.Description, &app); err != nil {
+		t.Fatal(err)
+	}
+	app.Namespace, app.ResourceVersion = ke.ns, ""
+	if err := ke.apps.Client().Create(ctx, &app); err != nil {
+		t.Fatal(err)
+	}
+	app.Status = mlsysopsv1.MLSysOpsAppStatus{Phase: mlsysopsv1.AppRunning,
+		Components: []mlsysopsv1.ComponentStatus{{Name: "ml-comp", Cluster: "cloud-1", Nodes: []string{"cloud-gpu-h100-1"}, Replicas: 1, ReadyReplicas: 1}}}
+	if err := ke.apps.Client().Status().Update(ctx, &app); err != nil {
+		t.Fatal(err)
+	}
+	// What the cluster agent renders for the component (fluidity.Render).
+	member := kubernetes.NewForConfigOrDie(ke.tb.RESTConfig(t, "cloud-1"))
+	ns := fluidity.Namespace(id)
+	if err := kube.EnsureNamespace(ctx, member, ns); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = member.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	objs, err := fluidity.Render(&app, &app.Spec.Components[0], []string{"cloud-gpu-h100-1"})
+	if err != nil || objs.Service == nil {
+		t.Fatalf("render: %+v %v", objs, err)
+	}
+	svc, err := member.CoreV1().Services(ns).Create(ctx, objs.Service, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node, err := member.CoreV1().Nodes().Get(ctx, "cloud-gpu-h100-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodeIP := ""
+	for _, a := range node.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			nodeIP = a.Address
+		}
+	}
+
+	got, err = ke.view.MLDeployments().Get(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodePort := svc.Spec.Ports[0].NodePort
+	want := []api.Endpoint{{
+		Component: "ml-comp", Cluster: "cloud-1", Namespace: ns, Service: "ml-comp", Type: "NodePort", PortName: svc.Spec.Ports[0].Name,
+		Protocol: "TCP", Port: 8000, ClusterIP: svc.Spec.ClusterIP, Address: svc.Spec.ClusterIP + ":8000",
+		URL: "http://ml-comp." + ns + ".svc:8000", NodePort: nodePort, Ready: true,
+	}}
+	if nodeIP != "" {
+		want[0].NodeAddress = fmt.Sprintf("%s:%d", nodeIP, nodePort)
+		want[0].ExternalURL = "http://" + want[0].NodeAddress
+	}
+	if diff := cmp.Diff(want, got.Endpoints); diff != "" || nodePort == 0 || svc.Spec.ClusterIP == "" || len(got.Warnings) != 0 {
+		t.Errorf("endpoints (-want +got):\n%s\nwarnings %q", diff, got.Warnings)
+	}
+	var st map[string]string
+	if err := json.Unmarshal(ke.do(t, "GET", "/ml/status/"+id, viewerToken, "", nil).Body, &st); err != nil ||
+		st["status"] != "Running" || st["local_endpoint"] != want[0].Address || st["global_endpoint"] != want[0].NodeAddress {
+		t.Errorf("upstream ML status: %v %v", st, err)
+	}
+	t.Setenv("MLS_API_URL", ke.srv.URL)
+	t.Setenv("MLS_TOKEN", viewerToken)
+	if out := mustMLS(t, "ml", "get-ml-details", id); !strings.Contains(out, "ml-comp   cloud-1  "+ns+"/ml-comp") || !strings.Contains(out, want[0].Address) {
+		t.Errorf("mls ml get-ml-details:\n%s", out)
 	}
 }
 

@@ -1,0 +1,164 @@
+package handlers
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"sort"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+
+	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
+	"github.com/mlsysops-go/mlsysops/internal/placement"
+	"github.com/mlsysops-go/mlsysops/northbound/api"
+)
+
+// members reads the member clusters through Karmada for one request,
+// each cluster's nodes at most once, and remembers what could not be read
+// as warnings rather than failing the request.
+type members struct {
+	infra    Infra
+	byName   map[string][]placement.Node
+	problems []string
+}
+
+// members starts the member cluster reads of one request.
+func (a *API) members() *members {
+	return &members{infra: a.cfg.Infra, byName: map[string][]placement.Node{}}
+}
+
+// nodes returns a cluster's nodes; none when Karmada is not configured or
+// the cluster could not be read.
+func (m *members) nodes(ctx context.Context, cluster string) []placement.Node {
+	if m.infra == nil {
+		return nil
+	}
+	nodes, ok := m.byName[cluster]
+	if !ok {
+		var err error
+		if nodes, err = m.infra.ClusterNodes(ctx, cluster); err != nil {
+			m.problems = append(m.problems, fmt.Sprintf("cluster %s: nodes could not be read through Karmada: %v", cluster, err))
+		}
+		m.byName[cluster] = nodes
+	}
+	return nodes
+}
+
+// services returns the Services of app in a cluster; none when they could
+// not be read.
+func (m *members) services(ctx context.Context, cluster, app string) []corev1.Service {
+	if m.infra == nil {
+		return nil
+	}
+	svcs, err := m.infra.AppServices(ctx, cluster, app)
+	if err != nil {
+		m.problems = append(m.problems, fmt.Sprintf("cluster %s: services could not be read through Karmada: %v", cluster, err))
+	}
+	return svcs
+}
+
+// warnings says what could not be read.
+func (m *members) warnings() []string { return m.problems }
+
+// endpoints lists every port of the Services the cluster agents created
+// for the placed components of app, sorted by component, cluster and
+// port. A NodePort endpoint gets the address of a node that runs the
+// component.
+func (a *API) endpoints(ctx context.Context, app string, comps []api.ComponentPlacement, m *members) []api.Endpoint {
+	out := []api.Endpoint{}
+	placed := map[string]api.ComponentPlacement{} // cluster/component
+	var clusters []string
+	for _, cp := range comps {
+		if cp.Cluster == "" {
+			continue
+		}
+		if !slices.Contains(clusters, cp.Cluster) {
+			clusters = append(clusters, cp.Cluster)
+		}
+		placed[cp.Cluster+"/"+cp.Name] = cp
+	}
+	for _, cluster := range clusters {
+		for _, svc := range m.services(ctx, cluster, app) {
+			cp, ok := placed[cluster+"/"+svc.Labels[mlsysopsv1.LabelComponent]]
+			if !ok {
+				continue
+			}
+			node := ""
+			if svc.Spec.Type == corev1.ServiceTypeNodePort {
+				node = nodeAddress(m.nodes(ctx, cluster), cp.Nodes)
+			}
+			for _, p := range svc.Spec.Ports {
+				out = append(out, endpointOf(cluster, cp, &svc, p, node))
+			}
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		x, y := out[i], out[j]
+		if x.Component != y.Component {
+			return x.Component < y.Component
+		}
+		if x.Cluster != y.Cluster {
+			return x.Cluster < y.Cluster
+		}
+		return x.Port < y.Port
+	})
+	return out
+}
+
+func endpointOf(cluster string, cp api.ComponentPlacement, svc *corev1.Service, p corev1.ServicePort, node string) api.Endpoint {
+	proto := p.Protocol
+	if proto == "" {
+		proto = corev1.ProtocolTCP
+	}
+	port := strconv.Itoa(int(p.Port))
+	e := api.Endpoint{
+		Component: cp.Name, Cluster: cluster, Namespace: svc.Namespace, Service: svc.Name, Type: string(svc.Spec.Type),
+		PortName: p.Name, Protocol: string(proto), Port: p.Port, Ready: cp.ReadyReplicas > 0,
+	}
+	if ip := svc.Spec.ClusterIP; ip != "" && ip != corev1.ClusterIPNone {
+		e.ClusterIP, e.Address = ip, net.JoinHostPort(ip, port)
+	}
+	http := proto == corev1.ProtocolTCP
+	if http {
+		e.URL = "http://" + net.JoinHostPort(svc.Name+"."+svc.Namespace+".svc", port)
+	}
+	if svc.Spec.Type == corev1.ServiceTypeNodePort && p.NodePort != 0 {
+		e.NodePort = p.NodePort
+		if node != "" {
+			e.NodeAddress = net.JoinHostPort(node, strconv.Itoa(int(p.NodePort)))
+			if http {
+				e.ExternalURL = "http://" + e.NodeAddress
+			}
+		}
+	}
+	return e
+}
+
+// nodeAddress is the address of the first of names that has one: its
+// external IP, else its internal IP.
+func nodeAddress(nodes []placement.Node, names []string) string {
+	for _, name := range names {
+		for _, n := range nodes {
+			if n.Name() != name {
+				continue
+			}
+			var internal string
+			for _, addr := range n.Node.Status.Addresses {
+				switch addr.Type {
+				case corev1.NodeExternalIP:
+					return addr.Address
+				case corev1.NodeInternalIP:
+					if internal == "" {
+						internal = addr.Address
+					}
+				}
+			}
+			if internal != "" {
+				return internal
+			}
+		}
+	}
+	return ""
+}
