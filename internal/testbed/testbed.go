@@ -1,6 +1,7 @@
 package testbed
 
 import (
+	"slices"
 	"context"
 	"encoding/json"
 	"errors"
@@ -738,6 +739,33 @@ func (tb *Testbed) Down(ctx context.Context, purge bool) error {
 			errs = append(errs, err)
 		}
 		tb.progress("removed %s", "state", tb.l.state)
+	}
+	return errors.Join(errs...)
+}
+
+// StopCluster stops every process of a member cluster (its API server,
+// controller manager, scheduler and KWOK), as if the cluster went away;
+// Karmada sees it NotReady within its grace period. Up starts it again.
+func (tb *Testbed) StopCluster(name string) error {
+	if !slices.Contains(tb.clusters, name) {
+		return fmt.Errorf("no member cluster %s (have %v)", name, tb.clusters)
+	}
+	files, _ := filepath.Glob(tb.l.path("pids", name+"-*.pid"))
+	// The API server last, like Down.
+	sort.SliceStable(files, func(i, j int) bool {
+		return !strings.HasSuffix(files[i], "-apiserver.pid") && strings.HasSuffix(files[j], "-apiserver.pid")
+	})
+	var errs []error
+	for _, f := range files {
+		pname := strings.TrimSuffix(filepath.Base(f), ".pid")
+		if err := (&proc.Process{Name: pname, PIDFile: f}).Stop(15 * time.Second); err != nil {
+			errs = append(errs, err)
+		} else {
+			tb.progress("stopped", pname)
+		}
+	}
+	if len(files) == 0 {
+		errs = append(errs, fmt.Errorf("member cluster %s: no running process", name))
 	}
 	return errors.Join(errs...)
 }
