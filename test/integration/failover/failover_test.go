@@ -403,3 +403,60 @@ func getJSON(ctx context.Context, url string, into any) error {
 	}
 	return json.NewDecoder(resp.Body).Decode(into)
 }
+
+// A node whose node agent is gone past the grace period (the Kubernetes
+// node itself still Ready) has its components moved to another eligible
+// node; the agent coming back does not move them again.
+func TestNodeAgentGoneMovesComponents(t *testing.T) {
+	w := start(t)
+	a := app(t, "gpu-inference.yaml", "nagent")
+	a.Spec.Components = a.Spec.Components[1:] // the CPU-only gateway
+	a.Spec.Components[0].DependsOn = nil
+	w.create(t, a)
+	got := w.waitPhase(t, a.Name, mlsysopsv1.AppRunning, 3*time.Minute)
+	if len(got.Status.Components) != 1 || len(got.Status.Components[0].Nodes) != 1 {
+		t.Fatalf("components %+v", got.Status.Components)
+	}
+	victim := got.Status.Components[0].Nodes[0]
+	t.Logf("gateway runs on %s; killing its node agent", victim)
+	w.agents.Kill(testbed.LayerNode, victim)
+	killed := time.Now()
+	var now string
+	poll(t, "gateway moved off "+victim, time.Second, 3*time.Minute, func(ctx context.Context) error {
+		got, err := w.get(ctx, a.Name)
+		if err != nil {
+			return err
+		}
+		cs := got.Status.Components
+		if got.Status.Phase != mlsysopsv1.AppRunning || len(cs) != 1 || len(cs[0].Nodes) != 1 || cs[0].Nodes[0] == victim {
+			return fmt.Errorf("phase %s, components %+v", got.Status.Phase, cs)
+		}
+		now = cs[0].Nodes[0]
+		return nil
+	})
+	t.Logf("moved to %s %s after the agent was killed (grace %s)", now, time.Since(killed).Round(time.Second), grace)
+	if elapsed := time.Since(killed); elapsed < grace {
+		t.Errorf("moved after %s, before the grace period", elapsed)
+	}
+	poll(t, "exactly the desired set", time.Second, 2*time.Minute, func(ctx context.Context) error { return w.desired(ctx, a, "cloud-1") })
+	pods, err := w.members["cloud-1"].CoreV1().Pods(fluidity.Namespace(a.Name)).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if p.Spec.NodeName == victim {
+			t.Errorf("pod %s still on %s", p.Name, victim)
+		}
+	}
+
+	w.agents.Start(testbed.LayerNode, victim)
+	time.Sleep(2 * grace)
+	got, err = w.get(context.Background(), a.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cs := got.Status.Components; len(cs) != 1 || len(cs[0].Nodes) != 1 || cs[0].Nodes[0] != now {
+		t.Errorf("after the agent came back the gateway moved again: %+v", cs)
+	}
+	w.remove(t, a)
+}
