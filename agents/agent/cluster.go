@@ -58,6 +58,15 @@ type clusterLayer struct {
 	clusterDirty bool
 	sentInterval time.Duration
 	trigger      chan struct{}
+
+	// grace says which described nodes' agents are gone past the grace
+	// period: the fluidity controller moves their components.
+	grace    *graceTracker
+	capacity *capacityReporter
+	// resync asks the running fluidity controllers to reconcile every
+	// application (nil while they are not running).
+	resyncMu sync.Mutex
+	resync   func()
 }
 
 var _ layer = (*clusterLayer)(nil)
@@ -120,6 +129,8 @@ func newClusterLayer(_ context.Context, a *Agent, env agentconfig.LookupEnv) (*c
 	for _, n := range desc.Spec.Nodes {
 		c.nodes[n] = &nodeRecord{jid: AgentJID(agentconfig.LayerNode, n, a.domain), apps: map[string]map[string]bool{}}
 	}
+	c.grace = newGraceTracker(a.conn.ChildGracePeriod, desc.Spec.Nodes, c.nodesGoneChanged)
+	c.capacity = newCapacityReporter(a, cs, a.conn.CapacityReportInterval)
 	return c, nil
 }
 
@@ -162,7 +173,21 @@ func (c *clusterLayer) setup(a *Agent) error {
 	return nil
 }
 
-func (c *clusterLayer) registered(context.Context) {}
+// registered sends a fresh capacity report to the (maybe restarted)
+// continuum agent.
+func (c *clusterLayer) registered(context.Context) { c.capacity.poke() }
+
+// nodesGoneChanged runs when a node agent passes its grace period or comes
+// back: the fluidity controller re-places what ran there.
+func (c *clusterLayer) nodesGoneChanged() {
+	c.a.log.Info("nodes whose agents are gone changed", "gone", c.grace.goneList())
+	c.resyncMu.Lock()
+	resync := c.resync
+	c.resyncMu.Unlock()
+	if resync != nil {
+		resync()
+	}
+}
 
 func (c *clusterLayer) record(name string) *nodeRecord {
 	r := c.nodes[name]
@@ -188,6 +213,7 @@ func (c *clusterLayer) childRegistered(_ context.Context, _ string, m *messaging
 	r.online = true
 	r.dirty = r.desc != nil
 	c.mu.Unlock()
+	c.grace.set(m.Name, true, time.Now())
 	c.poke()
 }
 
@@ -196,11 +222,15 @@ func (c *clusterLayer) peer(_ context.Context, ev messaging.PeerEvent) {
 		return
 	}
 	c.mu.Lock()
-	if _, r := c.nodeOf(ev.Peer); r != nil {
+	name, r := c.nodeOf(ev.Peer)
+	if r != nil {
 		r.online = ev.Online
 		r.dirty = r.desc != nil
 	}
 	c.mu.Unlock()
+	if r != nil {
+		c.grace.set(name, ev.Online, ev.Time)
+	}
 	c.poke()
 }
 
@@ -237,7 +267,8 @@ func (c *clusterLayer) status() map[string]any {
 		nodes[name] = map[string]any{"jid": r.jid, "online": r.online, "described": r.desc != nil,
 			"interval_seconds": r.interval.Seconds(), "components": apps}
 	}
-	return map[string]any{"nodes": nodes, "sent_interval_seconds": c.sentInterval.Seconds()}
+	return map[string]any{"nodes": nodes, "sent_interval_seconds": c.sentInterval.Seconds(),
+		"nodes_gone": c.grace.goneList(), "capacity": c.capacity.status()}
 }
 
 // handleDescription keeps the node's description for its MLSysOpsNode CR.
@@ -428,6 +459,9 @@ func (c *clusterLayer) run(ctx context.Context) error {
 		wg.Add(1)
 		go func() { defer wg.Done(); c.runControllers(ctx) }()
 	}
+	wg.Add(2)
+	go func() { defer wg.Done(); c.grace.run(ctx) }()
+	go func() { defer wg.Done(); c.capacity.run(ctx) }()
 	t := time.NewTicker(2 * time.Second)
 	defer t.Stop()
 	for {
@@ -449,8 +483,15 @@ func (c *clusterLayer) runControllers(ctx context.Context) {
 		ctrls, err := clusteragent.NewControllers(c.kcfg, c.a.name, c.a.log)
 		if err == nil {
 			ctrls.Apps.Placed = c.placed
+			ctrls.Apps.Unavailable = c.grace.Unavailable
+			c.resyncMu.Lock()
+			c.resync = ctrls.Apps.Resync
+			c.resyncMu.Unlock()
 			c.a.log.Info("fluidity controllers started")
 			err = ctrls.Start(ctx)
+			c.resyncMu.Lock()
+			c.resync = nil
+			c.resyncMu.Unlock()
 		}
 		if ctx.Err() != nil {
 			return

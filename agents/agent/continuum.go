@@ -35,6 +35,15 @@ type continuumLayer struct {
 	apiReady bool
 	viewDone bool
 	trigger  chan struct{}
+
+	// grace says which clusters' agents are gone past the grace period:
+	// their applications are placed elsewhere.
+	grace *graceTracker
+	// reports are the cluster agents' latest capacity reports.
+	reports *continuumagent.Reports
+	// resync asks the running placement controller to reconcile every
+	// application (nil while it is not running).
+	resync func()
 }
 
 var _ layer = (*continuumLayer)(nil)
@@ -61,7 +70,33 @@ func newContinuumLayer(_ context.Context, a *Agent, env agentconfig.LookupEnv) (
 		return nil, err
 	}
 	a.known[a.jid] = state.Agent{JID: a.jid, Layer: string(agentconfig.LayerContinuum), Node: a.name, Version: Version}
-	return &continuumLayer{a: a, desc: desc, kcfg: kcfg, kc: kc, trigger: make(chan struct{}, 1)}, nil
+	c := &continuumLayer{a: a, desc: desc, kcfg: kcfg, kc: kc, trigger: make(chan struct{}, 1),
+		// A report is trusted for three of the cluster agents' intervals.
+		reports: continuumagent.NewReports(3 * a.conn.CapacityReportInterval)}
+	c.grace = newGraceTracker(a.conn.ChildGracePeriod, desc.Spec.Clusters, c.clustersGoneChanged)
+	return c, nil
+}
+
+// clustersGoneChanged runs when a cluster agent passes its grace period or
+// comes back: the placement controller re-places what ran there.
+func (c *continuumLayer) clustersGoneChanged() {
+	c.a.log.Info("clusters whose agents are gone changed", "gone", c.grace.goneList())
+	c.mu.Lock()
+	resync := c.resync
+	c.mu.Unlock()
+	if resync != nil {
+		resync()
+	}
+}
+
+// clusterOf returns the cluster a cluster agent's JID names.
+func (c *continuumLayer) clusterOf(jid string) (string, bool) {
+	for _, cl := range c.desc.Spec.Clusters {
+		if AgentJID(agentconfig.LayerCluster, cl, c.a.domain) == jid {
+			return cl, true
+		}
+	}
+	return "", false
 }
 
 func (c *continuumLayer) childLayer() messaging.Layer { return messaging.LayerCluster }
@@ -94,10 +129,41 @@ func (c *continuumLayer) mechanisms(a *Agent) (*mechanism.Set, error) {
 	return r.Build(a.opts.EnabledMechanisms(), mechanism.Env{Logger: a.log, Node: a.name, Permissions: mechanism.AllowAll()})
 }
 
-func (c *continuumLayer) setup(*Agent) error                                            { return nil }
-func (c *continuumLayer) registered(context.Context)                                    {}
-func (c *continuumLayer) childRegistered(context.Context, string, *messaging.Subscribe) {}
-func (c *continuumLayer) peer(context.Context, messaging.PeerEvent)                     {}
+func (c *continuumLayer) setup(a *Agent) error {
+	messaging.HandleFunc(a.msg, c.handleCapacity)
+	return nil
+}
+
+func (c *continuumLayer) registered(context.Context) {}
+
+func (c *continuumLayer) childRegistered(_ context.Context, jid string, _ *messaging.Subscribe) {
+	if cl, ok := c.clusterOf(jid); ok {
+		c.grace.set(cl, true, time.Now())
+	}
+}
+
+func (c *continuumLayer) peer(_ context.Context, ev messaging.PeerEvent) {
+	if ev.Role != messaging.RoleChild {
+		return
+	}
+	if cl, ok := c.clusterOf(ev.Peer); ok {
+		c.grace.set(cl, ev.Online, ev.Time)
+	}
+}
+
+// handleCapacity keeps a cluster agent's capacity report for placement.
+func (c *continuumLayer) handleCapacity(_ context.Context, env *messaging.Envelope, m *messaging.CapacityReport) (messaging.Message, error) {
+	cl, ok := c.clusterOf(env.From)
+	if !ok || cl != m.Cluster {
+		c.a.log.Warn("capacity report rejected: sender is not that cluster's agent", "cluster", m.Cluster, "peer", env.From)
+		return nil, fmt.Errorf("capacity report for %s from %s", m.Cluster, env.From)
+	}
+	if err := c.reports.Put(m); err != nil {
+		c.a.log.Warn("capacity report rejected", "cluster", m.Cluster, "err", err)
+		return nil, err
+	}
+	return nil, nil
+}
 
 func (c *continuumLayer) ready(ctx context.Context) error {
 	dc, err := discovery.NewDiscoveryClientForConfig(c.kcfg)
@@ -113,7 +179,13 @@ func (c *continuumLayer) ready(ctx context.Context) error {
 func (c *continuumLayer) status() map[string]any {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return map[string]any{"karmada_api_ready": c.apiReady, "continuum_view_written": c.viewDone, "clusters": c.desc.Spec.Clusters}
+	reports := map[string]any{}
+	for name, r := range c.reports.Latest() {
+		reports[name] = map[string]any{"received": r.Received.UTC().Format(time.RFC3339), "fresh": r.Fresh,
+			"ready_nodes": r.Report.ReadyNodes, "nodes_listed": len(r.Report.Nodes), "gpus": r.Report.GPUs}
+	}
+	return map[string]any{"karmada_api_ready": c.apiReady, "continuum_view_written": c.viewDone, "clusters": c.desc.Spec.Clusters,
+		"clusters_gone": c.grace.goneList(), "capacity_reports": reports}
 }
 
 // run ensures the MLSysOps API in Karmada, runs the placement controller
@@ -124,6 +196,7 @@ func (c *continuumLayer) run(ctx context.Context) error {
 	if err := c.a.store.Agents().Register(ctx, c.a.known[c.a.jid]); err == nil {
 		_ = c.a.store.Agents().SetLiveness(ctx, c.a.jid, true, time.Now())
 	}
+	go c.grace.run(ctx)
 	backoff := time.Second
 	for ctx.Err() == nil {
 		err := c.start(ctx)
@@ -145,7 +218,11 @@ func (c *continuumLayer) start(ctx context.Context) error {
 	var ctrls *continuumagent.Controllers
 	var err error
 	if c.a.conn.PlacementControllers {
-		ctrls, err = continuumagent.NewControllers(ctx, c.kcfg, nil, c.a.log)
+		var capacity *continuumagent.ProxyCapacity
+		if capacity, err = continuumagent.NewProxyCapacity(c.kcfg); err == nil {
+			capacity.Reports = c.reports
+			ctrls, err = continuumagent.NewControllers(ctx, c.kcfg, capacity, c.a.log)
+		}
 	} else {
 		err = continuumagent.EnsureAPI(ctx, c.kcfg)
 	}
@@ -169,6 +246,15 @@ func (c *continuumLayer) start(ctx context.Context) error {
 	// Submissions from the northbound API (applications and ML
 	// deployments) become MLSysOpsApps; their status goes back to Redis.
 	ctrls.Apps.Status = continuumagent.RedisStatus{Apps: c.a.store.Applications(), ML: c.a.store.MLDeployments()}
+	ctrls.Apps.Unavailable = c.grace.Unavailable
+	c.mu.Lock()
+	c.resync = ctrls.Apps.Resync
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.resync = nil
+		c.mu.Unlock()
+	}()
 	apps, err := continuumagent.NewIntake(ctx, c.a.store, ctrls.Client(), c.a.name, c.a.log)
 	if err != nil {
 		return fmt.Errorf("application submission intake: %w", err)

@@ -45,6 +45,14 @@ type Connection struct {
 	// HeartbeatInterval is how often a child signals liveness to its
 	// parent; the parent declares it gone after three missed beats.
 	HeartbeatInterval time.Duration
+	// ChildGracePeriod is how long a child agent (a cluster agent for the
+	// continuum, a node agent for a cluster) may be gone before its
+	// cluster or node is taken out of placement and its work moved; zero
+	// never takes them out.
+	ChildGracePeriod time.Duration
+	// CapacityReportInterval is the longest a cluster agent waits between
+	// two capacity reports to the continuum; changes are reported sooner.
+	CapacityReportInterval time.Duration
 
 	// RedisAddr is the Redis server, host:port (MLSYSOPS_REDIS_ADDR, else
 	// the upstream REDIS_HOST and REDIS_PORT). Used by the continuum and
@@ -88,14 +96,16 @@ type Connection struct {
 // NewConnection returns the defaults.
 func NewConnection() *Connection {
 	return &Connection{
-		XMPPDomain:           "mlsysops.local",
-		HeartbeatInterval:    2 * time.Second,
-		RedisPrefix:          "mlsysops",
-		KarmadaContext:       "karmada-apiserver",
-		PlacementControllers: true,
-		Listen:               ":9464",
-		LogLevel:             "info",
-		LogFormat:            "json",
+		XMPPDomain:             "mlsysops.local",
+		HeartbeatInterval:      2 * time.Second,
+		ChildGracePeriod:       time.Minute,
+		CapacityReportInterval: 30 * time.Second,
+		RedisPrefix:            "mlsysops",
+		KarmadaContext:         "karmada-apiserver",
+		PlacementControllers:   true,
+		Listen:                 ":9464",
+		LogLevel:               "info",
+		LogFormat:              "json",
 	}
 }
 
@@ -166,6 +176,8 @@ func (c *Connection) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.ContinuumName, "continuum-name", c.ContinuumName, "the continuum agent's name ($MLSYSOPS_CONTINUUM_NAME; default: the continuum description in --descriptions)")
 	fs.StringSliceVar(&c.Controllers, "xmpp-controllers", c.Controllers, "further JIDs allowed to send commands, e.g. the northbound API ($MLSYSOPS_XMPP_CONTROLLERS)")
 	fs.DurationVar(&c.HeartbeatInterval, "heartbeat-interval", c.HeartbeatInterval, "how often a child signals liveness to its parent")
+	fs.DurationVar(&c.ChildGracePeriod, "child-grace-period", c.ChildGracePeriod, "how long a cluster or node agent may be gone before its cluster or node is taken out of placement and its work moved (0: never)")
+	fs.DurationVar(&c.CapacityReportInterval, "capacity-report-interval", c.CapacityReportInterval, "longest time between a cluster agent's capacity reports (changes are reported within a second)")
 	fs.StringVar(&c.RedisAddr, "redis-addr", c.RedisAddr, "Redis host:port for the continuum and cluster layers ($MLSYSOPS_REDIS_ADDR, $REDIS_HOST:$REDIS_PORT)")
 	fs.StringVar(&c.RedisPasswordFile, "redis-password-file", c.RedisPasswordFile, "file with the Redis password ($MLSYSOPS_REDIS_PASSWORD_FILE; else $MLSYSOPS_REDIS_PASSWORD or $REDIS_PASSWORD)")
 	fs.StringVar(&c.RedisPrefix, "redis-prefix", c.RedisPrefix, "prefix of every Redis key")
@@ -190,6 +202,12 @@ func (c *Connection) Validate(layer agentconfig.Layer) error {
 	}
 	if c.HeartbeatInterval <= 0 {
 		errs = append(errs, fmt.Errorf("--heartbeat-interval: must be positive, got %s", c.HeartbeatInterval))
+	}
+	if c.ChildGracePeriod < 0 {
+		errs = append(errs, fmt.Errorf("--child-grace-period: must not be negative, got %s", c.ChildGracePeriod))
+	}
+	if c.CapacityReportInterval <= 0 {
+		errs = append(errs, fmt.Errorf("--capacity-report-interval: must be positive, got %s", c.CapacityReportInterval))
 	}
 	if layer != agentconfig.LayerNode && c.RedisAddr == "" {
 		errs = append(errs, fmt.Errorf("--redis-addr: required for the %s layer (or $REDIS_HOST)", layer))

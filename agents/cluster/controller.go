@@ -343,10 +343,14 @@ func allReadyNodes(nodes []placement.Node, names []string) bool {
 // apply creates or updates the rendered objects.
 func (r *AppReconciler) apply(ctx context.Context, objs fluidity.Objects) error {
 	want := objs.Deployment
+	th, err := fluidity.TemplateHash(&want.Spec.Template)
+	if err != nil {
+		return err
+	}
 	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: want.Name, Namespace: want.Namespace}}
 	if _, err := controllerutil.CreateOrUpdate(ctx, r.client, dep, func() error {
 		// Merge: the deployment controller keeps its revision annotation
-		// here, and an annotation change bumps the generation.
+		// here.
 		dep.Labels = merge(dep.Labels, want.Labels)
 		dep.Annotations = merge(dep.Annotations, want.Annotations)
 		dep.Spec.Replicas = want.Spec.Replicas
@@ -354,7 +358,12 @@ func (r *AppReconciler) apply(ctx context.Context, objs fluidity.Objects) error 
 		if dep.CreationTimestamp.IsZero() {
 			dep.Spec.Selector = want.Spec.Selector
 		}
-		dep.Spec.Template = want.Spec.Template
+		// The template as the API server defaulted it stays unless ours
+		// changed: no write on a pass that changes nothing.
+		if dep.CreationTimestamp.IsZero() || dep.Annotations[fluidity.AnnotationTemplateHash] != th {
+			dep.Spec.Template = want.Spec.Template
+		}
+		dep.Annotations[fluidity.AnnotationTemplateHash] = th
 		return nil
 	}); err != nil {
 		return fmt.Errorf("deployment %s/%s: %w", want.Namespace, want.Name, err)

@@ -25,9 +25,11 @@ type CapacitySource interface {
 }
 
 // ProxyCapacity reads member clusters through Karmada: Cluster objects for
-// readiness and API availability, and each member's nodes and pods through
-// Karmada's cluster proxy, so placement sees node labels (GPU products,
-// layers, architectures) and what is already requested on each node.
+// readiness and API availability, and each member's nodes from its cluster
+// agent's latest capacity report (Reports) or, without a fresh one, its
+// nodes and pods through Karmada's cluster proxy, so placement sees node
+// labels (GPU products, layers, architectures) and what is already
+// requested on each node.
 //
 // Reads are shared for a short while (TTL): placing a burst of applications
 // then costs one read of every member, not one per application. The member
@@ -38,6 +40,9 @@ type ProxyCapacity struct {
 	rest    rest.Interface
 	// TTL is how long a read is reused; zero reads every time.
 	TTL time.Duration
+	// Reports, when set, holds the cluster agents' capacity reports, used
+	// instead of reading the members while they are fresh.
+	Reports *Reports
 
 	mu     sync.Mutex
 	cached []placement.Cluster
@@ -96,7 +101,9 @@ func (p *ProxyCapacity) read(ctx context.Context) ([]placement.Cluster, error) {
 		if c.Spec.Provider != "" {
 			pc.CloudProvider = c.Spec.Provider
 		}
-		if pc.Ready {
+		if nodes, ok := p.Reports.nodes(c.Name); ok && pc.Ready {
+			pc.Nodes = nodes
+		} else if pc.Ready {
 			nodes, err := p.nodes(ctx, c.Name)
 			if err != nil {
 				pc.Ready = false

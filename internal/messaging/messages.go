@@ -193,6 +193,27 @@ type CapacityReport struct {
 	MemoryBytes Quantity `json:"memory_bytes"`
 	// GPUs maps a GPU model (the nvidia.com/gpu.product label) to its counts.
 	GPUs map[string]GPUCapacity `json:"gpus,omitempty"`
+	// Nodes lists every node with what cluster placement filters on. It is
+	// left out when the list would make the report too large; the
+	// continuum then reads the nodes through Karmada.
+	Nodes []NodeCapacity `json:"nodes,omitempty"`
+}
+
+// NodeCapacity is one node of a CapacityReport.
+type NodeCapacity struct {
+	Name string `json:"name"`
+	// Ready is the node's Ready condition.
+	Ready bool `json:"ready"`
+	// Unschedulable is set on cordoned nodes.
+	Unschedulable bool `json:"unschedulable,omitempty"`
+	// Taints lists the NoSchedule and NoExecute taints as key=value:effect.
+	Taints []string `json:"taints,omitempty"`
+	// Labels are the node's labels (GPU products, layers, architecture).
+	Labels map[string]string `json:"labels,omitempty"`
+	// Allocatable and Requested map resource names to quantities
+	// ("4", "16Gi", "1"): what the node offers and what its pods request.
+	Allocatable map[string]string `json:"allocatable"`
+	Requested   map[string]string `json:"requested,omitempty"`
 }
 
 // ComponentStatus is the status of one component of an application.
@@ -438,6 +459,11 @@ func (m *CapacityReport) Validate() error {
 	for model, g := range m.GPUs {
 		if g.Free < 0 || g.Total < 0 || g.Free > g.Total {
 			return fmt.Errorf("gpus[%s]: free %d and total %d inconsistent", model, g.Free, g.Total)
+		}
+	}
+	for i, n := range m.Nodes {
+		if n.Name == "" {
+			return fmt.Errorf("nodes[%d].name: required", i)
 		}
 	}
 	return required("cluster", m.Cluster)

@@ -231,6 +231,7 @@ func (tb *Testbed) schedulerProcess(cluster string, port int, kubeconfig string)
 		"--cert-dir=" + tb.l.path("run", cluster+"-scheduler"),
 		"--leader-elect=false",
 		"--profiling=false",
+		"--kube-api-qps=200", "--kube-api-burst=400",
 	}, httpsReady(fmt.Sprintf("https://127.0.0.1:%d/healthz", port), ""))
 }
 

@@ -1,6 +1,7 @@
 package testbed
 
 import (
+	"slices"
 	"context"
 	"encoding/json"
 	"errors"
@@ -404,7 +405,12 @@ func (tb *Testbed) prepare() (*plan, error) {
 			}
 			p.managers = append(p.managers,
 				tb.kcmProcess(e.name, tb.l.memberPort(i, memberKCM), kcmKubeconfig, kcmControllers,
-					"--node-monitor-grace-period=20s", "--node-monitor-period=2s"),
+					"--node-monitor-grace-period=20s", "--node-monitor-period=2s",
+					// Hundreds of applications arrive at once in the
+					// benchmarks: the defaults (20 QPS) would be the
+					// bottleneck, not MLSysOps.
+					"--kube-api-qps=200", "--kube-api-burst=400",
+					"--concurrent-deployment-syncs=10", "--concurrent-replicaset-syncs=10", "--concurrent-namespace-syncs=10"),
 				tb.schedulerProcess(e.name, tb.l.memberPort(i, memberScheduler), schedKubeconfig),
 				tb.kwokProcess(e.name, i, adminKubeconfig))
 		}
@@ -450,11 +456,19 @@ func (tb *Testbed) prepare() (*plan, error) {
 			"--cluster-monitor-grace-period=20s",
 			"--failover-eviction-timeout=30s",
 			"--controllers=*",
+			// Room for bursts of applications (defaults: 40 QPS to each
+			// apiserver, 10 queue items per second per controller).
+			"--kube-api-qps=200", "--kube-api-burst=400",
+			"--cluster-api-qps=200", "--cluster-api-burst=400",
+			"--rate-limiter-qps=200", "--rate-limiter-bucket-size=1000",
+			"--concurrent-resourcebinding-syncs=10", "--concurrent-work-syncs=10", "--concurrent-resource-template-syncs=10",
 		}, httpReady("http://"+tb.l.addr(portKarmadaCMHealth)+"/healthz")),
 		tb.process("karmada-scheduler", "karmada-scheduler", []string{
 			"--kubeconfig=" + karmadaKubeconfig,
 			"--leader-elect=false",
 			"--enable-scheduler-estimator=false",
+			"--kube-api-qps=200", "--kube-api-burst=400",
+			"--rate-limiter-qps=200", "--rate-limiter-bucket-size=1000",
 			"--metrics-bind-address=" + tb.l.addr(portKarmadaSchedMet),
 			"--health-probe-bind-address=" + tb.l.addr(portKarmadaSchedHlt),
 		}, httpReady("http://"+tb.l.addr(portKarmadaSchedHlt)+"/healthz")),
@@ -738,6 +752,33 @@ func (tb *Testbed) Down(ctx context.Context, purge bool) error {
 			errs = append(errs, err)
 		}
 		tb.progress("removed %s", "state", tb.l.state)
+	}
+	return errors.Join(errs...)
+}
+
+// StopCluster stops every process of a member cluster (its API server,
+// controller manager, scheduler and KWOK), as if the cluster went away;
+// Karmada sees it NotReady within its grace period. Up starts it again.
+func (tb *Testbed) StopCluster(name string) error {
+	if !slices.Contains(tb.clusters, name) {
+		return fmt.Errorf("no member cluster %s (have %v)", name, tb.clusters)
+	}
+	files, _ := filepath.Glob(tb.l.path("pids", name+"-*.pid"))
+	// The API server last, like Down.
+	sort.SliceStable(files, func(i, j int) bool {
+		return !strings.HasSuffix(files[i], "-apiserver.pid") && strings.HasSuffix(files[j], "-apiserver.pid")
+	})
+	var errs []error
+	for _, f := range files {
+		pname := strings.TrimSuffix(filepath.Base(f), ".pid")
+		if err := (&proc.Process{Name: pname, PIDFile: f}).Stop(15 * time.Second); err != nil {
+			errs = append(errs, err)
+		} else {
+			tb.progress("stopped", pname)
+		}
+	}
+	if len(files) == 0 {
+		errs = append(errs, fmt.Errorf("member cluster %s: no running process", name))
 	}
 	return errors.Join(errs...)
 }

@@ -97,10 +97,49 @@ func RepoRoot() (string, error) {
 	}
 }
 
+// StopSharedCluster stops the processes of one member cluster of the
+// shared testbed. The cluster comes back at the end of the test (and with
+// RestoreShared); the test must leave the testbed as it found it.
+func StopSharedCluster(t testing.TB, name string) {
+	t.Helper()
+	err := withShared(func(tb *Testbed) error { return tb.StopCluster(name) })
+	t.Cleanup(func() { RestoreShared(t) })
+	if err != nil {
+		t.Fatalf("stop member cluster %s: %v", name, err)
+	}
+}
+
+// RestoreShared starts whatever of the shared testbed is not running and
+// waits until every member cluster is Ready again.
+func RestoreShared(t testing.TB) {
+	t.Helper()
+	if err := withShared(func(tb *Testbed) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		_, err := tb.Up(ctx)
+		return err
+	}); err != nil {
+		t.Fatalf("restore the shared testbed: %v", err)
+	}
+}
+
 func upShared() (*Env, error) {
+	var env *Env
+	err := withShared(func(tb *Testbed) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		var err error
+		env, err = tb.Up(ctx)
+		return err
+	})
+	return env, err
+}
+
+// withShared runs fn on the shared testbed while holding its lock.
+func withShared(fn func(tb *Testbed) error) error {
 	root, err := RepoRoot()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	bin := filepath.Join(root, "bin")
 	var missing []string
@@ -110,7 +149,7 @@ func upShared() (*Env, error) {
 		}
 	}
 	if len(missing) > 0 {
-		return nil, fmt.Errorf("missing %s in %s: run `make deps` first", strings.Join(missing, ", "), bin)
+		return fmt.Errorf("missing %s in %s: run `make deps` first", strings.Join(missing, ", "), bin)
 	}
 	state := os.Getenv(EnvTestState)
 	if state == "" {
@@ -119,19 +158,19 @@ func upShared() (*Env, error) {
 	base := DefaultTestPortBase
 	if v := os.Getenv(EnvTestPortBase); v != "" {
 		if base, err = strconv.Atoi(v); err != nil {
-			return nil, fmt.Errorf("%s=%q: %w", EnvTestPortBase, v, err)
+			return fmt.Errorf("%s=%q: %w", EnvTestPortBase, v, err)
 		}
 	}
 	if err := os.MkdirAll(state, 0o755); err != nil {
-		return nil, err
+		return err
 	}
 	lock, err := os.OpenFile(state+".lock", os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer lock.Close()
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		return nil, err
+		return err
 	}
 	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
 
@@ -140,15 +179,12 @@ func upShared() (*Env, error) {
 		Descriptions: filepath.Join(root, "descriptions"), StateDir: state, PortBase: base, BinDir: bin, Out: &out,
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	env, err := tb.Up(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("%w\nprogress:\n%s", err, out.String())
+	if err := fn(tb); err != nil {
+		return fmt.Errorf("%w\nprogress:\n%s", err, out.String())
 	}
-	return env, nil
+	return nil
 }
 
 // Redis starts a Redis private to the test (its own folder and port),

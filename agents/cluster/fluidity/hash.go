@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 
+	corev1 "k8s.io/api/core/v1"
+
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
 )
 
@@ -12,6 +14,22 @@ import (
 // rendered Deployment would compare equal field by field after defaulting.
 func specHash(comp *mlsysopsv1.Component) (string, error) {
 	b, err := json.Marshal(comp)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8]), nil
+}
+
+// AnnotationTemplateHash is a hash of the pod template the controller last
+// wrote into a Deployment. The API server defaults a written template, so
+// comparing field by field would see a change on every pass and rewrite
+// the Deployment each time; the hash tells a real change.
+const AnnotationTemplateHash = mlsysopsv1.LabelPrefix + "template-hash"
+
+// TemplateHash identifies a rendered pod template.
+func TemplateHash(t *corev1.PodTemplateSpec) (string, error) {
+	b, err := json.Marshal(t)
 	if err != nil {
 		return "", err
 	}

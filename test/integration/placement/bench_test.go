@@ -16,6 +16,7 @@ import (
 
 	"github.com/mlsysops-go/mlsysops/agents/continuum"
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
+	"github.com/mlsysops-go/mlsysops/internal/testbed"
 )
 
 func smallApp(name string) *mlsysopsv1.MLSysOpsApp {
@@ -105,13 +106,32 @@ func cleanupBench(b *testing.B, a *agents) {
 	_ = a.karmada.DeleteAllOf(context.Background(), &mlsysopsv1.MLSysOpsApp{}, client.InNamespace(continuum.AppNamespace), client.MatchingLabels{"bench": "true"})
 }
 
+// startProcessAgents runs the agent processes on the shared testbed.
+func startProcessAgents(b *testing.B) *agents {
+	b.Helper()
+	env := testbed.Shared(b)
+	testbed.StartTestAgents(b, env, testbed.TestAgentsOptions{Nodes: true})
+	scheme, err := continuum.Scheme()
+	if err != nil {
+		b.Fatal(err)
+	}
+	kc, err := client.NewWithWatch(env.RESTConfig(b, testbed.ContextKarmada), client.Options{Scheme: scheme})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return &agents{env: env, karmada: kc, Stop: func() {}}
+}
+
 // BenchmarkSubmissionToRunning measures, on the testbed, the time from
 // creating an application in the Karmada API to its Running status (cluster
 // placement, propagation, node placement, pods Running on KWOK nodes,
 // status back), for apps submitted one at a time, and the throughput when
 // 500 are submitted at once.
+//
+// The agents are the real processes (continuum, cluster and node agents),
+// as `make up` runs them.
 func BenchmarkSubmissionToRunning(b *testing.B) {
-	a := startAgentsB(b)
+	a := startProcessAgents(b)
 	b.Run("sequential", func(b *testing.B) {
 		defer cleanupBench(b, a)
 		var all []time.Duration

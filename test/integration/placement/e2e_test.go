@@ -64,11 +64,7 @@ func (a *agents) unavailable() map[string]string {
 
 // startAgents runs the continuum controllers on Karmada and one cluster
 // controller per member cluster, in this process, for the test.
-func startAgents(t *testing.T) *agents { return startAgentsTB(t) }
-
-func startAgentsB(b *testing.B) *agents { return startAgentsTB(b) }
-
-func startAgentsTB(t testing.TB) *agents {
+func startAgents(t *testing.T) *agents {
 	t.Helper()
 	env := testbed.Shared(t)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -1,0 +1,123 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+)
+
+// graceTracker decides which children count as gone: those not online for
+// longer than the grace period. A child never seen since this agent
+// started is measured from the start, so a restarting parent does not
+// judge children before they had time to come back.
+type graceTracker struct {
+	grace time.Duration
+	start time.Time
+	now   func() time.Time
+
+	mu      sync.Mutex
+	offline map[string]time.Time // child -> offline since
+	online  map[string]bool
+	gone    map[string]bool // as last reported through changed
+	// changed is called (outside the lock) when the set of gone children
+	// changes.
+	changed func()
+}
+
+// newGraceTracker tracks the named children; grace 0 disables it (no child
+// is ever gone).
+func newGraceTracker(grace time.Duration, children []string, changed func()) *graceTracker {
+	g := &graceTracker{grace: grace, now: time.Now, offline: map[string]time.Time{}, online: map[string]bool{}, gone: map[string]bool{}, changed: changed}
+	g.start = g.now()
+	for _, c := range children {
+		g.offline[c] = g.start
+	}
+	return g
+}
+
+// set records a child's liveness change.
+func (g *graceTracker) set(child string, online bool, at time.Time) {
+	g.mu.Lock()
+	if online {
+		g.online[child] = true
+		delete(g.offline, child)
+	} else if g.online[child] || g.offline[child].IsZero() {
+		delete(g.online, child)
+		g.offline[child] = at
+	}
+	g.mu.Unlock()
+	g.check()
+}
+
+// Unavailable returns the children gone past the grace period with why.
+func (g *graceTracker) Unavailable() map[string]string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.unavailableLocked(g.now())
+}
+
+func (g *graceTracker) unavailableLocked(now time.Time) map[string]string {
+	out := map[string]string{}
+	if g.grace <= 0 {
+		return out
+	}
+	for c, since := range g.offline {
+		if d := now.Sub(since); d > g.grace {
+			if since.Equal(g.start) {
+				out[c] = fmt.Sprintf("its agent has not registered in the %s since this agent started", d.Round(time.Second))
+			} else {
+				out[c] = fmt.Sprintf("its agent has been gone for %s (grace period %s)", d.Round(time.Second), g.grace)
+			}
+		}
+	}
+	return out
+}
+
+// check calls changed when the gone set differs from the last one.
+func (g *graceTracker) check() {
+	g.mu.Lock()
+	now := g.unavailableLocked(g.now())
+	same := len(now) == len(g.gone)
+	for c := range now {
+		same = same && g.gone[c]
+	}
+	if !same {
+		g.gone = map[string]bool{}
+		for c := range now {
+			g.gone[c] = true
+		}
+	}
+	g.mu.Unlock()
+	if !same && g.changed != nil {
+		g.changed()
+	}
+}
+
+// goneList is the sorted names of the children gone, for /status.
+func (g *graceTracker) goneList() []string {
+	var out []string
+	for c := range g.Unavailable() {
+		out = append(out, c)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// run checks once a second so that grace periods expire on time.
+func (g *graceTracker) run(ctx context.Context) {
+	if g.grace <= 0 {
+		return
+	}
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			g.check()
+		}
+	}
+}

@@ -1,0 +1,462 @@
+// Package failover_test runs the real agent processes on the shared
+// testbed (the continuum agent, a cluster agent per member cluster, a node
+// agent per node), kills them in the middle of deployments and stops a
+// whole member cluster, and checks that exactly the desired set of
+// workloads runs afterwards.
+package failover_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
+
+	"github.com/mlsysops-go/mlsysops/agents/cluster/fluidity"
+	"github.com/mlsysops-go/mlsysops/agents/continuum"
+	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
+	"github.com/mlsysops-go/mlsysops/internal/description"
+	"github.com/mlsysops-go/mlsysops/internal/testbed"
+)
+
+// grace is the agents' child grace period in these tests.
+const grace = 10 * time.Second
+
+type world struct {
+	env     *testbed.Env
+	agents  *testbed.TestAgents
+	karmada client.Client
+	members map[string]kubernetes.Interface
+}
+
+func start(t *testing.T) *world {
+	t.Helper()
+	ctrllog.SetLogger(logr.Discard())
+	env := testbed.Shared(t)
+	w := &world{env: env, members: map[string]kubernetes.Interface{}}
+	w.agents = testbed.StartTestAgents(t, env, testbed.TestAgentsOptions{
+		Nodes: true,
+		Args:  []string{"--child-grace-period", grace.String(), "--capacity-report-interval", "5s"},
+	})
+	scheme, err := continuum.Scheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.karmada, err = client.New(env.RESTConfig(t, testbed.ContextKarmada), client.Options{Scheme: scheme}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range env.Clusters {
+		w.members[c] = kubernetes.NewForConfigOrDie(env.RESTConfig(t, c))
+	}
+	return w
+}
+
+// app reads an example application and gives it a fresh name.
+func app(t *testing.T, example, prefix string) *mlsysopsv1.MLSysOpsApp {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "..", "examples", "apps", example))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, errs := description.ParseApp(data, description.FormatYAML)
+	if len(errs) > 0 {
+		t.Fatal(errs.ToAggregate())
+	}
+	a.Name = prefix + "-" + rand.String(5)
+	a.Spec.Name = a.Name
+	a.Namespace = continuum.AppNamespace
+	return a
+}
+
+func (w *world) create(t *testing.T, a *mlsysopsv1.MLSysOpsApp) {
+	t.Helper()
+	if err := w.karmada.Create(context.Background(), a); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.karmada.Delete(context.Background(), a) })
+}
+
+// poll calls cond every interval until it returns nil or within passes.
+func poll(t *testing.T, what string, interval, within time.Duration, cond func(ctx context.Context) error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	var last error
+	for {
+		if last = cond(ctx); last == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s: not after %s: %v", what, within, last)
+		case <-time.After(interval):
+		}
+	}
+}
+
+func (w *world) get(ctx context.Context, name string) (*mlsysopsv1.MLSysOpsApp, error) {
+	a := &mlsysopsv1.MLSysOpsApp{}
+	return a, w.karmada.Get(ctx, types.NamespacedName{Namespace: continuum.AppNamespace, Name: name}, a)
+}
+
+func (w *world) waitPhase(t *testing.T, name string, phase mlsysopsv1.AppPhase, within time.Duration) *mlsysopsv1.MLSysOpsApp {
+	t.Helper()
+	var got *mlsysopsv1.MLSysOpsApp
+	poll(t, name+" "+string(phase), 500*time.Millisecond, within, func(ctx context.Context) error {
+		a, err := w.get(ctx, name)
+		if err != nil {
+			return err
+		}
+		got = a
+		if a.Status.Phase != phase {
+			return fmt.Errorf("phase %s: %s", a.Status.Phase, a.Status.Message)
+		}
+		return nil
+	})
+	return got
+}
+
+// desired checks that an application runs exactly as described on
+// exactly one cluster: one PropagationPolicy naming that cluster, one
+// Deployment per component with all its replicas running and no other
+// pods, and nothing of it in the other clusters.
+func (w *world) desired(ctx context.Context, a *mlsysopsv1.MLSysOpsApp, on string) error {
+	var pps policyv1alpha1.PropagationPolicyList
+	if err := w.karmada.List(ctx, &pps, client.InNamespace(continuum.AppNamespace), client.MatchingLabels{mlsysopsv1.LabelApp: a.Name}); err != nil {
+		return err
+	}
+	if len(pps.Items) != 1 {
+		return fmt.Errorf("%d PropagationPolicies, want 1", len(pps.Items))
+	}
+	if aff := pps.Items[0].Spec.Placement.ClusterAffinity; aff == nil || !slices.Equal(aff.ClusterNames, []string{on}) {
+		return fmt.Errorf("PropagationPolicy places on %+v, want [%s]", aff, on)
+	}
+	ns := fluidity.Namespace(a.Name)
+	for name, cs := range w.members {
+		deps, err := cs.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		if name != on {
+			if len(deps.Items)+len(pods.Items) > 0 {
+				return fmt.Errorf("%s hosts %d Deployments and %d pods of the app, want none", name, len(deps.Items), len(pods.Items))
+			}
+			continue
+		}
+		var got []string
+		for _, d := range deps.Items {
+			got = append(got, d.Labels[mlsysopsv1.LabelComponent])
+		}
+		sort.Strings(got)
+		var want []string
+		for _, c := range a.Spec.Components {
+			want = append(want, c.Metadata.Name)
+		}
+		sort.Strings(want)
+		if !slices.Equal(got, want) {
+			return fmt.Errorf("%s: Deployments of components %v, want %v", name, got, want)
+		}
+		running := map[string]int{}
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp != nil {
+				return fmt.Errorf("%s: pod %s still terminating", name, p.Name)
+			}
+			if p.Status.Phase != corev1.PodRunning {
+				return fmt.Errorf("%s: pod %s is %s", name, p.Name, p.Status.Phase)
+			}
+			running[p.Labels[mlsysopsv1.LabelComponent]]++
+		}
+		for _, d := range deps.Items {
+			comp := d.Labels[mlsysopsv1.LabelComponent]
+			want := int32(1)
+			if d.Spec.Replicas != nil {
+				want = *d.Spec.Replicas
+			}
+			if int32(running[comp]) != want {
+				return fmt.Errorf("%s: %d running pods of %s, want %d", name, running[comp], comp, want)
+			}
+		}
+	}
+	return nil
+}
+
+// gone checks that nothing of the application is left anywhere.
+func (w *world) gone(ctx context.Context, name string) error {
+	if _, err := w.get(ctx, name); !apierrors.IsNotFound(err) {
+		return fmt.Errorf("MLSysOpsApp still in Karmada (%v)", err)
+	}
+	var pps policyv1alpha1.PropagationPolicyList
+	if err := w.karmada.List(ctx, &pps, client.InNamespace(continuum.AppNamespace), client.MatchingLabels{mlsysopsv1.LabelApp: name}); err != nil {
+		return err
+	}
+	if len(pps.Items) > 0 {
+		return fmt.Errorf("%d PropagationPolicies left", len(pps.Items))
+	}
+	for c, cs := range w.members {
+		if _, err := cs.CoreV1().Namespaces().Get(ctx, fluidity.Namespace(name), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("namespace %s still in %s (%v)", fluidity.Namespace(name), c, err)
+		}
+	}
+	return nil
+}
+
+func (w *world) remove(t *testing.T, a *mlsysopsv1.MLSysOpsApp) {
+	t.Helper()
+	if err := w.karmada.Delete(context.Background(), a); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	poll(t, a.Name+" removed everywhere", time.Second, 3*time.Minute, func(ctx context.Context) error { return w.gone(ctx, a.Name) })
+}
+
+// Each agent killed with SIGKILL in the middle of a deployment and started
+// again leaves exactly the desired set: no duplicate Deployment, no pod
+// left behind, nothing in the other cluster; removal then leaves nothing.
+func TestAgentKilledMidDeployment(t *testing.T) {
+	w := start(t)
+	cases := []struct {
+		victim  string // layer/name
+		example string
+		cluster string
+		// midway reports that the deployment is under way: the moment to
+		// kill.
+		midway func(ctx context.Context, a *mlsysopsv1.MLSysOpsApp) bool
+	}{
+		{
+			victim: testbed.LayerContinuum + "/mls-continuum", example: "gpu-inference.yaml", cluster: "cloud-1",
+			// The continuum has chosen the cluster and written the policy;
+			// Karmada has not propagated yet.
+			midway: func(ctx context.Context, a *mlsysopsv1.MLSysOpsApp) bool {
+				var pp policyv1alpha1.PropagationPolicy
+				return w.karmada.Get(ctx, types.NamespacedName{Namespace: a.Namespace, Name: a.Name}, &pp) == nil
+			},
+		},
+		{
+			victim: testbed.LayerCluster + "/cloud-1", example: "gpu-inference.yaml", cluster: "cloud-1",
+			// The first component's Deployment exists; the one that depends
+			// on it does not yet.
+			midway: func(ctx context.Context, a *mlsysopsv1.MLSysOpsApp) bool {
+				deps, err := w.members["cloud-1"].AppsV1().Deployments(fluidity.Namespace(a.Name)).List(ctx, metav1.ListOptions{})
+				return err == nil && len(deps.Items) > 0
+			},
+		},
+		{
+			victim: testbed.LayerCluster + "/edge-1", example: "edge-camera-arm64.yaml", cluster: "edge-1",
+			midway: func(ctx context.Context, a *mlsysopsv1.MLSysOpsApp) bool {
+				_, err := w.members["edge-1"].CoreV1().Namespaces().Get(ctx, fluidity.Namespace(a.Name), metav1.GetOptions{})
+				return err == nil
+			},
+		},
+		{
+			victim: testbed.LayerNode + "/cloud-gpu-h100-1", example: "gpu-inference.yaml", cluster: "cloud-1",
+			midway: func(ctx context.Context, a *mlsysopsv1.MLSysOpsApp) bool {
+				deps, err := w.members["cloud-1"].AppsV1().Deployments(fluidity.Namespace(a.Name)).List(ctx, metav1.ListOptions{})
+				return err == nil && len(deps.Items) > 0
+			},
+		},
+	}
+	for _, tc := range cases {
+		layer, name, _ := strings.Cut(tc.victim, "/")
+		t.Run(strings.ReplaceAll(tc.victim, "/", "-"), func(t *testing.T) {
+			a := app(t, tc.example, "kill-"+layer)
+			w.create(t, a)
+			poll(t, "deployment under way", 20*time.Millisecond, 2*time.Minute, func(ctx context.Context) error {
+				if tc.midway(ctx, a) {
+					return nil
+				}
+				return fmt.Errorf("not yet")
+			})
+			w.agents.Kill(layer, name)
+			got, err := w.get(context.Background(), a.Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("killed %s with the app %s: %s", tc.victim, got.Status.Phase, got.Status.Message)
+			time.Sleep(2 * time.Second)
+			w.agents.Start(layer, name)
+			w.waitPhase(t, a.Name, mlsysopsv1.AppRunning, 3*time.Minute)
+			poll(t, "exactly the desired set", time.Second, 2*time.Minute, func(ctx context.Context) error { return w.desired(ctx, a, tc.cluster) })
+			// And it stays so: the restarted agents settle without churn.
+			time.Sleep(3 * time.Second)
+			if err := w.desired(context.Background(), a, tc.cluster); err != nil {
+				t.Fatalf("after settling: %v", err)
+			}
+			w.remove(t, a)
+		})
+	}
+}
+
+// A member cluster that goes away (its API server, controllers, nodes and
+// cluster agent all stopped) has its applications re-placed on the other
+// eligible cluster; when it comes back it is cleaned up and the
+// application stays where it moved.
+func TestMemberClusterStopped(t *testing.T) {
+	w := start(t)
+	a := app(t, "gpu-inference.yaml", "cstop")
+	// Any cluster will do: a small CPU-only component.
+	a.Spec.ClusterPlacement = nil
+	a.Spec.Components = a.Spec.Components[1:] // the gateway
+	a.Spec.Components[0].DependsOn = nil
+	w.create(t, a)
+	got := w.waitPhase(t, a.Name, mlsysopsv1.AppRunning, 3*time.Minute)
+	if len(got.Status.Components) != 1 {
+		t.Fatalf("components %+v", got.Status.Components)
+	}
+	first := got.Status.Components[0].Cluster
+	second := "cloud-1"
+	if first == "cloud-1" {
+		second = "edge-1"
+	}
+	t.Logf("running on %s; stopping %s", first, first)
+	// The cluster agent runs in its cluster: it goes with it.
+	stopped := time.Now()
+	testbed.StopSharedCluster(t, first)
+	w.agents.Kill(testbed.LayerCluster, first)
+	poll(t, "app re-placed on "+second, time.Second, 4*time.Minute, func(ctx context.Context) error {
+		deps, err := w.members[second].AppsV1().Deployments(fluidity.Namespace(a.Name)).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		if len(deps.Items) != 1 || deps.Items[0].Status.ReadyReplicas != 1 {
+			return fmt.Errorf("%d Deployments in %s", len(deps.Items), second)
+		}
+		return nil
+	})
+	t.Logf("re-placed on %s %s after the cluster stopped", second, time.Since(stopped).Round(time.Second))
+	got = w.waitPhase(t, a.Name, mlsysopsv1.AppRunning, 2*time.Minute)
+	if len(got.Status.Components) != 1 || got.Status.Components[0].Cluster != second {
+		t.Errorf("status components %+v, want one on %s", got.Status.Components, second)
+	}
+
+	// The cluster comes back with its agent: what it still held goes,
+	// the application stays where it is.
+	testbed.RestoreShared(t)
+	w.agents.Start(testbed.LayerCluster, first)
+	poll(t, "exactly the desired set on "+second, time.Second, 4*time.Minute, func(ctx context.Context) error { return w.desired(ctx, a, second) })
+	w.remove(t, a)
+}
+
+// Every cluster agent reports its capacity to the continuum agent, which
+// keeps it for placement.
+func TestCapacityReports(t *testing.T) {
+	w := start(t)
+	cont := w.agents.Get(testbed.LayerContinuum, "mls-continuum")
+	poll(t, "fresh capacity reports from every cluster", time.Second, time.Minute, func(ctx context.Context) error {
+		var st struct {
+			CapacityReports map[string]struct {
+				Fresh       bool                      `json:"fresh"`
+				ReadyNodes  int                       `json:"ready_nodes"`
+				NodesListed int                       `json:"nodes_listed"`
+				GPUs        map[string]map[string]any `json:"gpus"`
+			} `json:"capacity_reports"`
+		}
+		if err := getJSON(ctx, cont.URL()+"/status", &st); err != nil {
+			return err
+		}
+		for _, c := range w.env.Clusters {
+			r, ok := st.CapacityReports[c]
+			if !ok || !r.Fresh || r.ReadyNodes == 0 || r.NodesListed < r.ReadyNodes {
+				return fmt.Errorf("report of %s: %+v (present %v)", c, r, ok)
+			}
+		}
+		if _, ok := st.CapacityReports["cloud-1"].GPUs["NVIDIA-H100-80GB-HBM3"]; !ok {
+			return fmt.Errorf("cloud-1 reports no H100: %v", st.CapacityReports["cloud-1"].GPUs)
+		}
+		return nil
+	})
+}
+
+func getJSON(ctx context.Context, url string, into any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(into)
+}
+
+// A node whose node agent is gone past the grace period (the Kubernetes
+// node itself still Ready) has its components moved to another eligible
+// node; the agent coming back does not move them again.
+func TestNodeAgentGoneMovesComponents(t *testing.T) {
+	w := start(t)
+	a := app(t, "gpu-inference.yaml", "nagent")
+	a.Spec.Components = a.Spec.Components[1:] // the CPU-only gateway
+	a.Spec.Components[0].DependsOn = nil
+	w.create(t, a)
+	got := w.waitPhase(t, a.Name, mlsysopsv1.AppRunning, 3*time.Minute)
+	if len(got.Status.Components) != 1 || len(got.Status.Components[0].Nodes) != 1 {
+		t.Fatalf("components %+v", got.Status.Components)
+	}
+	victim := got.Status.Components[0].Nodes[0]
+	t.Logf("gateway runs on %s; killing its node agent", victim)
+	w.agents.Kill(testbed.LayerNode, victim)
+	killed := time.Now()
+	var now string
+	poll(t, "gateway moved off "+victim, time.Second, 3*time.Minute, func(ctx context.Context) error {
+		got, err := w.get(ctx, a.Name)
+		if err != nil {
+			return err
+		}
+		cs := got.Status.Components
+		if got.Status.Phase != mlsysopsv1.AppRunning || len(cs) != 1 || len(cs[0].Nodes) != 1 || cs[0].Nodes[0] == victim {
+			return fmt.Errorf("phase %s, components %+v", got.Status.Phase, cs)
+		}
+		now = cs[0].Nodes[0]
+		return nil
+	})
+	t.Logf("moved to %s %s after the agent was killed (grace %s)", now, time.Since(killed).Round(time.Second), grace)
+	if elapsed := time.Since(killed); elapsed < grace {
+		t.Errorf("moved after %s, before the grace period", elapsed)
+	}
+	poll(t, "exactly the desired set", time.Second, 2*time.Minute, func(ctx context.Context) error { return w.desired(ctx, a, "cloud-1") })
+	pods, err := w.members["cloud-1"].CoreV1().Pods(fluidity.Namespace(a.Name)).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if p.Spec.NodeName == victim {
+			t.Errorf("pod %s still on %s", p.Name, victim)
+		}
+	}
+
+	w.agents.Start(testbed.LayerNode, victim)
+	time.Sleep(2 * grace)
+	got, err = w.get(context.Background(), a.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cs := got.Status.Components; len(cs) != 1 || len(cs[0].Nodes) != 1 || cs[0].Nodes[0] != now {
+		t.Errorf("after the agent came back the gateway moved again: %+v", cs)
+	}
+	w.remove(t, a)
+}
