@@ -4,21 +4,33 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/mlsysops-go/mlsysops/agents/cluster/fluidity"
+	"github.com/mlsysops-go/mlsysops/agents/continuum"
 	"github.com/mlsysops-go/mlsysops/cmd/mls/commands"
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
+	"github.com/mlsysops-go/mlsysops/internal/description"
 	"github.com/mlsysops-go/mlsysops/internal/state"
 	"github.com/mlsysops-go/mlsysops/internal/testbed"
+	"github.com/mlsysops-go/mlsysops/northbound/api"
 	"github.com/mlsysops-go/mlsysops/northbound/handlers"
+	"github.com/mlsysops-go/mlsysops/northbound/infra"
 	"github.com/mlsysops-go/mlsysops/northbound/policystore"
 )
 
@@ -69,125 +81,150 @@ func background(t *testing.T, args ...string) (*syncBuffer, <-chan int) {
 	return out, done
 }
 
-// waitOutput waits until a running command printed want.
-func waitOutput(t *testing.T, out *syncBuffer, want string) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !strings.Contains(out.String(), want) {
-		if time.Now().After(deadline) {
-			t.Fatalf("output never showed %q:\n%s", want, out.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// TestCLIEndToEnd drives the API through mls on the testbed: deploy,
-// list, watch, details, performance, remove. The continuum and cluster
-// agents, which move an application to Running, are stood in for here by
-// writing what they write: the MLSysOpsApp and its status in Karmada, the
-// node's telemetry and, once removed, forgetting the status in Redis.
+// TestCLIEndToEnd drives the real system through mls: the continuum and
+// cluster agents run as processes on the shared testbed
+// (testbed.StartTestAgents), the API in-process on the testbed's Redis and
+// Karmada. An application is deployed, followed to Running, found on the
+// H100 node with its endpoints, measured, and removed until it is gone
+// from the API, Redis, Karmada and its member cluster. An application
+// applied straight to Karmada is listed and removed the same way. Pods on
+// the testbed's simulated nodes run no containers, so the one stand-in is
+// the application's own metric, written as its exporter would.
 func TestCLIEndToEnd(t *testing.T) {
-	policyDirs := map[string]string{"continuum": t.TempDir(), "cluster": t.TempDir(), "node": t.TempDir()}
-	ke := newKarmadaEnv(t, handlers.Config{Policies: policystore.NewDirStore(map[string][]string{"continuum": {policyDirs["continuum"]}, "cluster": {policyDirs["cluster"]}, "node": {policyDirs["node"]}})})
+	tb := testbed.Shared(t)
+	testbed.StartTestAgents(t, tb, testbed.TestAgentsOptions{})
 	ctx := ctxT(t)
-	t.Setenv("MLS_API_URL", ke.srv.URL)
+	rdb, err := state.NewClient(state.Config{Addrs: []string{tb.RedisAddr}, Password: tb.RedisPassword})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rdb.Close() })
+	store := state.New(rdb, state.Options{Logger: testLogger(t)})
+	kcfg := tb.RESTConfig(t, testbed.ContextKarmada)
+	k, err := infra.New(kcfg, infra.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	policyDirs := map[string]string{"continuum": t.TempDir(), "cluster": t.TempDir(), "node": t.TempDir()}
+	e := newEnv(t, handlers.Config{Store: store, Infra: k,
+		Policies: policystore.NewDirStore(map[string][]string{"continuum": {policyDirs["continuum"]}, "cluster": {policyDirs["cluster"]}, "node": {policyDirs["node"]}})})
+	t.Setenv("MLS_API_URL", e.srv.URL)
 	t.Setenv("MLS_TOKEN", operatorToken)
-	example := filepath.Join(repoRoot(t), "examples", "apps", "gpu-inference.yaml")
+	name := uniq("llm-inference")
+	example := filepath.Join(t.TempDir(), "gpu-inference.yaml")
+	if err := os.WriteFile(example, bytes.Replace(repoFile(t, "examples/apps/gpu-inference.yaml"), []byte("name: llm-inference"), []byte("name: "+name), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	karmada := k.Client()
+	cloud := kubernetes.NewForConfigOrDie(tb.RESTConfig(t, "cloud-1"))
+	t.Cleanup(func() {
+		_ = karmada.Delete(context.Background(), &mlsysopsv1.MLSysOpsApp{ObjectMeta: metav1.ObjectMeta{Namespace: continuum.AppNamespace, Name: name}})
+	})
 
 	out := mustMLS(t, "apps", "deploy-app", "--path", example)
-	if !strings.Contains(out, "Application llm-inference queued, phase Queued, generation 1.") || !strings.Contains(out, "mls watch llm-inference") {
+	if !strings.Contains(out, "Application "+name+" queued, phase Queued, generation 1.") || !strings.Contains(out, "mls watch "+name) {
 		t.Errorf("deploy-app:\n%s", out)
 	}
 	code, _, errOut := mls(t, "apps", "deploy-app", "--path", example)
 	if code != 1 || !strings.Contains(errOut, "already exists") || !strings.Contains(errOut, "HTTP 409") {
 		t.Errorf("second deploy-app: exit %d\n%s", code, errOut)
 	}
-	if out := mustMLS(t, "apps", "list-all"); !strings.Contains(out, "llm-inference  Queued  deploy") {
+	if out := mustMLS(t, "apps", "list-all"); !strings.Contains(out, name+"  ") {
 		t.Errorf("list-all:\n%s", out)
 	}
-	var status map[string]string
-	if err := json.Unmarshal([]byte(mustMLS(t, "apps", "get-app-status", "llm-inference", "-o", "json")), &status); err != nil || status["phase"] != "Queued" {
-		t.Errorf("get-app-status -o json: %v %v", status, err)
-	}
 
-	// The agents' part, stood in for: the resource appears, deploys,
-	// then runs.
-	watch, done := background(t, "watch", "llm-inference", "--interval", "50ms", "--timeout", "2m")
-	waitOutput(t, watch, "Queued")
-	app := ke.placeApp(t, "examples/apps/gpu-inference.yaml", mlsysopsv1.MLSysOpsAppStatus{
-		Phase: mlsysopsv1.AppDeploying,
-		Components: []mlsysopsv1.ComponentStatus{
-			{Name: "llm-server", Cluster: "cloud-1", Nodes: []string{"cloud-gpu-h100-1"}, Replicas: 1},
-			{Name: "gateway", Cluster: "cloud-1", Nodes: []string{"cloud-1"}, Replicas: 1},
-		},
-	})
-	waitOutput(t, watch, "Deploying")
-	if err := ke.apps.Client().Get(ctx, client.ObjectKeyFromObject(app), app); err != nil {
-		t.Fatal(err)
-	}
-	app.Status.Phase = mlsysopsv1.AppRunning
-	app.Status.Components[0].ReadyReplicas, app.Status.Components[1].ReadyReplicas = 1, 1
-	if err := ke.apps.Client().Status().Update(ctx, app); err != nil {
-		t.Fatal(err)
-	}
+	// The agents place it: the watch ends when it runs.
+	watch, done := background(t, "watch", name, "--interval", "200ms", "--timeout", "3m")
 	if code := <-done; code != 0 {
 		t.Fatalf("watch exit %d:\n%s", code, watch.String())
 	}
 	lines := strings.Split(strings.TrimSpace(watch.String()), "\n")
-	if len(lines) != 3 || !strings.Contains(lines[0], "Queued") || !strings.Contains(lines[1], "Deploying") ||
-		!strings.Contains(lines[1], "ready 0/2") || !strings.Contains(lines[2], "Running") || !strings.Contains(lines[2], "ready 2/2") ||
-		!strings.Contains(lines[2], "(was Deploying)") {
+	if last := lines[len(lines)-1]; !strings.Contains(last, "Running") || !strings.Contains(last, "ready 2/2") {
 		t.Errorf("watch output:\n%s", watch.String())
 	}
 
-	out = mustMLS(t, "apps", "get-app-details", "llm-inference")
-	for _, want := range []string{"Phase:         Running (from the resource)", "llm-server  cloud-1  cloud-gpu-h100-1  1/1", "1 x NVIDIA-H100-80GB-HBM3"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("get-app-details lacks %q:\n%s", want, out)
+	out = mustMLS(t, "apps", "get-app-details", name)
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`Phase:\s+Running \(from the resource\)`),
+		regexp.MustCompile(`llm-server\s+cloud-1\s+cloud-gpu-h100-1\s+1/1\s+1 x NVIDIA-H100-80GB-HBM3`),
+		regexp.MustCompile(`gateway\s+cloud-1\s+mls-` + name + `/gateway\s+http 8000/TCP\s+\S+:8000\s+\S+:\d+\s+yes`),
+		regexp.MustCompile(`llm-server\s+cloud-1\s+mls-` + name + `/llm-server\s+http 8080/TCP\s+\S+:8080\s+-\s+yes`),
+	} {
+		if !want.MatchString(out) {
+			t.Errorf("get-app-details does not match %s:\n%s", want, out)
 		}
 	}
-	if err := ke.store.Telemetry().Put(ctx, state.Sample{Node: "cloud-gpu-h100-1", Time: time.Now(),
+	var app api.Application
+	if err := json.Unmarshal([]byte(mustMLS(t, "apps", "get-app-details", name, "-o", "json")), &app); err != nil {
+		t.Fatal(err)
+	}
+	if len(app.Endpoints) != 2 || app.Endpoints[0].Type != "NodePort" || app.Endpoints[0].ExternalURL == "" || app.Endpoints[1].Type != "ClusterIP" ||
+		app.Endpoints[1].URL != "http://llm-server.mls-"+name+".svc:8080" || len(app.Warnings) != 0 {
+		t.Errorf("endpoints: %+v, warnings %q", app.Endpoints, app.Warnings)
+	}
+
+	if err := store.Telemetry().Put(ctx, state.Sample{Node: "cloud-gpu-h100-1", Time: time.Now(),
 		Metrics: map[string]float64{"llm_request_latency_p95_ms": 310}}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	out = mustMLS(t, "apps", "get-app-performance", "llm-inference")
-	if !strings.Contains(out, "llm_request_latency_p95_ms  310") || !strings.Contains(out, "yes") || !strings.Contains(out, "Global satisfaction:  1 (threshold 0.8, greater_or_equal): yes") {
+	out = mustMLS(t, "apps", "get-app-performance", name)
+	if !strings.Contains(out, "llm_request_latency_p95_ms  310") || !strings.Contains(out, "on cloud-gpu-h100-1") ||
+		!strings.Contains(out, "Global satisfaction:  1 (threshold 0.8, greater_or_equal): yes") {
 		t.Errorf("get-app-performance:\n%s", out)
 	}
 
 	// A viewer may look but not remove.
 	t.Setenv("MLS_TOKEN", viewerToken)
-	if out := mustMLS(t, "apps", "get-app-status", "llm-inference"); !strings.Contains(out, "Running") {
+	if out := mustMLS(t, "apps", "get-app-status", name); !strings.Contains(out, "Running") {
 		t.Errorf("viewer status:\n%s", out)
 	}
-	code, _, errOut = mls(t, "apps", "remove-app", "llm-inference")
+	code, _, errOut = mls(t, "apps", "remove-app", name)
 	if code != 1 || !strings.Contains(errOut, "needs the operator role") || !strings.Contains(errOut, "Use a token with the operator role.") {
 		t.Errorf("viewer remove-app: exit %d\n%s", code, errOut)
 	}
 	t.Setenv("MLS_TOKEN", operatorToken)
 
-	if out := mustMLS(t, "apps", "remove-app", "llm-inference"); !strings.Contains(out, "removal queued, phase Removing") {
+	if out := mustMLS(t, "apps", "remove-app", name); !strings.Contains(out, "removal queued, phase Removing") {
 		t.Errorf("remove-app:\n%s", out)
 	}
-	watch, done = background(t, "apps", "watch", "llm-inference", "--interval", "50ms", "--timeout", "2m")
-	waitOutput(t, watch, "Removing")
-	// The agents' part: the resource goes, and the status is forgotten.
-	if err := ke.apps.Client().Delete(ctx, app); err != nil {
-		t.Fatal(err)
-	}
-	if err := ke.store.Applications().Forget(ctx, "llm-inference"); err != nil {
-		t.Fatal(err)
-	}
-	if code := <-done; code != 0 || !strings.Contains(watch.String(), "Removed") {
+	watch, done = background(t, "apps", "watch", name, "--interval", "200ms", "--timeout", "3m")
+	if code := <-done; code != 0 || !strings.Contains(watch.String(), "Removing") || !strings.Contains(watch.String(), "Removed") {
 		t.Errorf("watch of the removal: exit %d\n%s", code, watch.String())
 	}
-	code, _, errOut = mls(t, "apps", "get-app-status", "llm-inference")
-	if code != 1 || !strings.Contains(errOut, `no application named "llm-inference"`) {
+	code, _, errOut = mls(t, "apps", "get-app-status", name)
+	if code != 1 || !strings.Contains(errOut, `no application named "`+name+`"`) {
 		t.Errorf("status after removal: exit %d\n%s", code, errOut)
 	}
+	gone(t, store, karmada, cloud, name)
+
+	// Applied straight to Karmada: listed with the phase of its status,
+	// and removed through the API.
+	direct := uniq("edge-camera")
+	obj, errs := description.Parse("", bytes.Replace(repoFile(t, "examples/apps/edge-camera-arm64.yaml"), []byte("name: edge-camera"), []byte("name: "+direct), 1))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	res := obj.(*mlsysopsv1.MLSysOpsApp)
+	res.Namespace = continuum.AppNamespace
+	if err := karmada.Create(ctx, res); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = karmada.Delete(context.Background(), res) })
+	listed := regexp.MustCompile(direct + `\s+(Scheduling|Deploying|Running)\s+deploy\s+0`)
+	err = wait.PollUntilContextTimeout(ctx, 300*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
+		_, out, _ := mls(t, "apps", "list-all")
+		return listed.MatchString(out), nil
+	})
+	if err != nil {
+		t.Fatalf("an application applied to Karmada is not listed: %v\n%s", err, mustMLS(t, "apps", "list-all"))
+	}
+	if out := mustMLS(t, "apps", "remove-app", direct); !strings.Contains(out, "removal queued, phase Removing") {
+		t.Errorf("remove-app of an application applied to Karmada:\n%s", out)
+	}
+	gone(t, store, karmada, kubernetes.NewForConfigOrDie(tb.RESTConfig(t, "edge-1")), direct)
 
 	// Upstream's variables work too.
-	u, _ := url.Parse(ke.srv.URL)
+	u, _ := url.Parse(e.srv.URL)
 	t.Setenv("MLS_API_URL", "")
 	t.Setenv("MLS_API_IP", u.Hostname())
 	t.Setenv("MLS_API_PORT", u.Port())
@@ -259,6 +296,36 @@ func TestCLIReportsProblems(t *testing.T) {
 	}
 	if out := mustMLS(t, "completion", "bash"); !strings.Contains(out, "__start_mls") {
 		t.Error("no bash completion")
+	}
+}
+
+// gone waits until an application is gone everywhere: the API, Redis,
+// Karmada and its namespace in the member cluster.
+func gone(t *testing.T, store *state.Store, karmada client.Client, member kubernetes.Interface, name string) {
+	t.Helper()
+	var where string
+	err := wait.PollUntilContextTimeout(context.Background(), 300*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		if _, err := store.Applications().Status(ctx, name); !errors.Is(err, state.ErrNotFound) {
+			where = fmt.Sprintf("Redis: %v", err)
+			return false, nil
+		}
+		err := karmada.Get(ctx, client.ObjectKey{Namespace: continuum.AppNamespace, Name: name}, &mlsysopsv1.MLSysOpsApp{})
+		if !apierrors.IsNotFound(err) {
+			where = fmt.Sprintf("Karmada: %v", err)
+			return false, nil
+		}
+		_, err = member.CoreV1().Namespaces().Get(ctx, fluidity.Namespace(name), metav1.GetOptions{})
+		if !apierrors.IsNotFound(err) {
+			where = fmt.Sprintf("member namespace: %v", err)
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Errorf("%s is not gone: still in %s", name, where)
+	}
+	if code, _, errOut := mls(t, "apps", "get-app-status", name); code != 1 || !strings.Contains(errOut, "HTTP 404") {
+		t.Errorf("%s after removal: exit %d\n%s", name, code, errOut)
 	}
 }
 
