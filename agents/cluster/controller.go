@@ -11,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -19,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -77,12 +79,42 @@ func (r *AppReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return o.GetNamespace() == AppNamespace
 		}))).
 		Watches(&appsv1.Deployment{}, byLabel).
-		Watches(&corev1.Node{}, kube.EveryApp(mgr.GetClient(), AppNamespace)).
+		// Only node changes that matter to placement: a node's status is
+		// rewritten every heartbeat, and each write would otherwise
+		// reconcile every application.
+		Watches(&corev1.Node{}, kube.EveryApp(mgr.GetClient(), AppNamespace), builder.WithPredicates(placementRelevant)).
 		// Resync reconciles every application on demand.
 		WatchesRawSource(source.Channel(r.resync.C, kube.EveryApp(mgr.GetClient(), AppNamespace))).
 		Named("cluster-fluidity").
 		WithOptions(controller.Options{SkipNameValidation: ptr(true), MaxConcurrentReconciles: 4}).
 		Complete(r)
+}
+
+// placementRelevant passes node events that can change a placement:
+// creation, deletion, and updates of readiness, schedulability, taints,
+// labels or allocatable resources.
+var placementRelevant = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		a, okA := e.ObjectOld.(*corev1.Node)
+		b, okB := e.ObjectNew.(*corev1.Node)
+		if !okA || !okB {
+			return true
+		}
+		return nodeReadyStatus(a) != nodeReadyStatus(b) ||
+			a.Spec.Unschedulable != b.Spec.Unschedulable ||
+			!equality.Semantic.DeepEqual(a.Spec.Taints, b.Spec.Taints) ||
+			!equality.Semantic.DeepEqual(a.Labels, b.Labels) ||
+			!equality.Semantic.DeepEqual(a.Status.Allocatable, b.Status.Allocatable)
+	},
+}
+
+func nodeReadyStatus(n *corev1.Node) corev1.ConditionStatus {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status
+		}
+	}
+	return corev1.ConditionUnknown
 }
 
 // AppNamespace is where Karmada propagates MLSysOpsApp objects.
@@ -231,17 +263,19 @@ func (r *AppReconciler) choose(app *mlsysopsv1.MLSysOpsApp, comp *mlsysopsv1.Com
 // MLSysOpsNode descriptions, where present, add CPU frequencies and
 // container runtimes.
 func (r *AppReconciler) nodes(ctx context.Context, app string) ([]placement.Node, error) {
+	// Read from the cache without copies: placement never modifies nodes
+	// or pods, and a cluster's pods are many.
 	var nl corev1.NodeList
-	if err := r.client.List(ctx, &nl); err != nil {
+	if err := r.client.List(ctx, &nl, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
 	var pl corev1.PodList
-	if err := r.client.List(ctx, &pl); err != nil {
+	if err := r.client.List(ctx, &pl, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
 	descs := map[string]*mlsysopsv1.MLSysOpsNodeSpec{}
 	var ml mlsysopsv1.MLSysOpsNodeList
-	if err := r.client.List(ctx, &ml); err == nil {
+	if err := r.client.List(ctx, &ml, client.UnsafeDisableDeepCopy); err == nil {
 		for i := range ml.Items {
 			descs[ml.Items[i].Name] = &ml.Items[i].Spec
 		}
@@ -466,7 +500,8 @@ func (r *AppReconciler) writeStatus(ctx context.Context, app *mlsysopsv1.MLSysOp
 	case app.Status.Phase == mlsysopsv1.AppRunning || app.Status.Phase == mlsysopsv1.AppDegraded:
 		phase, msg = mlsysopsv1.AppDegraded, "components lost ready replicas"
 	}
-	patch := client.MergeFrom(app.DeepCopy())
+	before := app.DeepCopy()
+	patch := client.MergeFrom(before)
 	app.Status.Components = comps
 	app.Status.Phase, app.Status.Message = phase, msg
 	app.Status.ObservedGeneration = app.Generation
@@ -474,6 +509,9 @@ func (r *AppReconciler) writeStatus(ctx context.Context, app *mlsysopsv1.MLSysOp
 		Type: mlsysopsv1.ConditionReady, Status: kube.ConditionStatus(phase == mlsysopsv1.AppRunning), Reason: string(phase), Message: msg,
 		ObservedGeneration: app.Generation,
 	})
+	if equality.Semantic.DeepEqual(before.Status, app.Status) {
+		return nil // nothing to write
+	}
 	if err := r.client.Status().Patch(ctx, app, patch); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("status of %s: %w", app.Name, err)
 	}
