@@ -177,7 +177,10 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 			}
 		}
 	}
-	if len(current) == 0 {
+	// Only a new application is announced as Scheduling: writing it again
+	// before every Unschedulable or Failed would make each pass trigger
+	// the next one.
+	if len(current) == 0 && (app.Status.Phase == "" || app.Status.Phase == mlsysopsv1.AppQueued) {
 		if err := r.setPhase(ctx, app, mlsysopsv1.AppScheduling, "choosing clusters"); err != nil {
 			return reconcile.Result{}, err
 		}
