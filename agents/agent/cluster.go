@@ -157,7 +157,7 @@ func (c *clusterLayer) systemDescription() map[string]any {
 func (c *clusterLayer) mechanisms(a *Agent) (*mechanism.Set, error) {
 	r := mechanism.NewRegistry()
 	if err := r.Register(FluidityName, func(env mechanism.Env) (mechanism.Mechanism, error) {
-		return newFluidity(c.kc, a.name, env.Logger), nil
+		return newFluidity(c.kc, a, env, c.grace.Unavailable), nil
 	}); err != nil {
 		return nil, err
 	}
@@ -377,9 +377,10 @@ func (c *clusterLayer) handlePlan(ctx context.Context, env *messaging.Envelope, 
 	if mech == "" {
 		mech = FluidityName
 	}
-	// The cluster's engine does not manage applications (the fluidity
-	// controller does), so the plan is queued as a global one; the command
-	// names the application.
+	// The plan is queued as a global one (the command names the
+	// application): as one of the application's plans the scheduler would
+	// discard it while the application is not known here yet or another of
+	// its plans is pending, and a node's plan should be tried instead.
 	id, err := c.a.engine.Submit("node:"+m.Node, "", false, map[string]any{mech: cmd})
 	if err != nil {
 		go reply(messaging.PlanFailed, err.Error())
@@ -487,6 +488,7 @@ func (c *clusterLayer) runControllers(ctx context.Context) {
 			c.resyncMu.Lock()
 			c.resync = ctrls.Apps.Resync
 			c.resyncMu.Unlock()
+			ctrls.Apps.FeedEngine(c.a.engine)
 			c.a.log.Info("fluidity controllers started")
 			err = ctrls.Start(ctx)
 			c.resyncMu.Lock()

@@ -122,7 +122,7 @@ func (c *continuumLayer) systemDescription() map[string]any {
 func (c *continuumLayer) mechanisms(a *Agent) (*mechanism.Set, error) {
 	r := mechanism.NewRegistry()
 	if err := r.Register(ClusterPlacementName, func(env mechanism.Env) (mechanism.Mechanism, error) {
-		return &clusterPlacementAdapter{kc: c.kc, log: env.Logger}, nil
+		return newClusterPlacement(c.kcfg, c.kc, a, env, c.reports, c.grace.Unavailable)
 	}); err != nil {
 		return nil, err
 	}
@@ -255,6 +255,7 @@ func (c *continuumLayer) start(ctx context.Context) error {
 		c.resync = nil
 		c.mu.Unlock()
 	}()
+	ctrls.Apps.FeedEngine(c.a.engine)
 	apps, err := continuumagent.NewIntake(ctx, c.a.store, ctrls.Client(), c.a.name, c.a.log)
 	if err != nil {
 		return fmt.Errorf("application submission intake: %w", err)

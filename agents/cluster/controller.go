@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -38,6 +41,10 @@ const Finalizer = mlsysopsv1.LabelPrefix + "cleanup"
 // cluster. It is level-triggered: each pass re-derives the wanted objects
 // from the application, the nodes and what exists, so a restart neither
 // duplicates nor loses a component, and existing pods are left alone.
+//
+// What fluidity plans change (the mechanism records a fluidity.Override on
+// the component's Deployment) is honoured at every pass until the
+// application changes the component or a pinned node stops fitting it.
 type AppReconciler struct {
 	client  client.Client
 	cluster string
@@ -49,6 +56,11 @@ type AppReconciler struct {
 	// Kubernetes API says, with the reason (a node whose node agent is
 	// gone). Components on them are moved like those of NotReady nodes.
 	Unavailable func() map[string]string
+	// AppSeen, when set, hears of every application of this cluster after
+	// each pass over it, and AppGone of every application that leaves the
+	// cluster; FeedEngine points them at the agent's MAPE engine.
+	AppSeen func(ctx context.Context, app *mlsysopsv1.MLSysOpsApp)
+	AppGone func(ctx context.Context, name string)
 
 	resync kube.Resyncer
 }
@@ -77,12 +89,42 @@ func (r *AppReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return o.GetNamespace() == AppNamespace
 		}))).
 		Watches(&appsv1.Deployment{}, byLabel).
-		Watches(&corev1.Node{}, kube.EveryApp(mgr.GetClient(), AppNamespace)).
+		// Only node changes that matter to placement: a node's status is
+		// rewritten every heartbeat, and each write would otherwise
+		// reconcile every application.
+		Watches(&corev1.Node{}, kube.EveryApp(mgr.GetClient(), AppNamespace), builder.WithPredicates(placementRelevant)).
 		// Resync reconciles every application on demand.
 		WatchesRawSource(source.Channel(r.resync.C, kube.EveryApp(mgr.GetClient(), AppNamespace))).
 		Named("cluster-fluidity").
 		WithOptions(controller.Options{SkipNameValidation: ptr(true), MaxConcurrentReconciles: 4}).
 		Complete(r)
+}
+
+// placementRelevant passes node events that can change a placement:
+// creation, deletion, and updates of readiness, schedulability, taints,
+// labels or allocatable resources.
+var placementRelevant = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		a, okA := e.ObjectOld.(*corev1.Node)
+		b, okB := e.ObjectNew.(*corev1.Node)
+		if !okA || !okB {
+			return true
+		}
+		return nodeReadyStatus(a) != nodeReadyStatus(b) ||
+			a.Spec.Unschedulable != b.Spec.Unschedulable ||
+			!equality.Semantic.DeepEqual(a.Spec.Taints, b.Spec.Taints) ||
+			!equality.Semantic.DeepEqual(a.Labels, b.Labels) ||
+			!equality.Semantic.DeepEqual(a.Status.Allocatable, b.Status.Allocatable)
+	},
+}
+
+func nodeReadyStatus(n *corev1.Node) corev1.ConditionStatus {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status
+		}
+	}
+	return corev1.ConditionUnknown
 }
 
 // AppNamespace is where Karmada propagates MLSysOpsApp objects.
@@ -93,10 +135,17 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 	log := r.log.With("app", req.Name, "cluster", r.cluster)
 	app := &mlsysopsv1.MLSysOpsApp{}
 	if err := r.client.Get(ctx, req.NamespacedName, app); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.gone(ctx, req.Name)
+		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if !app.DeletionTimestamp.IsZero() {
+		r.gone(ctx, app.Name)
 		return r.remove(ctx, app, log)
+	}
+	if r.AppSeen != nil {
+		defer r.AppSeen(ctx, app)
 	}
 	if controllerutil.AddFinalizer(app, Finalizer) {
 		if err := r.client.Update(ctx, app); err != nil {
@@ -115,7 +164,7 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 		return reconcile.Result{}, fmt.Errorf("namespace for %s: %w", app.Name, err)
 	}
 
-	nodes, err := r.nodes(ctx, app.Name)
+	nodes, err := listNodes(ctx, r.client)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -141,36 +190,54 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 			requeue = 5 * time.Second
 			continue
 		}
-		chosen, why := r.choose(app, comp, existing[comp.Metadata.Name], nodes)
+		prev := existing[comp.Metadata.Name]
+		ov, dropped := currentOverride(comp, prev, log)
+		run := ov.Effective(comp)
+		chosen, why, unpinned := r.choose(app, run, prev, nodes, ov)
+		if unpinned != "" {
+			// The controller places the component as if no plan had.
+			log.Info("placement override dropped", "component", comp.Metadata.Name, "plan", ov.Plan, "nodes", ov.Nodes, "reason", unpinned)
+			dropped = fmt.Sprintf("%s: nodes %v dropped: %s", ov.Plan, ov.Nodes, unpinned)
+			if ov.Nodes = nil; ov.Empty() {
+				ov = nil
+			}
+		}
 		if chosen == nil {
 			st.Message = why
 			unschedulable = true
 			continue
 		}
-		objs, err := fluidity.Render(app, comp, chosen)
+		objs, err := fluidity.Render(app, run, chosen, ov)
 		if err != nil {
 			st.Message = err.Error()
 			unschedulable = true
 			continue
 		}
+		if dropped != "" {
+			objs.Deployment.Annotations[fluidity.AnnotationOverrideDropped] = dropped
+		}
 		if err := r.apply(ctx, objs); err != nil {
 			return reconcile.Result{}, err
 		}
-		if prev := existing[comp.Metadata.Name]; prev == nil || prev.Annotations[fluidity.AnnotationNodes] != objs.Deployment.Annotations[fluidity.AnnotationNodes] {
-			log.Info("component placed", "component", comp.Metadata.Name, "nodes", chosen)
+		if running, before := runningOn(objs.Deployment), runningOn(prev); prev == nil || !slices.Equal(running, before) {
+			log.Info("component placed", "component", comp.Metadata.Name, "nodes", running)
 			if r.Placed != nil {
-				r.Placed(ctx, app.Name, comp.Metadata.Name, chosen)
+				r.Placed(ctx, app.Name, comp.Metadata.Name, running)
 			}
 		}
-		if d := existing[comp.Metadata.Name]; d != nil {
-			st.ReadyReplicas = d.Status.ReadyReplicas
+		st.Replicas = *objs.Deployment.Spec.Replicas
+		if prev != nil {
+			st.ReadyReplicas = prev.Status.ReadyReplicas
+		}
+		if ov != nil {
+			st.Message = overrideMessage(ov)
 		}
 		st.Nodes, err = r.podNodes(ctx, ns.Name, comp.Metadata.Name)
 		if err != nil {
 			return reconcile.Result{}, err
 		}
 		if len(st.Nodes) == 0 {
-			st.Nodes = chosen
+			st.Nodes = runningOn(objs.Deployment)
 		}
 	}
 	if err := r.prune(ctx, ns.Name, app); err != nil {
@@ -186,15 +253,26 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 	return reconcile.Result{RequeueAfter: requeue}, nil
 }
 
-// choose keeps a component's current nodes while they are Ready and still
-// fit it, and places it afresh otherwise.
-func (r *AppReconciler) choose(app *mlsysopsv1.MLSysOpsApp, comp *mlsysopsv1.Component, cur *appsv1.Deployment, nodes []placement.Node) ([]string, string) {
+// choose returns the nodes for a component (comp as it runs) or why there
+// are none. A stopped component keeps its last nodes; nodes a plan pinned
+// are kept while they fit the component, and unpinned says why not; other
+// components keep their current nodes while these are Ready and still fit
+// them, and are placed afresh otherwise.
+func (r *AppReconciler) choose(app *mlsysopsv1.MLSysOpsApp, comp *mlsysopsv1.Component, cur *appsv1.Deployment, nodes []placement.Node, ov *fluidity.Override) (chosen []string, why, unpinned string) {
 	exclude := map[string]string{}
 	var gone map[string]string
 	if r.Unavailable != nil {
 		gone = r.Unavailable()
 		for n, why := range gone {
 			exclude[n] = why
+		}
+	}
+	if ov != nil && ov.Stopped && len(ov.Nodes) > 0 {
+		return ov.Nodes, "", ""
+	}
+	if ov.Pinned() {
+		if unpinned = pinProblem(app, comp, ov.Nodes, ov.Replicas(&app.Spec, comp), nodes, gone); unpinned == "" {
+			return ov.Nodes, "", ""
 		}
 	}
 	if cur != nil && cur.Annotations[fluidity.AnnotationNodes] != "" {
@@ -204,7 +282,7 @@ func (r *AppReconciler) choose(app *mlsysopsv1.MLSysOpsApp, comp *mlsysopsv1.Com
 		own := withoutComponent(nodes, app.Name, comp.Metadata.Name)
 		d, err := placement.PlaceComponent(placement.Request{App: &app.Spec, Component: comp}, restrict(own, prev))
 		if err == nil && d.Feasible() && allReadyNodes(nodes, prev) && noneIn(prev, gone) {
-			return prev, ""
+			return prev, "", unpinned
 		}
 		for _, n := range prev {
 			if !ready(nodes, n) {
@@ -215,59 +293,34 @@ func (r *AppReconciler) choose(app *mlsysopsv1.MLSysOpsApp, comp *mlsysopsv1.Com
 	}
 	d, err := placement.PlaceComponent(placement.Request{App: &app.Spec, Component: comp, Exclude: exclude}, nodes)
 	if err != nil {
-		return nil, err.Error()
+		return nil, err.Error(), unpinned
 	}
 	if !d.Feasible() {
 		if len(d.Nodes) > 0 {
 			// Run what fits; the message says what does not.
-			return d.Nodes, ""
+			return d.Nodes, "", unpinned
 		}
-		return nil, d.Reason()
+		return nil, d.Reason(), unpinned
 	}
-	return d.Nodes, ""
+	return d.Nodes, "", unpinned
 }
 
-// nodes returns the cluster's nodes with what their pods request; the
-// MLSysOpsNode descriptions, where present, add CPU frequencies and
-// container runtimes.
-func (r *AppReconciler) nodes(ctx context.Context, app string) ([]placement.Node, error) {
-	var nl corev1.NodeList
-	if err := r.client.List(ctx, &nl); err != nil {
-		return nil, err
+// runningOn returns the nodes a component's Deployment runs it on: none
+// when a plan removed it from all of them.
+func runningOn(dep *appsv1.Deployment) []string {
+	if dep == nil || dep.Annotations[fluidity.AnnotationNodes] == "" {
+		return nil
 	}
-	var pl corev1.PodList
-	if err := r.client.List(ctx, &pl); err != nil {
-		return nil, err
+	if ov, _ := fluidity.ReadOverride(dep.Annotations); ov != nil && ov.Stopped {
+		return nil
 	}
-	descs := map[string]*mlsysopsv1.MLSysOpsNodeSpec{}
-	var ml mlsysopsv1.MLSysOpsNodeList
-	if err := r.client.List(ctx, &ml); err == nil {
-		for i := range ml.Items {
-			descs[ml.Items[i].Name] = &ml.Items[i].Spec
-		}
+	return strings.Split(dep.Annotations[fluidity.AnnotationNodes], ",")
+}
+
+func (r *AppReconciler) gone(ctx context.Context, app string) {
+	if r.AppGone != nil {
+		r.AppGone(ctx, app)
 	}
-	requested := map[string]corev1.ResourceList{}
-	owners := map[string][]*corev1.Pod{}
-	for i := range pl.Items {
-		p := &pl.Items[i]
-		if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-			continue
-		}
-		list := requested[p.Spec.NodeName]
-		if list == nil {
-			list = corev1.ResourceList{}
-			requested[p.Spec.NodeName] = list
-		}
-		placement.AddPodRequests(list, p)
-		owners[p.Spec.NodeName] = append(owners[p.Spec.NodeName], p)
-	}
-	out := make([]placement.Node, 0, len(nl.Items))
-	for i := range nl.Items {
-		n := &nl.Items[i]
-		out = append(out, placement.Node{Node: n, Requested: requested[n.Name], Description: descs[n.Name], Pods: owners[n.Name]})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name() < out[j].Name() })
-	return out, nil
 }
 
 // withoutComponent returns the nodes with the requests of a component's
@@ -353,6 +406,9 @@ func (r *AppReconciler) apply(ctx context.Context, objs fluidity.Objects) error 
 		// here.
 		dep.Labels = merge(dep.Labels, want.Labels)
 		dep.Annotations = merge(dep.Annotations, want.Annotations)
+		if _, ok := want.Annotations[fluidity.AnnotationOverride]; !ok {
+			delete(dep.Annotations, fluidity.AnnotationOverride)
+		}
 		dep.Spec.Replicas = want.Spec.Replicas
 		dep.Spec.Strategy = want.Spec.Strategy
 		if dep.CreationTimestamp.IsZero() {
@@ -412,7 +468,7 @@ func (r *AppReconciler) prune(ctx context.Context, ns string, app *mlsysopsv1.ML
 	}
 	for i := range app.Spec.Components {
 		comp := &app.Spec.Components[i]
-		if objs, err := fluidity.Render(app, comp, []string{"x"}); err == nil && objs.Service != nil {
+		if objs, err := fluidity.Render(app, comp, []string{"x"}, nil); err == nil && objs.Service != nil {
 			svcKeep[comp.Metadata.Name] = true
 		}
 	}
@@ -466,7 +522,8 @@ func (r *AppReconciler) writeStatus(ctx context.Context, app *mlsysopsv1.MLSysOp
 	case app.Status.Phase == mlsysopsv1.AppRunning || app.Status.Phase == mlsysopsv1.AppDegraded:
 		phase, msg = mlsysopsv1.AppDegraded, "components lost ready replicas"
 	}
-	patch := client.MergeFrom(app.DeepCopy())
+	before := app.DeepCopy()
+	patch := client.MergeFrom(before)
 	app.Status.Components = comps
 	app.Status.Phase, app.Status.Message = phase, msg
 	app.Status.ObservedGeneration = app.Generation
@@ -474,6 +531,9 @@ func (r *AppReconciler) writeStatus(ctx context.Context, app *mlsysopsv1.MLSysOp
 		Type: mlsysopsv1.ConditionReady, Status: kube.ConditionStatus(phase == mlsysopsv1.AppRunning), Reason: string(phase), Message: msg,
 		ObservedGeneration: app.Generation,
 	})
+	if equality.Semantic.DeepEqual(before.Status, app.Status) {
+		return nil // nothing to write
+	}
 	if err := r.client.Status().Patch(ctx, app, patch); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("status of %s: %w", app.Name, err)
 	}

@@ -40,7 +40,9 @@ import (
 //
 // A placement is kept while its clusters stay Ready: the reconciler is
 // level-triggered, so a restart re-derives everything from the objects and
-// neither moves nor duplicates an application.
+// neither moves nor duplicates an application. Clusters a clusterPlacement
+// plan chose (a ClusterPin on the application) are honoured while they
+// hold.
 type AppReconciler struct {
 	client   client.Client
 	capacity CapacitySource
@@ -52,6 +54,11 @@ type AppReconciler struct {
 	// Karmada says, with the reason (a cluster whose cluster agent has been
 	// gone past its grace period). Applications there are re-placed.
 	Unavailable func() map[string]string
+	// AppSeen, when set, hears of every application after each pass over
+	// it, and AppGone of every application deleted; FeedEngine points
+	// them at the agent's MAPE engine.
+	AppSeen func(ctx context.Context, app *mlsysopsv1.MLSysOpsApp)
+	AppGone func(ctx context.Context, name string)
 
 	resync kube.Resyncer
 	// retry is how soon an Unschedulable application is tried again.
@@ -105,6 +112,9 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 	log := r.log.With("app", req.Name, "namespace", req.Namespace)
 	app := &mlsysopsv1.MLSysOpsApp{}
 	if err := r.client.Get(ctx, req.NamespacedName, app); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.gone(ctx, req.Name)
+		}
 		// Deleted: the garbage collector removes the policy it owned.
 		if apierrors.IsNotFound(err) && r.Status != nil {
 			return reconcile.Result{}, r.Status.Removed(ctx, req.Name)
@@ -112,7 +122,11 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if !app.DeletionTimestamp.IsZero() {
+		r.gone(ctx, app.Name)
 		return reconcile.Result{}, r.setPhase(ctx, app, mlsysopsv1.AppRemoving, "removing from its clusters")
+	}
+	if r.AppSeen != nil {
+		defer r.AppSeen(ctx, app)
 	}
 
 	clusters, err := r.capacity.Clusters(ctx)
@@ -134,6 +148,17 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 		return reconcile.Result{}, err
 	}
 	current := currentClusters(pp)
+	pinned, err := r.pinned(ctx, app, clusters, gone, current, log)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if pinned != nil && !sameClusters(pinned, current) {
+		if err := r.applyPolicy(ctx, app, pinned); err != nil {
+			return reconcile.Result{}, err
+		}
+		log.Info("application moved by plan", "from", current, "to", pinned)
+		return reconcile.Result{}, r.setPlaced(ctx, app, pinned)
+	}
 	if len(current) > 0 && allReady(current, ready) && respects(app, current) {
 		comps, err := r.memberComponents(ctx, app, current)
 		if err != nil {
@@ -154,7 +179,10 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 			}
 		}
 	}
-	if len(current) == 0 {
+	// Only a new application is announced as Scheduling: writing it again
+	// before every Unschedulable or Failed would make each pass trigger
+	// the next one.
+	if len(current) == 0 && (app.Status.Phase == "" || app.Status.Phase == mlsysopsv1.AppQueued) {
 		if err := r.setPhase(ctx, app, mlsysopsv1.AppScheduling, "choosing clusters"); err != nil {
 			return reconcile.Result{}, err
 		}

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -279,7 +281,9 @@ func (e *Engine) SetSystemDescription(desc map[string]any) {
 // SetApplication adds an application, or updates its description. New
 // applications get an instance of every application-scope policy, which
 // starts analyzing at once; updated ones keep their instances (and their
-// contexts), which see the new description from their next call.
+// contexts), which see the new description from their next call. Setting
+// an application again unchanged does nothing, so controllers may call it
+// at every pass.
 func (e *Engine) SetApplication(ctx context.Context, app Application) error {
 	if app.ID == "" {
 		return errors.New("mape: application without an ID")
@@ -294,7 +298,11 @@ func (e *Engine) SetApplication(ctx context.Context, app Application) error {
 	e.ctl.Lock()
 	defer e.ctl.Unlock()
 	e.mu.Lock()
-	_, exists := e.apps[app.ID]
+	old, exists := e.apps[app.ID]
+	if exists && reflect.DeepEqual(old.app, app) && slices.Equal(old.metrics, metrics) {
+		e.mu.Unlock()
+		return nil
+	}
 	e.apps[app.ID] = &appEntry{app: app, metrics: metrics}
 	var entries []*policyEntry
 	if !exists {

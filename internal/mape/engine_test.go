@@ -481,3 +481,41 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// Controllers set an application at every pass: unchanged, it is not
+// updated again (and not logged); changed, its description is replaced.
+func TestSetApplicationUnchangedIsQuiet(t *testing.T) {
+	var buf strings.Builder
+	var mu sync.Mutex
+	log := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return buf.Write(p)
+	}), nil))
+	e, _, _ := newTestEngine(t, func(c *Config) { c.Logger = log })
+	ctx := context.Background()
+	desc := func(image string) map[string]any {
+		return map[string]any{"name": "a", "spec": map[string]any{"components": []any{map[string]any{"image": image}}}}
+	}
+	for range 3 {
+		if err := e.SetApplication(ctx, Application{ID: "a", Description: desc("x:1")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.SetApplication(ctx, Application{ID: "a", Description: desc("x:2")}); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	out := buf.String()
+	mu.Unlock()
+	if n := strings.Count(out, "application added"); n != 1 {
+		t.Errorf("%d additions logged, want 1:\n%s", n, out)
+	}
+	if n := strings.Count(out, "application updated"); n != 1 {
+		t.Errorf("%d updates logged, want 1 (only the change):\n%s", n, out)
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

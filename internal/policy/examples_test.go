@@ -62,6 +62,14 @@ func fluidity(placed map[string]any) map[string]MechanismView {
 	}}}
 }
 
+// placedOn returns the clusterPlacement mechanism's state with the
+// application demo running in the clusters given.
+func placedOn(clusters ...any) map[string]MechanismView {
+	return map[string]MechanismView{"clusterPlacement": {State: map[string]any{
+		"applications": map[string]any{"demo": map[string]any{"clusters": append([]any{}, clusters...)}},
+	}}}
+}
+
 // step is one analyze (and plan, when analyze says so) at a time offset.
 type step struct {
 	at      time.Duration
@@ -143,23 +151,28 @@ func TestExamplePolicies(t *testing.T) {
 		},
 		"continuum/policy-clusterPlacement.star": {
 			in: &Inputs{
-				Applications: []map[string]any{{"name": "demo", "cluster_placement": map[string]any{"cluster_id": []any{"c2"}}, "components": []any{}}},
+				Applications: []map[string]any{{"name": "demo", "cluster_placement": map[string]any{"cluster_id": []any{"c2", "c1"}}, "components": []any{}}},
 				System:       map[string]any{"MLSysOpsContinuum": map[string]any{"continuum_id": "k", "clusters": []any{"c1", "c2"}}},
+				Mechanisms:   placedOn(),
 			},
 			wantCfg: Config{Scope: ScopeApplication, Core: true, Mechanisms: []string{"clusterPlacement"}, AnalyzeInterval: 2 * time.Second, ScrapeInterval: 5 * time.Second},
 			steps: []step{
-				{at: 0, analyze: true, plan: map[string]any{"clusterPlacement": map[string]any{
-					"action": map[string]any{"component": "c2"},
-					"app":    []any{map[string]any{"name": "demo", "cluster_placement": map[string]any{"cluster_id": []any{"c2"}}, "components": []any{}}},
+				// Not placed yet: the placement controller is choosing.
+				{at: 0, analyze: false},
+				// Placed on c1, which the user's list allows: confirmed.
+				{at: 2 * time.Second, analyze: true, change: func(in *Inputs) { in.Mechanisms = placedOn("c1") }, plan: map[string]any{"clusterPlacement": map[string]any{
+					"action": map[string]any{"component": "c1"},
+					"app":    []any{map[string]any{"name": "demo", "cluster_placement": map[string]any{"cluster_id": []any{"c2", "c1"}}, "components": []any{}}},
 				}}},
-				{at: 2 * time.Second, analyze: false},
-				{at: 4 * time.Second, analyze: true, change: func(in *Inputs) {
-					in.Applications = []map[string]any{{"name": "demo", "cluster_placement": map[string]any{"cluster_id": []any{"elsewhere"}}}}
-				}, plan: map[string]any{"clusterPlacement": map[string]any{
-					// Not a cluster of the continuum: a choice that depends
-					// only on the application's name.
+				{at: 4 * time.Second, analyze: false},
+				// The user's list no longer has c1: wait for the controller
+				// to move the application, then confirm.
+				{at: 6 * time.Second, analyze: false, change: func(in *Inputs) {
+					in.Applications = []map[string]any{{"name": "demo", "cluster_placement": map[string]any{"cluster_id": []any{"c2"}}}}
+				}},
+				{at: 8 * time.Second, analyze: true, change: func(in *Inputs) { in.Mechanisms = placedOn("c2") }, plan: map[string]any{"clusterPlacement": map[string]any{
 					"action": map[string]any{"component": "c2"},
-					"app":    []any{map[string]any{"name": "demo", "cluster_placement": map[string]any{"cluster_id": []any{"elsewhere"}}}},
+					"app":    []any{map[string]any{"name": "demo", "cluster_placement": map[string]any{"cluster_id": []any{"c2"}}}},
 				}}},
 			},
 		},

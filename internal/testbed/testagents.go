@@ -179,7 +179,6 @@ func (a *TestAgents) Log(layer, name string, n int) string {
 	return proc.Tail(a.Get(layer, name).LogFile, n)
 }
 
-
 // adminClient is an HTTP client for ejabberd's admin API, trusting the
 // testbed's CA.
 func adminClient(env *Env) (*http.Client, error) {

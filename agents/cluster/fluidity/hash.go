@@ -10,15 +10,16 @@ import (
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
 )
 
-// specHash identifies a component spec, so a change is seen even when the
+// SpecHash identifies a component spec, so a change is seen even when the
 // rendered Deployment would compare equal field by field after defaulting.
-func specHash(comp *mlsysopsv1.Component) (string, error) {
-	b, err := json.Marshal(comp)
-	if err != nil {
-		return "", err
-	}
+// Deployments carry the hash of the spec they run (AnnotationSpecHash);
+// overrides carry the hash of the application's spec they were made
+// against (Override.Base).
+func SpecHash(comp *mlsysopsv1.Component) string {
+	// A Component is plain data: it always marshals.
+	b, _ := json.Marshal(comp)
 	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:8]), nil
+	return hex.EncodeToString(sum[:8])
 }
 
 // AnnotationTemplateHash is a hash of the pod template the controller last

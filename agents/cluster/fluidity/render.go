@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
-	"github.com/mlsysops-go/mlsysops/internal/placement"
 	"github.com/mlsysops-go/mlsysops/internal/resources"
 )
 
@@ -51,7 +50,12 @@ type Objects struct {
 // the component's node requirements plus a required affinity to exactly
 // these nodes, requests and limits (GPUs included), runtime class, env
 // (with the addresses of the components it talks to), ports and labels.
-func Render(app *mlsysopsv1.MLSysOpsApp, comp *mlsysopsv1.Component, nodes []string) (Objects, error) {
+//
+// comp is the component as it runs (Override.Effective). A non-empty
+// override is recorded on the Deployment and sets the replicas
+// (Override.Replicas); replicas pinned to several nodes are spread over
+// all of them.
+func Render(app *mlsysopsv1.MLSysOpsApp, comp *mlsysopsv1.Component, nodes []string, ov *Override) (Objects, error) {
 	if len(nodes) == 0 {
 		return Objects{}, fmt.Errorf("component %s: no nodes chosen", comp.Metadata.Name)
 	}
@@ -120,16 +124,20 @@ func Render(app *mlsysopsv1.MLSysOpsApp, comp *mlsysopsv1.Component, nodes []str
 		}
 		pod.Containers = append(pod.Containers, ct)
 	}
-	replicas := placement.Replicas(&app.Spec, comp)
-	hash, err := specHash(comp)
-	if err != nil {
-		return Objects{}, err
+	replicas := ov.Replicas(&app.Spec, comp)
+	annotations := map[string]string{AnnotationNodes: strings.Join(sorted, ","), AnnotationSpecHash: SpecHash(comp)}
+	if !ov.Empty() {
+		annotations[AnnotationOverride] = ov.Encode()
+		if ov.Pinned() && len(sorted) > 1 {
+			// A plan asked for the component on each of these nodes.
+			pod.TopologySpreadConstraints[0].WhenUnsatisfiable = corev1.DoNotSchedule
+		}
 	}
 	dep := &appsv1.Deployment{
 		TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name, Namespace: ns, Labels: labels,
-			Annotations: map[string]string{AnnotationNodes: strings.Join(sorted, ","), AnnotationSpecHash: hash},
+			Annotations: annotations,
 		},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: &replicas,

@@ -88,7 +88,7 @@ func TestRenderGolden(t *testing.T) {
 				if err != nil || !d.Feasible() {
 					t.Fatalf("component %s: %v %s", comp.Metadata.Name, err, d.Reason())
 				}
-				objs, err := Render(app, comp, d.Nodes)
+				objs, err := Render(app, comp, d.Nodes, nil)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -127,7 +127,7 @@ func TestRenderRejectsNodesOutsidePin(t *testing.T) {
 	comp := mlsysopsv1.Component{Metadata: mlsysopsv1.ComponentMetadata{Name: "c"}, NodePlacement: &mlsysopsv1.NodePlacement{Node: "pinned"},
 		Containers: []mlsysopsv1.Container{{Image: "i"}}}
 	app.Spec.Components = []mlsysopsv1.Component{comp}
-	if _, err := Render(app, &comp, []string{"other"}); err == nil {
+	if _, err := Render(app, &comp, []string{"other"}, nil); err == nil {
 		t.Error("rendered a pinned component onto another node")
 	}
 }

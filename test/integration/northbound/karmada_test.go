@@ -300,7 +300,7 @@ func TestMLDeploymentEndpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = member.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
-	objs, err := fluidity.Render(&app, &app.Spec.Components[0], []string{"cloud-gpu-h100-1"})
+	objs, err := fluidity.Render(&app, &app.Spec.Components[0], []string{"cloud-gpu-h100-1"}, nil)
 	if err != nil || objs.Service == nil {
 		t.Fatalf("render: %+v %v", objs, err)
 	}

@@ -101,9 +101,31 @@ func percentile(d []time.Duration, p float64) time.Duration {
 	return d[int(float64(len(d)-1)*p)]
 }
 
+// cleanupBench deletes the benchmark's applications one by one (a
+// collection delete of hundreds times out on a loaded machine) and waits
+// until they are gone, so that no later test finds them.
 func cleanupBench(b *testing.B, a *agents) {
 	b.Helper()
-	_ = a.karmada.DeleteAllOf(context.Background(), &mlsysopsv1.MLSysOpsApp{}, client.InNamespace(continuum.AppNamespace), client.MatchingLabels{"bench": "true"})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	for ctx.Err() == nil {
+		var list mlsysopsv1.MLSysOpsAppList
+		if err := a.karmada.List(ctx, &list, client.InNamespace(continuum.AppNamespace), client.MatchingLabels{"bench": "true"}); err != nil {
+			b.Logf("list benchmark apps: %v", err)
+			time.Sleep(time.Second)
+			continue
+		}
+		if len(list.Items) == 0 {
+			return
+		}
+		for i := range list.Items {
+			if list.Items[i].DeletionTimestamp == nil {
+				_ = a.karmada.Delete(ctx, &list.Items[i])
+			}
+		}
+		time.Sleep(time.Second)
+	}
+	b.Errorf("benchmark applications not all deleted: %v", ctx.Err())
 }
 
 // startProcessAgents runs the agent processes on the shared testbed.

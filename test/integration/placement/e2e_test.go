@@ -64,7 +64,15 @@ func (a *agents) unavailable() map[string]string {
 
 // startAgents runs the continuum controllers on Karmada and one cluster
 // controller per member cluster, in this process, for the test.
-func startAgents(t *testing.T) *agents {
+func startAgents(t *testing.T) *agents { return startAgentsTB(t, nil) }
+
+// startAgentsWith is startAgents with setup called on the controllers
+// (the cluster ones by cluster name) before they start, to set hooks.
+func startAgentsWith(t *testing.T, setup func(cc *continuum.Controllers, clusters map[string]*cluster.Controllers)) *agents {
+	return startAgentsTB(t, setup)
+}
+
+func startAgentsTB(t testing.TB, setup func(cc *continuum.Controllers, clusters map[string]*cluster.Controllers)) *agents {
 	t.Helper()
 	env := testbed.Shared(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -81,13 +89,18 @@ func startAgents(t *testing.T) *agents {
 	runs = append(runs, cc.Start)
 	a := &agents{env: env, downList: map[string]string{}, continuum: cc}
 	cc.Apps.Unavailable = a.unavailable
+	members := map[string]*cluster.Controllers{}
 	for _, name := range env.Clusters {
 		c, err := cluster.NewControllers(env.RESTConfig(t, name), name, log.With("layer", "cluster"))
 		if err != nil {
 			cancel()
 			t.Fatal(err)
 		}
+		members[name] = c
 		runs = append(runs, c.Start)
+	}
+	if setup != nil {
+		setup(cc, members)
 	}
 	done := make(chan error, len(runs))
 	for _, run := range runs {

@@ -1,0 +1,536 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/mlsysops-go/mlsysops/agents/cluster/fluidity"
+	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
+	"github.com/mlsysops-go/mlsysops/internal/mechanism"
+	"github.com/mlsysops-go/mlsysops/internal/placement"
+)
+
+// FluidityName is the cluster mechanism's name in plans (upstream).
+const FluidityName = "fluidity"
+
+// DefaultPlanTimeout is how long a mechanism waits, by default, for the
+// placement controllers to carry out a plan before it fails.
+const DefaultPlanTimeout = 3 * time.Minute
+
+// FluidityOptions configure the fluidity mechanism.
+type FluidityOptions struct {
+	// Complete receives the outcome of pending plans (mechanism.Env).
+	Complete func(mechanism.Completion)
+	// Unavailable, when set, names nodes whose agents are gone, with the
+	// reason; plans may not place components there. Use the source the
+	// placement controller uses.
+	Unavailable func() map[string]string
+	// Timeout bounds how long a plan may take to be carried out;
+	// DefaultPlanTimeout when zero.
+	Timeout time.Duration
+	// Poll is how often a pending plan is checked; one second when zero.
+	Poll time.Duration
+}
+
+// Fluidity is the cluster's fluidity mechanism. It executes upstream
+// deployment plans, {name, deployment_plan: {component: [{action: deploy |
+// move | remove | change_spec, ...}], initial_plan}}, by recording on each
+// component's Deployment an Override that the placement controller
+// honours from then on (fluidity.AnnotationOverride), so neither the next
+// reconcile nor an agent restart undoes it.
+//
+// Targets are checked first, with placement's filters: a node that is not
+// Ready, lacks what the component needs, has no room or whose agent is
+// gone is refused with the reason, and nothing is written. A plan that is
+// accepted is Pending until the controller has carried it out (the
+// component runs on the nodes and with the spec asked for, every replica
+// ready) and then Success; Failed when the controller dropped the
+// override, another plan replaced it, or Timeout passed.
+//
+// An initial plan (initial_plan: true) does not move components the
+// controller placed already: its deploys succeed where the component runs
+// on the host and fail otherwise; deploys of components not placed yet
+// wait for the controller.
+type Fluidity struct {
+	client  client.Client
+	cluster string
+	log     *slog.Logger
+	opts    FluidityOptions
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+var (
+	_ mechanism.Mechanism = (*Fluidity)(nil)
+	_ mechanism.Closer    = (*Fluidity)(nil)
+)
+
+// NewFluidity returns the fluidity mechanism of the member cluster named
+// cluster; c should read from the API server, not a cache, so that checks
+// see the latest state.
+func NewFluidity(c client.Client, cluster string, log *slog.Logger, opts FluidityOptions) *Fluidity {
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultPlanTimeout
+	}
+	if opts.Poll <= 0 {
+		opts.Poll = time.Second
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Fluidity{client: c, cluster: cluster, log: log, opts: opts, ctx: ctx, cancel: cancel}
+}
+
+// target is what a plan wants of one component.
+type target struct {
+	comp string
+	// ov is the override the plan recorded; nil when it removed it.
+	ov *fluidity.Override
+	// run is the component as it will run.
+	run *mlsysopsv1.Component
+	// replicas it will run with.
+	replicas int32
+	// host, for an initial deploy of a component not placed yet: it is
+	// only checked once the controller placed the component.
+	host string
+}
+
+// Apply implements mechanism.Mechanism.
+func (f *Fluidity) Apply(ctx context.Context, cmd map[string]any) (mechanism.Result, error) {
+	planID, _ := cmd[mechanism.PlanIDKey].(string)
+	p, err := fluidity.ParsePlan(cmd)
+	if err != nil {
+		return mechanism.Result{}, err
+	}
+	app := &mlsysopsv1.MLSysOpsApp{}
+	if err := f.client.Get(ctx, types.NamespacedName{Namespace: AppNamespace, Name: p.App}, app); err != nil {
+		if apierrors.IsNotFound(err) {
+			return mechanism.Result{}, fmt.Errorf("fluidity: application %s is not placed in cluster %s", p.App, f.cluster)
+		}
+		return mechanism.Result{}, fmt.Errorf("fluidity: read application %s: %w", p.App, err)
+	}
+	nodes, err := listNodes(ctx, f.client)
+	if err != nil {
+		return mechanism.Result{}, fmt.Errorf("fluidity: read the nodes of %s: %w", f.cluster, err)
+	}
+	var gone map[string]string
+	if f.opts.Unavailable != nil {
+		gone = f.opts.Unavailable()
+	}
+	comps := make([]string, 0, len(p.Components))
+	for c := range p.Components {
+		comps = append(comps, c)
+	}
+	sort.Strings(comps)
+	var problems []string
+	var writes, waits []target
+	for _, name := range comps {
+		t, write, err := f.plan(ctx, app, p, name, nodes, gone)
+		switch {
+		case err != nil:
+			problems = append(problems, fmt.Sprintf("%s: %v", name, err))
+		case t == nil:
+		case write:
+			writes = append(writes, *t)
+		default:
+			waits = append(waits, *t)
+		}
+	}
+	if len(problems) > 0 {
+		f.log.Warn("fluidity plan refused", "app", p.App, "plan", planID, "problems", problems)
+		return mechanism.Result{}, fmt.Errorf("fluidity cannot execute the plan for %s: %s", p.App, strings.Join(problems, "; "))
+	}
+	for _, t := range writes {
+		if t.ov != nil {
+			t.ov.Plan = planID
+		}
+		if err := f.record(ctx, app.Name, t); err != nil {
+			return mechanism.Result{}, fmt.Errorf("fluidity: record the plan for %s/%s: %w", app.Name, t.comp, err)
+		}
+		f.log.Info("fluidity plan recorded", "app", app.Name, "component", t.comp, "plan", planID, "nodes", t.ov.Running(nil), "override", t.ov != nil)
+	}
+	todo := append(writes, waits...)
+	if len(todo) == 0 {
+		return mechanism.Result{Status: mechanism.StatusSuccess, Detail: map[string]any{"changed": false}}, nil
+	}
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		f.follow(planID, app.Name, todo)
+	}()
+	return mechanism.Result{Status: mechanism.StatusPending, Detail: map[string]any{"components": names(todo)}}, nil
+}
+
+// plan works out what a plan wants of one component and checks it. It
+// returns a nil target when the component already is as the plan wants;
+// write says whether an override must be recorded (else the target is an
+// initial deploy waiting for the controller).
+func (f *Fluidity) plan(ctx context.Context, app *mlsysopsv1.MLSysOpsApp, p *fluidity.Plan, name string, nodes []placement.Node, gone map[string]string) (*target, bool, error) {
+	var comp *mlsysopsv1.Component
+	for i := range app.Spec.Components {
+		if app.Spec.Components[i].Metadata.Name == name {
+			comp = &app.Spec.Components[i]
+		}
+	}
+	if comp == nil {
+		return nil, false, fmt.Errorf("not a component of %s", app.Name)
+	}
+	acts := p.Components[name]
+	dep, err := f.deployment(ctx, app.Name, name)
+	if err != nil {
+		return nil, false, err
+	}
+	if dep == nil {
+		for _, a := range acts {
+			if !p.Initial || a.Kind != fluidity.ActionDeploy {
+				return nil, false, fmt.Errorf("not placed yet (%s); plan again once the placement controller placed it", componentMessage(app, name))
+			}
+		}
+		return &target{comp: name, host: acts[len(acts)-1].Host}, false, nil
+	}
+	prev, err := fluidity.ReadOverride(dep.Annotations)
+	if err != nil {
+		prev = nil // the controller drops it too
+	}
+	current := strings.Split(dep.Annotations[fluidity.AnnotationNodes], ",")
+	ov := prev.Copy()
+	run := ov.Effective(comp)
+	for i, a := range acts {
+		fail := func(err error) (*target, bool, error) {
+			if len(acts) > 1 {
+				err = fmt.Errorf("action %d (%s): %w", i, a.Kind, err)
+			}
+			return nil, false, err
+		}
+		switch {
+		case a.Kind == fluidity.ActionChangeSpec:
+			if a.Host != "" && !slices.Contains(ov.Running(current), a.Host) {
+				return fail(fmt.Errorf("change_spec on %s: the component runs on %v", a.Host, ov.Running(current)))
+			}
+			spec, err := fluidity.ChangeSpec(app, run, a.NewSpec)
+			if err != nil {
+				return fail(err)
+			}
+			run, ov.Spec = spec, spec
+			if fluidity.SpecHash(spec) == fluidity.SpecHash(comp) {
+				ov.Spec = nil // back to the application's spec
+			}
+		case p.Initial && a.Kind == fluidity.ActionDeploy:
+			if on := ov.Running(current); !slices.Contains(on, a.Host) {
+				return fail(fmt.Errorf("initial deploy to %s: the placement controller placed the component on %v already; an initial plan does not move it (plan a move)", a.Host, on))
+			}
+		default:
+			if _, err := ov.Step(a, current); err != nil {
+				return fail(err)
+			}
+		}
+	}
+	if ov.Empty() {
+		ov = nil
+	} else {
+		ov.Base = fluidity.SpecHash(comp)
+	}
+	if sameOverride(prev, ov) {
+		return nil, false, nil
+	}
+	replicas := ov.Replicas(&app.Spec, run)
+	switch {
+	case ov.Pinned():
+		if why := pinProblem(app, run, ov.Nodes, replicas, nodes, gone); why != "" {
+			return nil, false, fmt.Errorf("cannot run on %v: %s", ov.Nodes, why)
+		}
+	case ov != nil && ov.Stopped:
+	default:
+		// The controller places the component: somewhere must fit it.
+		d, err := placement.PlaceComponent(placement.Request{App: &app.Spec, Component: run, Exclude: gone}, withoutComponent(nodes, app.Name, name))
+		if err != nil {
+			return nil, false, err
+		}
+		if !d.Feasible() {
+			return nil, false, fmt.Errorf("the changed component fits no node: %s", d.Reason())
+		}
+	}
+	return &target{comp: name, ov: ov, run: run, replicas: replicas}, true, nil
+}
+
+// sameOverride reports whether two overrides place and specify the
+// component alike (the plan that set them aside).
+func sameOverride(a, b *fluidity.Override) bool {
+	if a.Empty() || b.Empty() {
+		return a.Empty() == b.Empty()
+	}
+	x, y := a.Copy(), b.Copy()
+	x.Plan, y.Plan = "", ""
+	return x.Encode() == y.Encode()
+}
+
+func componentMessage(app *mlsysopsv1.MLSysOpsApp, comp string) string {
+	for _, st := range app.Status.Components {
+		if st.Name == comp && st.Message != "" {
+			return st.Message
+		}
+	}
+	return "no Deployment yet"
+}
+
+// deployment returns the component's Deployment, nil when there is none.
+func (f *Fluidity) deployment(ctx context.Context, app, comp string) (*appsv1.Deployment, error) {
+	var deps appsv1.DeploymentList
+	if err := f.client.List(ctx, &deps, client.InNamespace(fluidity.Namespace(app)), client.MatchingLabels{
+		mlsysopsv1.LabelComponent: comp, fluidity.LabelManagedBy: fluidity.ManagedByValue,
+	}); err != nil {
+		return nil, fmt.Errorf("read the Deployment of %s: %w", comp, err)
+	}
+	if len(deps.Items) == 0 {
+		return nil, nil
+	}
+	return &deps.Items[0], nil
+}
+
+// record writes the target's override on the component's Deployment (or
+// removes it) and forgets why an earlier one was dropped.
+func (f *Fluidity) record(ctx context.Context, app string, t target) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		dep, err := f.deployment(ctx, app, t.comp)
+		if err != nil {
+			return err
+		}
+		if dep == nil {
+			return errors.New("the Deployment is gone")
+		}
+		if dep.Annotations == nil {
+			dep.Annotations = map[string]string{}
+		}
+		if t.ov.Empty() {
+			delete(dep.Annotations, fluidity.AnnotationOverride)
+		} else {
+			dep.Annotations[fluidity.AnnotationOverride] = t.ov.Encode()
+		}
+		delete(dep.Annotations, fluidity.AnnotationOverrideDropped)
+		return f.client.Update(ctx, dep)
+	})
+}
+
+// follow checks the plan's components until the controller has carried
+// it out, something made it impossible or the timeout passed, and
+// reports the outcome.
+func (f *Fluidity) follow(planID, app string, todo []target) {
+	deadline := time.Now().Add(f.opts.Timeout)
+	t := time.NewTicker(f.opts.Poll)
+	defer t.Stop()
+	for {
+		var waiting []string
+		for _, tg := range todo {
+			ctx, cancel := context.WithTimeout(f.ctx, 30*time.Second)
+			why, err := f.progress(ctx, planID, app, tg)
+			cancel()
+			if f.ctx.Err() != nil {
+				return // the agent stops; the engine times the plan out
+			}
+			if err != nil {
+				f.finish(planID, app, fmt.Errorf("%s: %w", tg.comp, err))
+				return
+			}
+			if why != "" {
+				waiting = append(waiting, tg.comp+": "+why)
+			}
+		}
+		if len(waiting) == 0 {
+			f.finish(planID, app, nil)
+			return
+		}
+		if time.Now().After(deadline) {
+			f.finish(planID, app, fmt.Errorf("not carried out after %s: %s", f.opts.Timeout, strings.Join(waiting, "; ")))
+			return
+		}
+		select {
+		case <-f.ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (f *Fluidity) finish(planID, app string, err error) {
+	c := mechanism.Completion{PlanID: planID, Status: mechanism.StatusSuccess, Detail: map[string]any{"app": app}}
+	if err != nil {
+		c.Status, c.Err = mechanism.StatusFailed, err
+		f.log.Warn("fluidity plan failed", "app", app, "plan", planID, "err", err)
+	} else {
+		f.log.Info("fluidity plan carried out", "app", app, "plan", planID)
+	}
+	if f.opts.Complete != nil {
+		f.opts.Complete(c)
+	}
+}
+
+// progress says what the component still waits for ("" when it is as the
+// plan wants), or why the plan cannot be carried out any more.
+func (f *Fluidity) progress(ctx context.Context, planID, app string, t target) (string, error) {
+	dep, err := f.deployment(ctx, app, t.comp)
+	if err != nil {
+		return err.Error(), nil // transient: try again
+	}
+	if dep == nil {
+		if t.host != "" {
+			return "waiting for the placement controller", nil
+		}
+		return "", errors.New("the component's Deployment is gone (was it removed from the application?)")
+	}
+	if t.host != "" {
+		if on := runningOn(dep); !slices.Contains(on, t.host) {
+			return "", fmt.Errorf("initial deploy to %s: the placement controller placed the component on %v; plan a move to change that", t.host, on)
+		}
+		return "", nil
+	}
+	ov, _ := fluidity.ReadOverride(dep.Annotations)
+	switch {
+	case ov != nil && ov.Plan != planID:
+		return "", fmt.Errorf("plan %s replaced this plan's changes", ov.Plan)
+	case ov == nil && t.ov != nil:
+		if d := dep.Annotations[fluidity.AnnotationOverrideDropped]; strings.HasPrefix(d, planID+":") {
+			return "", fmt.Errorf("the placement controller dropped the plan's changes: %s", strings.TrimPrefix(d, planID+": "))
+		}
+		return "", errors.New("the plan's changes were removed")
+	}
+	if h := dep.Annotations[fluidity.AnnotationSpecHash]; h != fluidity.SpecHash(t.run) {
+		return "the Deployment does not run the new spec yet", nil
+	}
+	want := t.ov.Running(nil)
+	if t.ov.Pinned() && dep.Annotations[fluidity.AnnotationNodes] != strings.Join(want, ",") {
+		return fmt.Sprintf("the Deployment is not on %v yet", want), nil
+	}
+	if dep.Spec.Replicas == nil || *dep.Spec.Replicas != t.replicas {
+		return fmt.Sprintf("the Deployment does not ask for %d replicas yet", t.replicas), nil
+	}
+	st := dep.Status
+	if st.ObservedGeneration < dep.Generation || st.UpdatedReplicas != t.replicas || st.Replicas != t.replicas || st.AvailableReplicas != t.replicas {
+		return fmt.Sprintf("rolling out: %d of %d replicas updated and available, %d in all", min(st.UpdatedReplicas, st.AvailableReplicas), t.replicas, st.Replicas), nil
+	}
+	var pods corev1.PodList
+	if err := f.client.List(ctx, &pods, client.InNamespace(dep.Namespace), client.MatchingLabels{mlsysopsv1.LabelComponent: t.comp}); err != nil {
+		return err.Error(), nil
+	}
+	var where []string
+	count := int32(0)
+	for _, p := range pods.Items {
+		if !p.DeletionTimestamp.IsZero() || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		count++
+		if p.Spec.NodeName == "" || (t.ov.Pinned() && !slices.Contains(want, p.Spec.NodeName)) {
+			where = append(where, p.Name+"@"+p.Spec.NodeName)
+		}
+	}
+	if len(where) > 0 || count != t.replicas {
+		return fmt.Sprintf("%d pods, want %d; elsewhere: %v", count, t.replicas, where), nil
+	}
+	return "", nil
+}
+
+func names(ts []target) []any {
+	out := make([]any, len(ts))
+	for i, t := range ts {
+		out[i] = t.comp
+	}
+	return out
+}
+
+// State implements mechanism.Mechanism: what runs where, in the shape
+// upstream policies read: applications[app].components[comp].node_placed
+// (and nodes, replicas, ready_replicas, override), and nodes[node] with
+// spec (its MLSysOpsNode description), ready and components.
+func (f *Fluidity) State(ctx context.Context) (map[string]any, error) {
+	var deps appsv1.DeploymentList
+	if err := f.client.List(ctx, &deps, client.MatchingLabels{fluidity.LabelManagedBy: fluidity.ManagedByValue}); err != nil {
+		return nil, fmt.Errorf("list Deployments: %w", err)
+	}
+	nodes := map[string]any{}
+	var nl corev1.NodeList
+	if err := f.client.List(ctx, &nl); err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
+	}
+	specs := map[string]map[string]any{}
+	var ml mlsysopsv1.MLSysOpsNodeList
+	if err := f.client.List(ctx, &ml, client.InNamespace(AppNamespace)); err == nil {
+		for i := range ml.Items {
+			specs[ml.Items[i].Name], _ = toData(ml.Items[i].Spec)
+		}
+	}
+	onNode := map[string][]any{}
+	apps := map[string]any{}
+	for i := range deps.Items {
+		d := &deps.Items[i]
+		app, comp := d.Labels[mlsysopsv1.LabelApp], d.Labels[mlsysopsv1.LabelComponent]
+		if app == "" || comp == "" {
+			continue
+		}
+		on := runningOn(d)
+		info := map[string]any{"nodes": toAny(on), "ready_replicas": int64(d.Status.ReadyReplicas)}
+		if len(on) > 0 {
+			info["node_placed"] = on[0]
+		}
+		if d.Spec.Replicas != nil {
+			info["replicas"] = int64(*d.Spec.Replicas)
+		}
+		if ov, _ := fluidity.ReadOverride(d.Annotations); ov != nil {
+			info["override"], _ = toData(ov)
+		}
+		a, _ := apps[app].(map[string]any)
+		if a == nil {
+			a = map[string]any{"components": map[string]any{}}
+			apps[app] = a
+		}
+		a["components"].(map[string]any)[comp] = info
+		for _, n := range on {
+			onNode[n] = append(onNode[n], comp)
+		}
+	}
+	for i := range nl.Items {
+		n := &nl.Items[i]
+		spec := specs[n.Name]
+		if spec == nil {
+			spec = map[string]any{}
+		}
+		comps := onNode[n.Name]
+		if comps == nil {
+			comps = []any{}
+		}
+		nodes[n.Name] = map[string]any{"spec": spec, "ready": nodeIsReady(n), "components": comps}
+	}
+	return map[string]any{"cluster": f.cluster, "applications": apps, "nodes": nodes}, nil
+}
+
+// Options implements mechanism.Mechanism.
+func (f *Fluidity) Options() map[string]any {
+	return map[string]any{"actions": []any{fluidity.ActionDeploy, fluidity.ActionMove, fluidity.ActionRemove, fluidity.ActionChangeSpec}}
+}
+
+// Close stops following pending plans (mechanism.Closer).
+func (f *Fluidity) Close() error {
+	f.cancel()
+	f.wg.Wait()
+	return nil
+}
+
+func toAny(list []string) []any {
+	out := make([]any, len(list))
+	for i, s := range list {
+		out[i] = s
+	}
+	return out
+}

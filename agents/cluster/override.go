@@ -1,0 +1,160 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/mlsysops-go/mlsysops/agents/cluster/fluidity"
+	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
+	"github.com/mlsysops-go/mlsysops/internal/placement"
+)
+
+// listNodes returns the cluster's nodes with what their pods request; the
+// MLSysOpsNode descriptions, where present, add CPU frequencies and
+// container runtimes.
+//
+// Reads from a cache are not copied: placement never modifies nodes or
+// pods, and a cluster's pods are many.
+func listNodes(ctx context.Context, c client.Reader) ([]placement.Node, error) {
+	var nl corev1.NodeList
+	if err := c.List(ctx, &nl, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, err
+	}
+	var pl corev1.PodList
+	if err := c.List(ctx, &pl, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, err
+	}
+	descs := map[string]*mlsysopsv1.MLSysOpsNodeSpec{}
+	var ml mlsysopsv1.MLSysOpsNodeList
+	if err := c.List(ctx, &ml, client.UnsafeDisableDeepCopy); err == nil {
+		for i := range ml.Items {
+			descs[ml.Items[i].Name] = &ml.Items[i].Spec
+		}
+	}
+	requested := map[string]corev1.ResourceList{}
+	owners := map[string][]*corev1.Pod{}
+	for i := range pl.Items {
+		p := &pl.Items[i]
+		if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		list := requested[p.Spec.NodeName]
+		if list == nil {
+			list = corev1.ResourceList{}
+			requested[p.Spec.NodeName] = list
+		}
+		placement.AddPodRequests(list, p)
+		owners[p.Spec.NodeName] = append(owners[p.Spec.NodeName], p)
+	}
+	out := make([]placement.Node, 0, len(nl.Items))
+	for i := range nl.Items {
+		n := &nl.Items[i]
+		out = append(out, placement.Node{Node: n, Requested: requested[n.Name], Description: descs[n.Name], Pods: owners[n.Name]})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name() < out[j].Name() })
+	return out, nil
+}
+
+// pinProblem says why a component (as it runs, comp) cannot run on the
+// pinned nodes, or "" when it can: every node must exist, have a live
+// agent (gone lists those that do not), pass placement's filters and have
+// room for a replica, and together they must hold all its replicas. The
+// component's own pods do not count against the nodes they run on.
+func pinProblem(app *mlsysopsv1.MLSysOpsApp, comp *mlsysopsv1.Component, pinned []string, replicas int32, nodes []placement.Node, gone map[string]string) string {
+	own := withoutComponent(nodes, app.Name, comp.Metadata.Name)
+	var problems []string
+	for _, n := range pinned {
+		if why, ok := gone[n]; ok {
+			problems = append(problems, fmt.Sprintf("node %s: %s", n, why))
+			continue
+		}
+		one := restrict(own, []string{n})
+		if len(one) == 0 {
+			problems = append(problems, fmt.Sprintf("node %s is not a node of this cluster", n))
+			continue
+		}
+		d, err := placement.PlaceComponent(placement.Request{App: &app.Spec, Component: comp, Replicas: 1}, one)
+		if err != nil {
+			return err.Error()
+		}
+		if !d.Feasible() {
+			problems = append(problems, fmt.Sprintf("node %s is not eligible: %s", n, d.Reason()))
+		}
+	}
+	if len(problems) > 0 {
+		return strings.Join(problems, "; ")
+	}
+	d, err := placement.PlaceComponent(placement.Request{App: &app.Spec, Component: comp, Replicas: replicas}, restrict(own, pinned))
+	if err != nil {
+		return err.Error()
+	}
+	if !d.Feasible() {
+		return fmt.Sprintf("nodes %v cannot hold %d replicas: %s", pinned, replicas, d.Reason())
+	}
+	return ""
+}
+
+// currentOverride reads the override of a component from its Deployment
+// (nil when there is none or the Deployment does not exist yet) and
+// drops what the application invalidated: when the application changed
+// the component since the plan, its change_spec and remove go (the user's
+// new spec wins); pinned nodes stay while they still fit, which choose
+// checks. dropped says what was dropped and why, for the Deployment's
+// AnnotationOverrideDropped.
+func currentOverride(comp *mlsysopsv1.Component, dep *appsv1.Deployment, log *slog.Logger) (ov *fluidity.Override, dropped string) {
+	if dep == nil {
+		return nil, ""
+	}
+	ov, err := fluidity.ReadOverride(dep.Annotations)
+	if err != nil {
+		log.Warn("unreadable placement override dropped", "component", comp.Metadata.Name, "err", err)
+		return nil, "unreadable override: " + err.Error()
+	}
+	if ov == nil {
+		return nil, ""
+	}
+	if base := fluidity.SpecHash(comp); ov.Base != base {
+		var parts []string
+		if ov.Spec != nil {
+			parts = append(parts, "change_spec")
+			ov.Spec = nil
+		}
+		if ov.Stopped {
+			// The nodes of a stopped component are only where it last ran.
+			parts = append(parts, "remove")
+			ov.Stopped, ov.Nodes = false, nil
+		}
+		if len(parts) > 0 {
+			why := "the application changed the component"
+			log.Info("placement override dropped", "component", comp.Metadata.Name, "plan", ov.Plan, "dropped", parts, "reason", why)
+			dropped = fmt.Sprintf("%s: %s dropped: %s", ov.Plan, strings.Join(parts, " and "), why)
+		}
+		ov.Base = base
+	}
+	if ov.Empty() {
+		return nil, dropped
+	}
+	return ov, dropped
+}
+
+// overrideMessage describes an override for the component's status.
+func overrideMessage(ov *fluidity.Override) string {
+	var parts []string
+	switch {
+	case ov.Stopped:
+		parts = append(parts, "removed from its nodes")
+	case ov.Pinned():
+		parts = append(parts, fmt.Sprintf("pinned to %v", ov.Nodes))
+	}
+	if ov.Spec != nil {
+		parts = append(parts, "spec changed")
+	}
+	return fmt.Sprintf("%s by plan %s", strings.Join(parts, ", "), ov.Plan)
+}
