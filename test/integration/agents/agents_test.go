@@ -281,8 +281,9 @@ def plan(context, application_description, system_description, mechanisms, telem
 `
 
 // testForbidden: a node that does not permit cpu_frequency refuses the
-// plan, and the cluster refuses a fluidity move it cannot carry out; both
-// plans end Failed with the reason.
+// plan, and the cluster refuses a fluidity move of an application it does
+// not run (the node's proxy relays the cluster's reason); both plans end
+// Failed with the reason.
 func testForbidden(t *testing.T, h *hierarchy) {
 	a := h.agents[nodeForbidden]
 	writePolicy(t, a.PolicyDir, "policy-freq.star", fmt.Sprintf(freqPolicy, "2s", "max"))
@@ -309,7 +310,7 @@ func testForbidden(t *testing.T, h *hierarchy) {
 		if !strings.Contains(freq, "cpu_frequency") {
 			return fmt.Errorf("no failed freq plan naming cpu_frequency (got %q)", freq)
 		}
-		if !strings.Contains(move, "not supported") {
+		if !strings.Contains(move, "no-such-app is not placed in cluster "+clusterName) {
 			return fmt.Errorf("no failed move plan with the cluster's reason (got %q)", move)
 		}
 		return nil
