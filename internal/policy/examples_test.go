@@ -99,7 +99,7 @@ func TestExamplePolicies(t *testing.T) {
 	}{
 		"cluster/policy-staticPlacement.star": {
 			in:      &Inputs{Applications: []map[string]any{clusterApp()}, System: clusterSystem(), Mechanisms: fluidity(map[string]any{})},
-			wantCfg: Config{Scope: ScopeApplication, Core: true, Mechanisms: []string{"fluidity"}, AnalyzeInterval: 2 * time.Second, ScrapeInterval: 5 * time.Second},
+			wantCfg: Config{Scope: ScopeApplication, Core: true, Mechanisms: []string{"fluidity"}, AnalyzeInterval: 10 * time.Second, ScrapeInterval: 5 * time.Second},
 			steps: []step{
 				{at: 0, analyze: true, plan: map[string]any{"fluidity": map[string]any{"name": "demo", "deployment_plan": map[string]any{
 					"server": []any{map[string]any{"action": "deploy", "host": "edge-1"}}, "initial_plan": true,
@@ -155,7 +155,7 @@ func TestExamplePolicies(t *testing.T) {
 				System:       map[string]any{"MLSysOpsContinuum": map[string]any{"continuum_id": "k", "clusters": []any{"c1", "c2"}}},
 				Mechanisms:   placedOn(),
 			},
-			wantCfg: Config{Scope: ScopeApplication, Core: true, Mechanisms: []string{"clusterPlacement"}, AnalyzeInterval: 2 * time.Second, ScrapeInterval: 5 * time.Second},
+			wantCfg: Config{Scope: ScopeApplication, Core: true, Mechanisms: []string{"clusterPlacement"}, AnalyzeInterval: 10 * time.Second, ScrapeInterval: 5 * time.Second},
 			steps: []step{
 				// Not placed yet: the placement controller is choosing.
 				{at: 0, analyze: false},
