@@ -99,6 +99,7 @@ func usage(w io.Writer) {
 	conn := NewConnection()
 	cfs, ofs := flagSets(conn)
 	fmt.Fprintln(w, "Usage: mlsysops-agent --layer continuum|cluster|node [flags]   (--layer is --continuum-layer)")
+	fmt.Fprintf(w, "This binary runs %s.\n", LayersBuilt())
 	fmt.Fprintln(w, "\nAgent flags (also upstream config.yaml keys and MLSYSOPS_* variables):")
 	fmt.Fprint(w, ofs.FlagUsages())
 	fmt.Fprintln(w, "\nConnection flags:")

@@ -1,3 +1,5 @@
+//go:build !nodeagent
+
 package agent
 
 import (
@@ -26,10 +28,11 @@ import (
 // continuumLayer is the continuum agent: the MLSysOps API and placement in
 // Karmada, the cluster agents' registration and the registry.
 type continuumLayer struct {
-	a    *Agent
-	desc *mlsysopsv1.MLSysOpsContinuum
-	kcfg *rest.Config
-	kc   client.Client
+	a     *Agent
+	desc  *mlsysopsv1.MLSysOpsContinuum
+	kcfg  *rest.Config
+	kc    client.Client
+	store *state.Store
 
 	mu       sync.Mutex
 	apiReady bool
@@ -39,7 +42,9 @@ type continuumLayer struct {
 
 var _ layer = (*continuumLayer)(nil)
 
-func newContinuumLayer(_ context.Context, a *Agent, env agentconfig.LookupEnv) (*continuumLayer, error) {
+func init() { registerLayer(agentconfig.LayerContinuum, newContinuumLayer) }
+
+func newContinuumLayer(_ context.Context, a *Agent, env agentconfig.LookupEnv) (layer, error) {
 	desc, err := description.ContinuumFor(a.conn.Descriptions, a.name)
 	if err != nil {
 		return nil, fmt.Errorf("continuum %s has no valid description in %s (want continuum/%s.yaml with an MLSysOpsContinuum): %w",
@@ -57,11 +62,13 @@ func newContinuumLayer(_ context.Context, a *Agent, env agentconfig.LookupEnv) (
 	if err != nil {
 		return nil, fmt.Errorf("karmada client: %w", err)
 	}
-	if a.store, err = newStore(a, env); err != nil {
+	store, err := newStore(a, env)
+	if err != nil {
 		return nil, err
 	}
+	a.registry = store.Agents()
 	a.known[a.jid] = state.Agent{JID: a.jid, Layer: string(agentconfig.LayerContinuum), Node: a.name, Version: Version}
-	return &continuumLayer{a: a, desc: desc, kcfg: kcfg, kc: kc, trigger: make(chan struct{}, 1)}, nil
+	return &continuumLayer{a: a, desc: desc, kcfg: kcfg, kc: kc, store: store, trigger: make(chan struct{}, 1)}, nil
 }
 
 func (c *continuumLayer) childLayer() messaging.Layer { return messaging.LayerCluster }
@@ -100,6 +107,9 @@ func (c *continuumLayer) childRegistered(context.Context, string, *messaging.Sub
 func (c *continuumLayer) peer(context.Context, messaging.PeerEvent)                     {}
 
 func (c *continuumLayer) ready(ctx context.Context) error {
+	if err := redisReady(ctx, c.store); err != nil {
+		return err
+	}
 	dc, err := discovery.NewDiscoveryClientForConfig(c.kcfg)
 	if err != nil {
 		return err
@@ -121,8 +131,8 @@ func (c *continuumLayer) status() map[string]any {
 func (c *continuumLayer) run(ctx context.Context) error {
 	// The continuum is an agent of the registry too, so that tools can
 	// ping it and set its mode.
-	if err := c.a.store.Agents().Register(ctx, c.a.known[c.a.jid]); err == nil {
-		_ = c.a.store.Agents().SetLiveness(ctx, c.a.jid, true, time.Now())
+	if err := c.store.Agents().Register(ctx, c.a.known[c.a.jid]); err == nil {
+		_ = c.store.Agents().SetLiveness(ctx, c.a.jid, true, time.Now())
 	}
 	backoff := time.Second
 	for ctx.Err() == nil {
@@ -168,8 +178,8 @@ func (c *continuumLayer) start(ctx context.Context) error {
 	}
 	// Submissions from the northbound API become MLSysOpsApps; their status
 	// goes back to Redis.
-	ctrls.Apps.Status = continuumagent.RedisStatus{Apps: c.a.store.Applications()}
-	intake, err := continuumagent.NewIntake(ctx, c.a.store, ctrls.Client(), c.a.name, c.a.log)
+	ctrls.Apps.Status = continuumagent.RedisStatus{Apps: c.store.Applications()}
+	intake, err := continuumagent.NewIntake(ctx, c.store, ctrls.Client(), c.a.name, c.a.log)
 	if err != nil {
 		return fmt.Errorf("submission intake: %w", err)
 	}

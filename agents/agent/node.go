@@ -39,7 +39,9 @@ var (
 	_ mechanism.Forwarder = (*nodeLayer)(nil)
 )
 
-func newNodeLayer(a *Agent) (*nodeLayer, error) {
+func init() { registerLayer(agentconfig.LayerNode, newNodeLayer) }
+
+func newNodeLayer(_ context.Context, a *Agent, _ agentconfig.LookupEnv) (layer, error) {
 	desc, err := description.NodeFor(a.conn.Descriptions, a.name)
 	if err != nil {
 		return nil, fmt.Errorf("node %s has no valid description in %s (want nodes/%s.yaml with an MLSysOpsNode): %w",
