@@ -286,7 +286,7 @@ func (a *Agent) subscribe(ctx context.Context) error {
 	defer cancel()
 	m := &messaging.Subscribe{Name: a.name, Layer: messaging.Layer(a.opts.Layer), Version: Version}
 	if n, ok := a.layer.(*nodeLayer); ok {
-		m.Cluster = n.desc.Spec.ClusterID
+		m.Cluster = n.cluster
 	}
 	resp, _, err := a.msg.Request(rctx, a.parent, m)
 	if err != nil {
