@@ -124,6 +124,11 @@ func run(ctx context.Context, out io.Writer, args []string, env agentconfig.Look
 	for _, w := range warnings {
 		log.Warn("configuration key ignored", "warning", w.String())
 	}
+	rs, err := runtimeFor(opts.Layer, conn, env)
+	if err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
+	rs.apply(log)
 	a, err := New(ctx, opts, conn, env, log)
 	if err != nil {
 		return err
