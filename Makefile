@@ -5,6 +5,7 @@ SHELL := /bin/bash
 GO ?= go
 STATE ?= .testbed
 DESCRIPTIONS ?= descriptions
+BIN ?= bin
 PORT_BASE ?= 16000
 # The shared testbed of integration tests (see internal/testbed/testing.go).
 TEST_STATE ?= .testbed-test
@@ -32,8 +33,12 @@ down:
 status:
 	$(TESTBED) status --descriptions $(DESCRIPTIONS) --state $(STATE) --port-base $(PORT_BASE)
 
+## build: compile every package, and build the agents into $(BIN): mlsysops-agent
+## (every layer) and mlsysops-agent-node (node layer only, static, for node agents)
 build:
 	$(GO) build ./...
+	$(GO) build -o $(BIN)/mlsysops-agent ./agents
+	CGO_ENABLED=0 $(GO) build -tags nodeagent -o $(BIN)/mlsysops-agent-node ./agents
 
 ## test: static checks, unit tests and integration tests with the race detector.
 ## Integration packages run one after another: they share one testbed, and
@@ -79,6 +84,7 @@ lint:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) vet -tags nodeagent ./...
 
 clean:
 	-$(TESTBED) down --state $(STATE) --port-base $(PORT_BASE)

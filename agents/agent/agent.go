@@ -21,7 +21,7 @@ import (
 	"github.com/mlsysops-go/mlsysops/internal/mechanism"
 	"github.com/mlsysops-go/mlsysops/internal/messaging"
 	"github.com/mlsysops-go/mlsysops/internal/policy"
-	"github.com/mlsysops-go/mlsysops/internal/state"
+	"github.com/mlsysops-go/mlsysops/internal/state/record"
 	"github.com/mlsysops-go/mlsysops/internal/telemetry"
 )
 
@@ -53,6 +53,16 @@ type layer interface {
 	status() map[string]any
 }
 
+// registry records a parent agent's accepted children and their liveness
+// where the other components read them: the Redis registry of
+// internal/state (state.Registry), kept by the continuum and cluster
+// layers. Nodes have no children and no registry.
+type registry interface {
+	Register(ctx context.Context, a record.Agent) error
+	SetLiveness(ctx context.Context, jid string, online bool, at time.Time) error
+	List(ctx context.Context) ([]record.Agent, error)
+}
+
 // Agent is one running agent.
 type Agent struct {
 	opts    *agentconfig.Options
@@ -69,14 +79,14 @@ type Agent struct {
 	engine     *mape.Engine
 	sampler    *telemetry.Sampler
 	mechs      *mechanism.Set
-	store      *state.Store // nil on nodes
+	registry   registry // nil on nodes
 	layer      layer
 	resub      chan struct{}
 	registered atomic.Bool
 	mode       atomic.Int64
 
 	mu    sync.Mutex
-	known map[string]state.Agent // accepted children, for the registry
+	known map[string]record.Agent // accepted children, for the registry
 
 	modeGauge     prometheus.Gauge
 	regGauge      prometheus.Gauge
@@ -89,7 +99,7 @@ type Agent struct {
 func New(ctx context.Context, opts *agentconfig.Options, conn *Connection, env agentconfig.LookupEnv, log *slog.Logger) (*Agent, error) {
 	a := &Agent{
 		opts: opts, conn: conn, name: opts.NodeName, domain: conn.XMPPDomain, started: time.Now(),
-		reg: prometheus.NewRegistry(), resub: make(chan struct{}, 1), known: map[string]state.Agent{},
+		reg: prometheus.NewRegistry(), resub: make(chan struct{}, 1), known: map[string]record.Agent{},
 	}
 	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	a.jid = AgentJID(opts.Layer, a.name, a.domain)
@@ -103,16 +113,7 @@ func New(ctx context.Context, opts *agentconfig.Options, conn *Connection, env a
 	a.reg.MustRegister(a.modeGauge, a.regGauge, a.subscribeTime)
 
 	var err error
-	switch opts.Layer {
-	case agentconfig.LayerNode:
-		a.layer, err = newNodeLayer(a)
-	case agentconfig.LayerCluster:
-		a.layer, err = newClusterLayer(ctx, a, env)
-	case agentconfig.LayerContinuum:
-		a.layer, err = newContinuumLayer(ctx, a, env)
-	default:
-		err = fmt.Errorf("unknown layer %q", opts.Layer)
-	}
+	a.layer, err = newLayer(ctx, a, env)
 	if err != nil {
 		return nil, err
 	}
@@ -229,7 +230,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if a.parent != "" {
 		start("subscribe", a.subscribeLoop)
 	}
-	if a.store != nil {
+	if a.registry != nil {
 		start("registry", a.syncRegistry)
 	}
 	start(string(a.opts.Layer), a.layer.run)
@@ -285,7 +286,7 @@ func (a *Agent) subscribe(ctx context.Context) error {
 	defer cancel()
 	m := &messaging.Subscribe{Name: a.name, Layer: messaging.Layer(a.opts.Layer), Version: Version}
 	if n, ok := a.layer.(*nodeLayer); ok {
-		m.Cluster = n.desc.Spec.ClusterID
+		m.Cluster = n.cluster
 	}
 	resp, _, err := a.msg.Request(rctx, a.parent, m)
 	if err != nil {
@@ -325,12 +326,12 @@ func (a *Agent) watchPeers(ctx context.Context) error {
 					}
 				}
 			case messaging.RoleChild:
-				if a.store != nil {
+				if a.registry != nil {
 					a.mu.Lock()
 					_, known := a.known[ev.Peer]
 					a.mu.Unlock()
 					if known {
-						if err := a.store.Agents().SetLiveness(ctx, ev.Peer, ev.Online, ev.Time); err != nil {
+						if err := a.registry.SetLiveness(ctx, ev.Peer, ev.Online, ev.Time); err != nil {
 							a.log.Warn("registry liveness", "peer", ev.Peer, "err", err)
 						}
 					}
@@ -357,7 +358,7 @@ func (a *Agent) syncRegistry(ctx context.Context) error {
 			online[p.Peer] = p
 		}
 		a.mu.Lock()
-		agents := make([]state.Agent, 0, len(a.known))
+		agents := make([]record.Agent, 0, len(a.known))
 		for _, ag := range a.known {
 			agents = append(agents, ag)
 		}
@@ -367,11 +368,11 @@ func (a *Agent) syncRegistry(ctx context.Context) error {
 			if ag.JID == a.jid {
 				p = messaging.PeerState{Online: true, LastSeen: time.Now()}
 			}
-			if err := a.store.Agents().Register(ctx, ag); err != nil {
+			if err := a.registry.Register(ctx, ag); err != nil {
 				a.log.Debug("registry write", "peer", ag.JID, "err", err)
 				continue
 			}
-			_ = a.store.Agents().SetLiveness(ctx, ag.JID, p.Online, p.LastSeen)
+			_ = a.registry.SetLiveness(ctx, ag.JID, p.Online, p.LastSeen)
 		}
 	}
 }
@@ -396,7 +397,7 @@ func (a *Agent) handleSubscribe(ctx context.Context, env *messaging.Envelope, m 
 	if _, err := a.msg.AddChild(env.From); err != nil {
 		return nil, fmt.Errorf("add child %s: %w", env.From, err)
 	}
-	ag := state.Agent{JID: env.From, Layer: string(m.Layer), Version: m.Version}
+	ag := record.Agent{JID: env.From, Layer: string(m.Layer), Version: m.Version}
 	if want == messaging.LayerNode {
 		ag.Node, ag.Cluster = m.Name, a.name
 	} else {
@@ -406,11 +407,11 @@ func (a *Agent) handleSubscribe(ctx context.Context, env *messaging.Envelope, m 
 	_, again := a.known[env.From]
 	a.known[env.From] = ag
 	a.mu.Unlock()
-	if a.store != nil {
-		if err := a.store.Agents().Register(ctx, ag); err != nil {
+	if a.registry != nil {
+		if err := a.registry.Register(ctx, ag); err != nil {
 			a.log.Warn("registry write failed; retried in the background", "peer", env.From, "err", err)
 		} else {
-			_ = a.store.Agents().SetLiveness(ctx, env.From, true, time.Now())
+			_ = a.registry.SetLiveness(ctx, env.From, true, time.Now())
 		}
 	}
 	a.log.Info("child registered", "peer", env.From, "child_layer", string(m.Layer), "again", again, "version", m.Version)

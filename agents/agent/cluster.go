@@ -1,3 +1,5 @@
+//go:build !nodeagent
+
 package agent
 
 import (
@@ -47,11 +49,12 @@ type nodeRecord struct {
 // clusterLayer is the cluster agent: its nodes' registration, descriptions
 // and telemetry, the fluidity controllers and mechanism.
 type clusterLayer struct {
-	a    *Agent
-	desc *mlsysopsv1.MLSysOpsCluster
-	kcfg *rest.Config
-	kc   client.Client
-	cs   kubernetes.Interface
+	a     *Agent
+	desc  *mlsysopsv1.MLSysOpsCluster
+	kcfg  *rest.Config
+	kc    client.Client
+	cs    kubernetes.Interface
+	store *state.Store
 
 	mu           sync.Mutex
 	nodes        map[string]*nodeRecord // by node name
@@ -94,7 +97,17 @@ func newStore(a *Agent, env agentconfig.LookupEnv) (*state.Store, error) {
 	return state.New(rdb, state.Options{Prefix: a.conn.RedisPrefix, Logger: a.log}), nil
 }
 
-func newClusterLayer(_ context.Context, a *Agent, env agentconfig.LookupEnv) (*clusterLayer, error) {
+// redisReady checks the store's Redis, for /readyz.
+func redisReady(ctx context.Context, s *state.Store) error {
+	if err := s.Client().Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("redis: %w", err)
+	}
+	return nil
+}
+
+func init() { registerLayer(agentconfig.LayerCluster, newClusterLayer) }
+
+func newClusterLayer(_ context.Context, a *Agent, env agentconfig.LookupEnv) (layer, error) {
 	desc, err := description.ClusterFor(a.conn.Descriptions, a.name)
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s has no valid description in %s (want clusters/%s.yaml with an MLSysOpsCluster): %w",
@@ -122,10 +135,12 @@ func newClusterLayer(_ context.Context, a *Agent, env agentconfig.LookupEnv) (*c
 	if err != nil {
 		return nil, err
 	}
-	if a.store, err = newStore(a, env); err != nil {
+	store, err := newStore(a, env)
+	if err != nil {
 		return nil, err
 	}
-	c := &clusterLayer{a: a, desc: desc, kcfg: kcfg, kc: kc, cs: cs, nodes: map[string]*nodeRecord{}, clusterDirty: true, trigger: make(chan struct{}, 1)}
+	a.registry = store.Agents()
+	c := &clusterLayer{a: a, desc: desc, kcfg: kcfg, kc: kc, cs: cs, store: store, nodes: map[string]*nodeRecord{}, clusterDirty: true, trigger: make(chan struct{}, 1)}
 	for _, n := range desc.Spec.Nodes {
 		c.nodes[n] = &nodeRecord{jid: AgentJID(agentconfig.LayerNode, n, a.domain), apps: map[string]map[string]bool{}}
 	}
@@ -242,6 +257,9 @@ func (c *clusterLayer) poke() {
 }
 
 func (c *clusterLayer) ready(ctx context.Context) error {
+	if err := redisReady(ctx, c.store); err != nil {
+		return err
+	}
 	dc, err := discovery.NewDiscoveryClientForConfig(c.kcfg)
 	if err != nil {
 		return err
@@ -330,7 +348,7 @@ func (c *clusterLayer) handleTelemetry(ctx context.Context, env *messaging.Envel
 		c.a.log.Warn("telemetry report dropped: sender is not that node", "node", m.Node, "peer", env.From)
 		return nil, nil
 	}
-	if err := c.a.store.Telemetry().Put(ctx, state.Sample{Node: m.Node, Time: m.Time, Metrics: m.Metrics}, ttl); err != nil {
+	if err := c.store.Telemetry().Put(ctx, state.Sample{Node: m.Node, Time: m.Time, Metrics: m.Metrics}, ttl); err != nil {
 		c.a.log.Warn("telemetry not stored", "node", m.Node, "err", err)
 	}
 	return nil, nil

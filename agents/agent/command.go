@@ -99,6 +99,7 @@ func usage(w io.Writer) {
 	conn := NewConnection()
 	cfs, ofs := flagSets(conn)
 	fmt.Fprintln(w, "Usage: mlsysops-agent --layer continuum|cluster|node [flags]   (--layer is --continuum-layer)")
+	fmt.Fprintf(w, "This binary runs %s.\n", LayersBuilt())
 	fmt.Fprintln(w, "\nAgent flags (also upstream config.yaml keys and MLSYSOPS_* variables):")
 	fmt.Fprint(w, ofs.FlagUsages())
 	fmt.Fprintln(w, "\nConnection flags:")
@@ -123,6 +124,11 @@ func run(ctx context.Context, out io.Writer, args []string, env agentconfig.Look
 	for _, w := range warnings {
 		log.Warn("configuration key ignored", "warning", w.String())
 	}
+	rs, err := runtimeFor(opts.Layer, conn, env)
+	if err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
+	rs.apply(log)
 	a, err := New(ctx, opts, conn, env, log)
 	if err != nil {
 		return err

@@ -1,3 +1,5 @@
+//go:build !nodeagent
+
 package agent
 
 import (
@@ -26,10 +28,11 @@ import (
 // continuumLayer is the continuum agent: the MLSysOps API and placement in
 // Karmada, the cluster agents' registration and the registry.
 type continuumLayer struct {
-	a    *Agent
-	desc *mlsysopsv1.MLSysOpsContinuum
-	kcfg *rest.Config
-	kc   client.Client
+	a     *Agent
+	desc  *mlsysopsv1.MLSysOpsContinuum
+	kcfg  *rest.Config
+	kc    client.Client
+	store *state.Store
 
 	mu       sync.Mutex
 	apiReady bool
@@ -48,7 +51,9 @@ type continuumLayer struct {
 
 var _ layer = (*continuumLayer)(nil)
 
-func newContinuumLayer(_ context.Context, a *Agent, env agentconfig.LookupEnv) (*continuumLayer, error) {
+func init() { registerLayer(agentconfig.LayerContinuum, newContinuumLayer) }
+
+func newContinuumLayer(_ context.Context, a *Agent, env agentconfig.LookupEnv) (layer, error) {
 	desc, err := description.ContinuumFor(a.conn.Descriptions, a.name)
 	if err != nil {
 		return nil, fmt.Errorf("continuum %s has no valid description in %s (want continuum/%s.yaml with an MLSysOpsContinuum): %w",
@@ -66,11 +71,13 @@ func newContinuumLayer(_ context.Context, a *Agent, env agentconfig.LookupEnv) (
 	if err != nil {
 		return nil, fmt.Errorf("karmada client: %w", err)
 	}
-	if a.store, err = newStore(a, env); err != nil {
+	store, err := newStore(a, env)
+	if err != nil {
 		return nil, err
 	}
+	a.registry = store.Agents()
 	a.known[a.jid] = state.Agent{JID: a.jid, Layer: string(agentconfig.LayerContinuum), Node: a.name, Version: Version}
-	c := &continuumLayer{a: a, desc: desc, kcfg: kcfg, kc: kc, trigger: make(chan struct{}, 1),
+	c := &continuumLayer{a: a, desc: desc, kcfg: kcfg, kc: kc, store: store, trigger: make(chan struct{}, 1),
 		// A report is trusted for three of the cluster agents' intervals.
 		reports: continuumagent.NewReports(3 * a.conn.CapacityReportInterval)}
 	c.grace = newGraceTracker(a.conn.ChildGracePeriod, desc.Spec.Clusters, c.clustersGoneChanged)
@@ -166,6 +173,9 @@ func (c *continuumLayer) handleCapacity(_ context.Context, env *messaging.Envelo
 }
 
 func (c *continuumLayer) ready(ctx context.Context) error {
+	if err := redisReady(ctx, c.store); err != nil {
+		return err
+	}
 	dc, err := discovery.NewDiscoveryClientForConfig(c.kcfg)
 	if err != nil {
 		return err
@@ -193,8 +203,8 @@ func (c *continuumLayer) status() map[string]any {
 func (c *continuumLayer) run(ctx context.Context) error {
 	// The continuum is an agent of the registry too, so that tools can
 	// ping it and set its mode.
-	if err := c.a.store.Agents().Register(ctx, c.a.known[c.a.jid]); err == nil {
-		_ = c.a.store.Agents().SetLiveness(ctx, c.a.jid, true, time.Now())
+	if err := c.store.Agents().Register(ctx, c.a.known[c.a.jid]); err == nil {
+		_ = c.store.Agents().SetLiveness(ctx, c.a.jid, true, time.Now())
 	}
 	go c.grace.run(ctx)
 	backoff := time.Second
@@ -245,7 +255,7 @@ func (c *continuumLayer) start(ctx context.Context) error {
 	}
 	// Submissions from the northbound API (applications and ML
 	// deployments) become MLSysOpsApps; their status goes back to Redis.
-	ctrls.Apps.Status = continuumagent.RedisStatus{Apps: c.a.store.Applications(), ML: c.a.store.MLDeployments()}
+	ctrls.Apps.Status = continuumagent.RedisStatus{Apps: c.store.Applications(), ML: c.store.MLDeployments()}
 	ctrls.Apps.Unavailable = c.grace.Unavailable
 	c.mu.Lock()
 	c.resync = ctrls.Apps.Resync
@@ -256,11 +266,11 @@ func (c *continuumLayer) start(ctx context.Context) error {
 		c.mu.Unlock()
 	}()
 	ctrls.Apps.FeedEngine(c.a.engine)
-	apps, err := continuumagent.NewIntake(ctx, c.a.store, ctrls.Client(), c.a.name, c.a.log)
+	apps, err := continuumagent.NewIntake(ctx, c.store, ctrls.Client(), c.a.name, c.a.log)
 	if err != nil {
 		return fmt.Errorf("application submission intake: %w", err)
 	}
-	ml, err := continuumagent.NewMLIntake(ctx, c.a.store, ctrls.Client(), c.a.name, c.a.log)
+	ml, err := continuumagent.NewMLIntake(ctx, c.store, ctrls.Client(), c.a.name, c.a.log)
 	if err != nil {
 		return fmt.Errorf("ML deployment submission intake: %w", err)
 	}

@@ -1,3 +1,5 @@
+//go:build !nodeagent
+
 package agent
 
 import (

@@ -56,8 +56,8 @@ func (a *Agent) serve() (func(context.Context) error, error) {
 // pingTargets are every registered agent for the continuum (which sees the
 // whole registry), the children for the others.
 func (a *Agent) pingTargets(ctx context.Context) []string {
-	if a.opts.Layer == agentconfig.LayerContinuum && a.store != nil {
-		if list, err := a.store.Agents().List(ctx); err == nil {
+	if a.opts.Layer == agentconfig.LayerContinuum && a.registry != nil {
+		if list, err := a.registry.List(ctx); err == nil {
 			var out []string
 			for _, ag := range list {
 				if ag.JID != a.jid {
@@ -77,11 +77,6 @@ func (a *Agent) ready(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	if a.store != nil {
-		if err := a.store.Client().Ping(ctx).Err(); err != nil {
-			return fmt.Errorf("redis: %w", err)
-		}
-	}
 	return a.layer.ready(ctx)
 }
 

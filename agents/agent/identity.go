@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/mlsysops-go/mlsysops/internal/agentconfig"
-	"github.com/mlsysops-go/mlsysops/internal/description"
+	"github.com/mlsysops-go/mlsysops/internal/description/generic"
 )
 
 // AgentJID returns the bare JID of an agent. Node agents use their host
@@ -36,7 +36,7 @@ func continuumName(dir string) (string, error) {
 			if err != nil || !strings.Contains(string(b), "MLSysOpsContinuum") {
 				continue
 			}
-			if _, err := description.ContinuumFor(filepath.Dir(f), strings.TrimSuffix(filepath.Base(f), filepath.Ext(f))); err != nil {
+			if _, err := generic.LoadOwn(filepath.Dir(f), strings.TrimSuffix(filepath.Base(f), filepath.Ext(f)), generic.KindContinuum); err != nil {
 				continue
 			}
 			found = append(found, strings.TrimSuffix(filepath.Base(f), filepath.Ext(f)))

@@ -9,8 +9,7 @@ import (
 	"time"
 
 	"github.com/mlsysops-go/mlsysops/internal/agentconfig"
-	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
-	"github.com/mlsysops-go/mlsysops/internal/description"
+	"github.com/mlsysops-go/mlsysops/internal/description/generic"
 	"github.com/mlsysops-go/mlsysops/internal/mape"
 	"github.com/mlsysops-go/mlsysops/internal/mechanism"
 	"github.com/mlsysops-go/mlsysops/internal/messaging"
@@ -25,8 +24,12 @@ var nodeMechanisms = []string{mechanism.FluidityProxyName, mechanism.CPUFrequenc
 // nodeLayer is the node agent: telemetry of its host, node mechanisms and
 // the components placed on it.
 type nodeLayer struct {
-	a         *Agent
-	desc      *mlsysopsv1.MLSysOpsNode
+	a *Agent
+	// desc is the node's description, checked by the light loader of
+	// description/generic: the node agent needs none of the Kubernetes API
+	// types that package description decodes into.
+	desc      *generic.Description
+	cluster   string // desc's cluster_id
 	collector *telemetry.NodeCollector
 
 	mu       sync.Mutex
@@ -39,13 +42,16 @@ var (
 	_ mechanism.Forwarder = (*nodeLayer)(nil)
 )
 
-func newNodeLayer(a *Agent) (*nodeLayer, error) {
-	desc, err := description.NodeFor(a.conn.Descriptions, a.name)
+func init() { registerLayer(agentconfig.LayerNode, newNodeLayer) }
+
+func newNodeLayer(_ context.Context, a *Agent, _ agentconfig.LookupEnv) (layer, error) {
+	desc, err := generic.LoadOwn(a.conn.Descriptions, a.name, generic.KindNode)
 	if err != nil {
 		return nil, fmt.Errorf("node %s has no valid description in %s (want nodes/%s.yaml with an MLSysOpsNode): %w",
 			a.name, a.conn.Descriptions, a.name, err)
 	}
-	if desc.Spec.ClusterID == "" {
+	cluster, _ := desc.Spec["cluster_id"].(string)
+	if cluster == "" {
 		return nil, fmt.Errorf("node description of %s: cluster_id is empty; it names the cluster agent to register with", a.name)
 	}
 	if a.conn.ContinuumName == "" {
@@ -53,8 +59,8 @@ func newNodeLayer(a *Agent) (*nodeLayer, error) {
 			a.conn.ContinuumName = cn
 		}
 	}
-	a.parent = AgentJID(agentconfig.LayerCluster, desc.Spec.ClusterID, a.domain)
-	n := &nodeLayer{a: a, desc: desc, apps: map[string]map[string]messaging.ComponentPlaced{}}
+	a.parent = AgentJID(agentconfig.LayerCluster, cluster, a.domain)
+	n := &nodeLayer{a: a, desc: desc, cluster: cluster, apps: map[string]map[string]messaging.ComponentPlaced{}}
 	n.collector = telemetry.NewNodeCollector(telemetry.NodeOptions{ProcRoot: a.opts.ProcfsRoot, SysRoot: a.opts.SysfsRoot, NvidiaSMI: a.opts.NvidiaSMI})
 	a.sampler = telemetry.NewSampler(telemetry.SamplerOptions{Interval: a.opts.MonitoringInterval, Logger: a.log})
 	a.sampler.AddSource(n.collector)
@@ -73,7 +79,7 @@ func (n *nodeLayer) systemDescription() map[string]any {
 		spec = map[string]any{}
 	}
 	spec["name"] = n.desc.Name
-	return map[string]any{mlsysopsv1.KindNode: spec}
+	return map[string]any{generic.KindNode: spec}
 }
 
 func (n *nodeLayer) mechanisms(a *Agent) (*mechanism.Set, error) {
@@ -82,9 +88,21 @@ func (n *nodeLayer) mechanisms(a *Agent) (*mechanism.Set, error) {
 		enabled = nodeMechanisms
 	}
 	return mechanism.NewBuiltinRegistry().Build(enabled, mechanism.Env{
-		Logger: a.log, Node: a.name, Permissions: mechanism.NewPermissions(n.desc.Spec.PermittedActions),
+		Logger: a.log, Node: a.name, Permissions: mechanism.NewPermissions(n.permittedActions()),
 		SysfsRoot: a.opts.SysfsRoot, NvidiaSMI: a.opts.NvidiaSMI, Forwarder: n,
 	})
+}
+
+// permittedActions lists the description's permitted_actions.
+func (n *nodeLayer) permittedActions() []string {
+	list, _ := n.desc.Spec["permitted_actions"].([]interface{})
+	out := make([]string, 0, len(list))
+	for _, v := range list {
+		if s, ok := v.(string); ok {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 func (n *nodeLayer) setup(a *Agent) error {
@@ -104,7 +122,7 @@ func (n *nodeLayer) Forward(ctx context.Context, planID string, command map[stri
 		return fmt.Errorf("encode plan %s: %w", planID, err)
 	}
 	app, _ := command["name"].(string)
-	n.a.log.Info("plan forwarded to the cluster", "plan", planID, "app", app, "cluster", n.desc.Spec.ClusterID)
+	n.a.log.Info("plan forwarded to the cluster", "plan", planID, "app", app, "cluster", n.cluster)
 	return n.a.msg.Send(ctx, n.a.parent, &messaging.PlanSubmitted{PlanUID: planID, Node: n.a.name, Application: app, Mechanism: "fluidity", Plan: b})
 }
 
@@ -117,13 +135,13 @@ func (n *nodeLayer) registered(ctx context.Context) {
 		err = a.msg.Send(ctx, a.parent, &messaging.NodeDescriptionSubmitted{Node: a.name, Description: body})
 	}
 	if err != nil {
-		a.log.Warn("description not delivered to the cluster", "cluster", n.desc.Spec.ClusterID, "err", err)
+		a.log.Warn("description not delivered to the cluster", "cluster", n.cluster, "err", err)
 	}
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	resp, _, err := a.msg.Request(rctx, a.parent, &messaging.NodeStateSync{Node: a.name})
 	cancel()
 	if err != nil {
-		a.log.Warn("node state sync failed", "cluster", n.desc.Spec.ClusterID, "err", err)
+		a.log.Warn("node state sync failed", "cluster", n.cluster, "err", err)
 	} else if st, ok := resp.(*messaging.NodeState); ok {
 		for app, na := range st.Applications {
 			for comp := range na.Components {
@@ -148,7 +166,7 @@ func (n *nodeLayer) status() map[string]any {
 		}
 		sort.Strings(comps[app])
 	}
-	return map[string]any{"cluster": n.desc.Spec.ClusterID, "components": comps, "reported_interval_seconds": n.reported.Seconds()}
+	return map[string]any{"cluster": n.cluster, "components": comps, "reported_interval_seconds": n.reported.Seconds()}
 }
 
 // run reports the latest telemetry to the cluster at the sampling interval.
@@ -192,7 +210,7 @@ func (n *nodeLayer) reportInterval(ctx context.Context, force bool) {
 	if !changed && !force {
 		return
 	}
-	n.a.log.Info("telemetry interval reported to the cluster", "interval", cur.String(), "cluster", n.desc.Spec.ClusterID)
+	n.a.log.Info("telemetry interval reported to the cluster", "interval", cur.String(), "cluster", n.cluster)
 	if _, err := n.a.msg.SendAsync(ctx, n.a.parent, &messaging.TelemetryDeploy{Node: n.a.name, IntervalSeconds: cur.Seconds()}); err != nil {
 		n.a.log.Warn("telemetry interval not sent", "err", err)
 	}
@@ -289,7 +307,7 @@ func (n *nodeLayer) handlePlanExecuted(_ context.Context, _ *messaging.Envelope,
 // cluster's.
 func (n *nodeLayer) handleInterval(ctx context.Context, env *messaging.Envelope, m *messaging.TelemetryIntervalUpdate) (messaging.Message, error) {
 	d := time.Duration(m.IntervalSeconds * float64(time.Second))
-	n.a.log.Info("telemetry interval requested by the cluster", "interval", d.String(), "cluster", n.desc.Spec.ClusterID)
+	n.a.log.Info("telemetry interval requested by the cluster", "interval", d.String(), "cluster", n.cluster)
 	n.a.sampler.RequestInterval("parent:"+env.From, d)
 	n.reportInterval(ctx, false)
 	return nil, nil

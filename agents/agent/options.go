@@ -91,6 +91,14 @@ type Connection struct {
 	LogLevel string
 	// LogFormat is json or text (MLSYSOPS_LOG_FORMAT).
 	LogFormat string
+
+	// GCPercent is the garbage collector's target (debug.SetGCPercent);
+	// -1 turns the collector off. Zero keeps $GOGC when it is set, else
+	// the layer's default: 50 on nodes, Go's 100 elsewhere.
+	GCPercent int
+	// MemoryLimit is a soft limit of the Go runtime's memory, such as
+	// 32MiB (debug.SetMemoryLimit); empty keeps $GOMEMLIMIT, else none.
+	MemoryLimit string
 }
 
 // NewConnection returns the defaults.
@@ -191,6 +199,8 @@ func (c *Connection) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Listen, "listen", c.Listen, "address of /metrics, /healthz, /readyz and /status ($MLSYSOPS_LISTEN; empty disables)")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error ($LOG_LEVEL)")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "json or text ($MLSYSOPS_LOG_FORMAT)")
+	fs.IntVar(&c.GCPercent, "gc-percent", c.GCPercent, "garbage collector target, -1 off (default: $GOGC, else 50 on nodes and 100 elsewhere)")
+	fs.StringVar(&c.MemoryLimit, "memory-limit", c.MemoryLimit, "soft limit of the Go runtime's memory, e.g. 32MiB (default: $GOMEMLIMIT, else none)")
 }
 
 // Validate checks the connection options for a layer and lists every
@@ -222,6 +232,14 @@ func (c *Connection) Validate(layer agentconfig.Layer) error {
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		errs = append(errs, fmt.Errorf("--log-level: %w", err))
+	}
+	if c.GCPercent < -1 {
+		errs = append(errs, fmt.Errorf("--gc-percent: want a positive percentage, or -1 to turn the collector off, got %d", c.GCPercent))
+	}
+	if c.MemoryLimit != "" {
+		if _, err := parseBytes(c.MemoryLimit); err != nil {
+			errs = append(errs, fmt.Errorf("--memory-limit: %w", err))
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -18,6 +18,13 @@
 // requests and limits, ports...). Every problem is reported at once, with
 // its field path; nothing panics on bad input.
 //
+// The half of the work that needs no Kubernetes API types (decoding, the
+// schema check, normalisation, naming, the rules of the system
+// descriptions and the problem reports) is package generic; the node agent
+// loads its own description with generic.LoadOwn alone. This package
+// decodes into the typed objects of internal/api/v1 and adds the rules of
+// applications and of description sets.
+//
 // The loader tolerates what real upstream files contain: numbers written
 // as strings (memory: "4"), CPU and MCU frequencies in GHz, MHz or Hz
 // (normalised to Hz), the misspelt keys suported_frameworks and reduncancy,

@@ -3,7 +3,6 @@ package description
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -13,17 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
+	"github.com/mlsysops-go/mlsysops/internal/description/generic"
 )
-
-// Sub-folders of a description folder and the kind each holds. Files at
-// the top of the folder may hold any system description kind, which is how
-// a mounted ConfigMap looks.
-var kindFolders = map[string]string{
-	"continuum":   mlsysopsv1.KindContinuum,
-	"clusters":    mlsysopsv1.KindCluster,
-	"nodes":       mlsysopsv1.KindNode,
-	"datacenters": mlsysopsv1.KindDatacenter,
-}
 
 // Set is a consistent set of system descriptions, as loaded by LoadDir.
 type Set struct {
@@ -95,7 +85,7 @@ func (s *Set) Objects() []Object {
 // LoadFile reads and validates one description or application file of any
 // kind. The error, if any, is an *Error listing every problem.
 func LoadFile(path string) (Object, error) {
-	data, err := readFile(path)
+	data, err := generic.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -104,19 +94,6 @@ func LoadFile(path string) (Object, error) {
 		return nil, NewError(path, errs)
 	}
 	return obj, nil
-}
-
-func readFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("read description: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxDocumentSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("read description %s: %w", path, err)
-	}
-	return data, nil
 }
 
 // loaded is an object with where it came from, for reporting.
@@ -155,12 +132,12 @@ func LoadDir(dir string) (*Set, error) {
 		items    []loaded
 	)
 	for _, f := range files {
-		data, err := readFile(f.path)
+		data, err := generic.ReadFile(f.path)
 		if err != nil {
 			problems = append(problems, Problem{File: f.path, Type: string(field.ErrorTypeInternal), Message: err.Error()})
 			continue
 		}
-		obj, spec, errs := parseDocument(f.path, data, formatFromFileName(f.path), "")
+		obj, spec, errs := parseDocument(f.path, data, generic.FormatFromFileName(f.path), "")
 		if len(errs) > 0 {
 			problems = append(problems, ProblemsFrom(f.path, errs)...)
 			continue
@@ -214,7 +191,7 @@ func listDescriptionFiles(dir string) ([]descriptionFile, map[string]bool, error
 			return nil, nil, fmt.Errorf("load descriptions: %w", err)
 		}
 		if info.IsDir() {
-			kind, ok := kindFolders[name]
+			kind, ok := generic.FolderKind(name)
 			if !ok {
 				continue
 			}
@@ -270,7 +247,7 @@ func assemble(items []loaded, hasFolder map[string]bool) (*Set, []Problem) {
 			byName[kind] = map[string]loaded{}
 		}
 		if prev, dup := byName[kind][l.obj.GetName()]; dup {
-			report(l, documentError(fmt.Sprintf("describes %s %q, as %s does", kind, l.obj.GetName(), prev.file)))
+			report(l, generic.DocumentError(fmt.Sprintf("describes %s %q, as %s does", kind, l.obj.GetName(), prev.file)))
 			continue
 		}
 		byName[kind][l.obj.GetName()] = l
@@ -282,8 +259,8 @@ func assemble(items []loaded, hasFolder map[string]bool) (*Set, []Problem) {
 		case *mlsysopsv1.MLSysOpsCluster:
 			set.Clusters = append(set.Clusters, o)
 		case *mlsysopsv1.MLSysOpsNode:
-			if stem := fileStem(l.file); stem != o.Name {
-				report(l, documentError(fmt.Sprintf("describes node %q; name the file %s.yaml, after the node's host name, so its agent finds it", o.Name, o.Name)))
+			if stem := generic.FileStem(l.file); stem != o.Name {
+				report(l, generic.DocumentError(fmt.Sprintf("describes node %q; name the file %s.yaml, after the node's host name, so its agent finds it", o.Name, o.Name)))
 			}
 			set.Nodes = append(set.Nodes, o)
 		case *mlsysopsv1.MLSysOpsDatacenter:
@@ -292,7 +269,7 @@ func assemble(items []loaded, hasFolder map[string]bool) (*Set, []Problem) {
 	}
 	if len(continuum) > 1 {
 		for _, l := range continuum[1:] {
-			report(l, documentError(fmt.Sprintf("is a second continuum description (the first is %s); a folder describes one continuum", continuum[0].file)))
+			report(l, generic.DocumentError(fmt.Sprintf("is a second continuum description (the first is %s); a folder describes one continuum", continuum[0].file)))
 		}
 	}
 	sort.Slice(set.Clusters, func(i, j int) bool { return set.Clusters[i].Name < set.Clusters[j].Name })
@@ -358,41 +335,12 @@ func assemble(items []loaded, hasFolder map[string]bool) (*Set, []Problem) {
 // Hostname returns the name an agent looks its own description up by: the
 // NODE_NAME environment variable (set from the pod's spec.nodeName), else
 // the machine's host name.
-func Hostname() (string, error) {
-	if n := strings.TrimSpace(os.Getenv("NODE_NAME")); n != "" {
-		return n, nil
-	}
-	h, err := os.Hostname()
-	if err != nil {
-		return "", fmt.Errorf("find this agent's host name: set NODE_NAME: %w", err)
-	}
-	return h, nil
-}
+func Hostname() (string, error) { return generic.Hostname() }
 
 // FindOwn returns the path of the description of kind for hostname in dir:
 // <hostname>.yaml or <hostname>.yml, in the kind's folder (continuum/,
 // clusters/, nodes/, datacenters/) or at the top of dir (a ConfigMap mount).
-func FindOwn(dir, hostname, kind string) (string, error) {
-	var folder string
-	for f, k := range kindFolders {
-		if k == kind {
-			folder = f
-		}
-	}
-	var candidates []string
-	for _, d := range []string{filepath.Join(dir, folder), dir} {
-		for _, ext := range []string{".yaml", ".yml"} {
-			candidates = append(candidates, filepath.Join(d, hostname+ext))
-		}
-	}
-	for _, c := range candidates {
-		if st, err := os.Stat(c); err == nil && !st.IsDir() {
-			return c, nil
-		}
-	}
-	return "", fmt.Errorf("find the %s description of %q: none of %s exists; name the file after the host name (or set NODE_NAME)",
-		kind, hostname, strings.Join(candidates, ", "))
-}
+func FindOwn(dir, hostname, kind string) (string, error) { return generic.FindOwn(dir, hostname, kind) }
 
 // loadOwn loads the description of kind for hostname from dir.
 func loadOwn(dir, hostname, kind string) (Object, error) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
+	"github.com/mlsysops-go/mlsysops/internal/description/generic"
 	"github.com/mlsysops-go/mlsysops/internal/resources"
 )
 
@@ -22,7 +24,7 @@ import (
 // the semantic rules. Paths start at spec.
 func Validate(obj Object) field.ErrorList {
 	kind := KindOf(obj)
-	root, err := schemaFor(kind)
+	root, err := generic.SchemaFor(kind)
 	if err != nil {
 		return field.ErrorList{field.InternalError(nil, err)}
 	}
@@ -35,9 +37,7 @@ func Validate(obj Object) field.ErrorList {
 		return field.ErrorList{field.InternalError(nil, fmt.Errorf("decode %s: %w", kind, err))}
 	}
 	delete(doc, "metadata")
-	w := &walker{}
-	w.walk(nil, doc, root)
-	errs := w.errs
+	_, errs := generic.Walk(nil, doc, root)
 	namePath := field.NewPath("metadata", "name")
 	if name := obj.GetName(); name == "" {
 		errs = append(errs, field.Required(namePath, ""))
@@ -74,21 +74,22 @@ func KindOf(obj Object) string {
 	return obj.GetObjectKind().GroupVersionKind().Kind
 }
 
-// validateSemantics applies the rules a schema cannot express. It stays
-// quiet about empty values: the schema check reports missing required
+// validateSemantics applies the rules a schema cannot express: the
+// application rules here, the system descriptions' in package generic. It
+// stays quiet about empty values: the schema check reports missing required
 // fields, and values it rejected arrive here empty.
 func validateSemantics(obj Object, p *field.Path) field.ErrorList {
 	switch o := obj.(type) {
 	case *mlsysopsv1.MLSysOpsApp:
 		return validateAppSpec(&o.Spec, p)
 	case *mlsysopsv1.MLSysOpsNode:
-		return validateNodeSpec(&o.Spec, p)
+		return generic.ValidateSpec(mlsysopsv1.KindNode, &o.Spec, p)
 	case *mlsysopsv1.MLSysOpsCluster:
-		return validateClusterSpec(&o.Spec, p)
+		return generic.ValidateSpec(mlsysopsv1.KindCluster, &o.Spec, p)
 	case *mlsysopsv1.MLSysOpsContinuum:
-		return validateContinuumSpec(&o.Spec, p)
+		return generic.ValidateSpec(mlsysopsv1.KindContinuum, &o.Spec, p)
 	case *mlsysopsv1.MLSysOpsDatacenter:
-		return validateDatacenterSpec(&o.Spec, p)
+		return generic.ValidateSpec(mlsysopsv1.KindDatacenter, &o.Spec, p)
 	}
 	return nil
 }
@@ -120,7 +121,7 @@ func validateAppSpec(spec *mlsysopsv1.MLSysOpsAppSpec, p *field.Path) field.Erro
 
 	if cpl := spec.ClusterPlacement; cpl != nil {
 		for i, id := range cpl.ClusterID {
-			errs = append(errs, validateClusterID(p.Child("cluster_placement", "cluster_id").Index(i), id)...)
+			errs = append(errs, generic.ValidateClusterID(p.Child("cluster_placement", "cluster_id").Index(i), id)...)
 		}
 	}
 
@@ -198,8 +199,8 @@ func validateComponent(c *mlsysopsv1.Component, p *field.Path, names map[string]
 		errs = append(errs, validateNodePlacement(c.NodePlacement, p.Child("node_placement"))...)
 	}
 	for i, s := range c.Sensors {
-		n := countSet(s.Camera != nil, s.Temperature != nil, s.Accelerometer != nil, s.Barometer != nil, s.AirQuality != nil)
-		errs = append(errs, oneSensor(p.Child("sensors").Index(i), n, "camera, temperature, accelerometer, barometer, air_quality")...)
+		errs = append(errs, generic.OneSensor(p.Child("sensors").Index(i), "camera, temperature, accelerometer, barometer, air_quality",
+			s.Camera != nil, s.Temperature != nil, s.Accelerometer != nil, s.Barometer != nil, s.AirQuality != nil)...)
 	}
 	own := map[string]bool{}
 	for i, q := range c.QoSMetrics {
@@ -255,10 +256,10 @@ func validateContainer(ct *mlsysopsv1.Container, p *field.Path, c *mlsysopsv1.Co
 			if g.Requests > 0 && g.Limits > 0 && g.Requests != g.Limits {
 				errs = append(errs, field.Invalid(gp.Child("requests"), g.Requests, fmt.Sprintf("must equal limits (%d): Kubernetes does not overcommit GPUs", g.Limits)))
 			}
-			errs = append(errs, labelable(gp.Child("model"), g.Model)...)
+			errs = append(errs, generic.Labelable(gp.Child("model"), g.Model)...)
 		}
 		if f := pr.FPGA; f != nil {
-			errs = append(errs, labelable(pp.Child("fpga", "model"), f.Model)...)
+			errs = append(errs, generic.Labelable(pp.Child("fpga", "model"), f.Model)...)
 		}
 	}
 	for i, port := range ct.Ports {
@@ -327,7 +328,7 @@ var envFieldPaths = []string{
 var labelFieldPath = regexp.MustCompile(`^metadata\.(labels|annotations)\['[^']+'\]$`)
 
 func validFieldPath(fp string) bool {
-	return contains(envFieldPaths, fp) || labelFieldPath.MatchString(fp)
+	return slices.Contains(envFieldPaths, fp) || labelFieldPath.MatchString(fp)
 }
 
 // requestsWithinLimits checks a requests/limits pair; floor, if set, is the
@@ -355,41 +356,13 @@ func requestsWithinLimits(p *field.Path, requests, limits *resource.Quantity, fl
 
 func validateNodePlacement(np *mlsysopsv1.NodePlacement, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	errs = append(errs, validateLabels(p.Child("labels"), np.Labels)...)
+	errs = append(errs, generic.ValidateLabels(p.Child("labels"), np.Labels)...)
 	if np.Node != "" {
 		for _, msg := range validation.IsDNS1123Subdomain(np.Node) {
 			errs = append(errs, field.Invalid(p.Child("node"), np.Node, msg))
 		}
 	}
 	return errs
-}
-
-// validateLabels checks that free-form labels convert into Kubernetes
-// labels, and that no two convert into the same label key.
-func validateLabels(p *field.Path, labels []string) field.ErrorList {
-	var errs field.ErrorList
-	keys := map[string]string{}
-	for i, l := range labels {
-		key, _, ok := resources.UserLabel(l)
-		if !ok {
-			errs = append(errs, field.Invalid(p.Index(i), l, "must have a key made of letters, digits, '-', '_' or '.', such as node-type:rpi or gpu"))
-			continue
-		}
-		if prev, dup := keys[key]; dup {
-			errs = append(errs, field.Invalid(p.Index(i), l, fmt.Sprintf("gives the same Kubernetes label key %s as %q", key, prev)))
-			continue
-		}
-		keys[key] = l
-	}
-	return errs
-}
-
-// labelable checks that a model name can be matched through a node label.
-func labelable(p *field.Path, v string) field.ErrorList {
-	if v != "" && resources.SanitizeLabelValue(v) == "" {
-		return field.ErrorList{field.Invalid(p, v, "must contain letters or digits")}
-	}
-	return nil
 }
 
 // dependencyCycles reports every cycle in depends_on once.
@@ -452,141 +425,6 @@ func canonicalCycle(cycle []string) string {
 	sorted := append([]string(nil), cycle...)
 	sort.Strings(sorted)
 	return strings.Join(sorted, "\x00")
-}
-
-func validateNodeSpec(spec *mlsysopsv1.MLSysOpsNodeSpec, p *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	errs = append(errs, validateLabels(p.Child("labels"), spec.Labels)...)
-	if spec.ClusterID != "" {
-		errs = append(errs, validateClusterID(p.Child("cluster_id"), spec.ClusterID)...)
-	}
-	errs = append(errs, validateLocation(p.Child("location"), spec.Location)...)
-	for i, s := range spec.Sensors {
-		n := countSet(s.Camera != nil, s.Temperature != nil, s.Accelerometer != nil, s.Humidity != nil,
-			s.Sound != nil, s.CO2 != nil, s.Barometer != nil, s.AirQuality != nil)
-		errs = append(errs, oneSensor(p.Child("sensors").Index(i), n, "camera, temperature, accelerometer, humidity, sound, co2, barometer, air_quality")...)
-	}
-	calls := map[string]bool{}
-	for i, api := range spec.AccelerationAPI {
-		if api.CallName != "" && calls[api.CallName] {
-			errs = append(errs, field.Duplicate(p.Child("acceleration_api").Index(i).Child("call_name"), api.CallName))
-		}
-		calls[api.CallName] = true
-	}
-	if hw := spec.Hardware; hw != nil {
-		hp := p.Child("hardware")
-		if hw.GPU != nil {
-			if hw.GPU.Model == "" {
-				errs = append(errs, field.Required(hp.Child("gpu", "model"), "placement matches GPUs by model (e.g. NVIDIA-H100-80GB-HBM3)"))
-			}
-			errs = append(errs, labelable(hp.Child("gpu", "model"), hw.GPU.Model)...)
-		}
-		if hw.FPGA != nil {
-			if hw.FPGA.Model == "" {
-				errs = append(errs, field.Required(hp.Child("fpga", "model"), "placement matches FPGAs by model (e.g. zcu102)"))
-			}
-			errs = append(errs, labelable(hp.Child("fpga", "model"), hw.FPGA.Model)...)
-		}
-	}
-	if nr := spec.NetworkResources; nr != nil {
-		for i, ri := range nr.RedirectionInterface {
-			if ri.PairingInfo != nil && ri.PairingInfo.IPAddress != "" && net.ParseIP(ri.PairingInfo.IPAddress) == nil {
-				errs = append(errs, field.Invalid(p.Child("network_resources", "redirection_interface").Index(i).Child("pairing_info", "ip_address"),
-					ri.PairingInfo.IPAddress, "must be an IP address"))
-			}
-		}
-	}
-	return errs
-}
-
-func validateClusterSpec(spec *mlsysopsv1.MLSysOpsClusterSpec, p *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	if spec.ClusterID != "" {
-		errs = append(errs, validateClusterID(p.Child("cluster_id"), spec.ClusterID)...)
-	}
-	for i, n := range spec.Nodes {
-		errs = append(errs, validateHostname(p.Child("nodes").Index(i), n)...)
-	}
-	return errs
-}
-
-func validateContinuumSpec(spec *mlsysopsv1.MLSysOpsContinuumSpec, p *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	for i, c := range spec.Clusters {
-		errs = append(errs, validateClusterID(p.Child("clusters").Index(i), c)...)
-	}
-	return errs
-}
-
-func validateDatacenterSpec(spec *mlsysopsv1.MLSysOpsDatacenterSpec, p *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	if spec.ClusterID != "" {
-		errs = append(errs, validateClusterID(p.Child("cluster_id"), spec.ClusterID)...)
-	}
-	for i, n := range spec.Nodes {
-		errs = append(errs, validateHostname(p.Child("nodes").Index(i), n)...)
-	}
-	return append(errs, validateLocation(p.Child("location"), spec.Location)...)
-}
-
-// validateClusterID checks a cluster id: it is a Karmada cluster name and
-// the value of the mlsysops.eu/cluster label.
-func validateClusterID(p *field.Path, id string) field.ErrorList {
-	if id == "" {
-		return field.ErrorList{field.Required(p, "must not be empty")}
-	}
-	var errs field.ErrorList
-	for _, msg := range validation.IsDNS1123Label(id) {
-		errs = append(errs, field.Invalid(p, id, msg))
-	}
-	return errs
-}
-
-// validateHostname checks a node's host name, which is a Kubernetes node
-// name.
-func validateHostname(p *field.Path, name string) field.ErrorList {
-	if name == "" {
-		return field.ErrorList{field.Required(p, "must not be empty")}
-	}
-	var errs field.ErrorList
-	for _, msg := range validation.IsDNS1123Subdomain(name) {
-		errs = append(errs, field.Invalid(p, name, msg))
-	}
-	return errs
-}
-
-func validateLocation(p *field.Path, loc []float64) field.ErrorList {
-	if len(loc) != 2 {
-		return nil // the schema reports the length
-	}
-	var errs field.ErrorList
-	if loc[0] < -180 || loc[0] > 180 {
-		errs = append(errs, field.Invalid(p.Index(0), loc[0], "longitude must be between -180 and 180 (location is [longitude, latitude])"))
-	}
-	if loc[1] < -90 || loc[1] > 90 {
-		errs = append(errs, field.Invalid(p.Index(1), loc[1], "latitude must be between -90 and 90 (location is [longitude, latitude])"))
-	}
-	return errs
-}
-
-func oneSensor(p *field.Path, n int, kinds string) field.ErrorList {
-	switch {
-	case n == 0:
-		return field.ErrorList{field.Required(p, "describe one sensor: "+kinds)}
-	case n > 1:
-		return field.ErrorList{field.Invalid(p, field.OmitValueType{}, "describe one sensor per entry, not "+fmt.Sprint(n))}
-	}
-	return nil
-}
-
-func countSet(set ...bool) int {
-	n := 0
-	for _, s := range set {
-		if s {
-			n++
-		}
-	}
-	return n
 }
 
 // sameModel reports containers of one component (one pod, one node) that

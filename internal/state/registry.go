@@ -7,24 +7,13 @@ import (
 	"sort"
 	"time"
 
+	"github.com/mlsysops-go/mlsysops/internal/state/record"
+
 	"github.com/redis/go-redis/v9"
 )
 
-// Agent is one registered agent.
-type Agent struct {
-	// JID is the agent's bare JID.
-	JID     string
-	Layer   string
-	Cluster string
-	Node    string
-	Version string
-	// RegisteredAt is when the agent registered first.
-	RegisteredAt time.Time
-	// LastSeen is the last sign of life recorded.
-	LastSeen time.Time
-	// Online is the last liveness verdict recorded by its parent.
-	Online bool
-}
+// Agent is one registered agent (see package record).
+type Agent = record.Agent
 
 // Registry is the set of agents known to the continuum.
 type Registry struct{ s *Store }

@@ -27,6 +27,9 @@ const (
 type AgentsConfig struct {
 	// Binary is the agent executable (see BuildAgent).
 	Binary string
+	// NodeBinary is the node-only agent executable the node agents run
+	// (see BuildNodeAgent); empty runs Binary for them too.
+	NodeBinary string
 	// Descriptions is the description folder every agent reads.
 	Descriptions string
 	// StateDir receives pki/ (XMPP passwords, 0600), logs/, pids/ and
@@ -86,12 +89,27 @@ func agentJID(layer, name, domain string) string {
 	return name + "@" + domain
 }
 
-// BuildAgent builds the agent binary from the checkout at root into out.
+// BuildAgent builds the agent binary, which runs every layer, from the
+// checkout at root into out.
 func BuildAgent(ctx context.Context, root, out string) error {
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./agents")
+	return goBuild(ctx, root, nil, "-o", out, "./agents")
+}
+
+// BuildNodeAgent builds the node-only agent from the checkout at root into
+// out, as `make build` does: the nodeagent tag leaves out the cluster and
+// continuum layers, and without cgo the binary is static, so that no C
+// library is mapped into each node agent either.
+func BuildNodeAgent(ctx context.Context, root, out string) error {
+	return goBuild(ctx, root, []string{"CGO_ENABLED=0"}, "-tags", "nodeagent", "-o", out, "./agents")
+}
+
+func goBuild(ctx context.Context, root string, env []string, args ...string) error {
+	cmd := exec.CommandContext(ctx, "go", append([]string{"build"}, args...)...)
 	cmd.Dir = root
+	cmd.Env = append(os.Environ(), env...)
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build ./agents: %w\n%s", err, b)
+		line := append(append(append([]string(nil), env...), "go", "build"), args...)
+		return fmt.Errorf("%s: %w\n%s", strings.Join(line, " "), err, b)
 	}
 	return nil
 }
@@ -143,7 +161,7 @@ func (cfg AgentsConfig) process(a *AgentProcess, extra []string) *proc.Process {
 	args = append(args, extra...)
 	args = append(args, cfg.Args...)
 	p := &proc.Process{
-		Name: id, Path: cfg.Binary, Args: args, Env: cfg.Env, Dir: filepath.Join(cfg.StateDir, "agents"),
+		Name: id, Path: cfg.binaryFor(a.Layer), Args: args, Env: cfg.Env, Dir: filepath.Join(cfg.StateDir, "agents"),
 		LogFile: filepath.Join(cfg.StateDir, "logs", id+".log"), PIDFile: filepath.Join(cfg.StateDir, "pids", id+".pid"),
 	}
 	if a.Listen != "" {
@@ -152,6 +170,14 @@ func (cfg AgentsConfig) process(a *AgentProcess, extra []string) *proc.Process {
 		p.Ready = func(context.Context) error { return nil }
 	}
 	return p
+}
+
+// binaryFor is the executable of an agent of layer.
+func (cfg AgentsConfig) binaryFor(layer string) string {
+	if layer == LayerNode && cfg.NodeBinary != "" {
+		return cfg.NodeBinary
+	}
+	return cfg.Binary
 }
 
 func (cfg AgentsConfig) passwordFile(jid string) string {
@@ -253,7 +279,7 @@ func (tb *Testbed) agents() ([]*AgentProcess, AgentsConfig, error) {
 		client = &http.Client{Timeout: 10 * time.Second}
 	}
 	cfg := AgentsConfig{
-		Binary: filepath.Join(tb.opts.BinDir, "mlsysops-agent"), Descriptions: tb.opts.Descriptions, StateDir: tb.l.state,
+		Binary: filepath.Join(tb.opts.BinDir, agentBinary), NodeBinary: filepath.Join(tb.opts.BinDir, nodeAgentBinary), Descriptions: tb.opts.Descriptions, StateDir: tb.l.state,
 		XMPPAddr: tb.ejabberd.C2SAddr(), XMPPDomain: tb.ejabberd.Domain(), XMPPCAFile: tb.ejabberd.CAFile(),
 		Provisioner: provision.NewHTTPAPI(tb.ejabberd.APIURL(), tb.ejabberd.AdminJID(), tb.ejabberd.AdminPassword(), client),
 		RedisAddr:   tb.redis.Addr(), RedisPassword: tb.redis.Password(), Kubeconfig: tb.l.path("kubeconfig"),
@@ -265,11 +291,18 @@ func (tb *Testbed) agents() ([]*AgentProcess, AgentsConfig, error) {
 	return as, cfg, err
 }
 
+// The agent executables the testbed builds into its bin folder, as
+// `make build` does.
+const (
+	agentBinary     = "mlsysops-agent"
+	nodeAgentBinary = "mlsysops-agent-node"
+)
+
 // portAgents is the first agent's HTTP port offset; agents take the ports
 // up to portMembers.
 const portAgents = 50
 
-// startAgents builds the agent binary and starts every agent.
+// startAgents builds the agent binaries and starts every agent.
 func (tb *Testbed) startAgents(ctx context.Context) error {
 	root := filepath.Dir(tb.opts.BinDir)
 	if _, err := os.Stat(filepath.Join(root, "agents", "main.go")); err != nil {
@@ -287,7 +320,11 @@ func (tb *Testbed) startAgents(ctx context.Context) error {
 	if err := BuildAgent(ctx, root, cfg.Binary); err != nil {
 		return err
 	}
-	tb.progress("built %s", "mlsysops-agent", tb.rel(cfg.Binary))
+	tb.progress("built %s", agentBinary, tb.rel(cfg.Binary))
+	if err := BuildNodeAgent(ctx, root, cfg.NodeBinary); err != nil {
+		return err
+	}
+	tb.progress("built %s (node agents)", nodeAgentBinary, tb.rel(cfg.NodeBinary))
 	if err := ProvisionAgents(ctx, cfg, as); err != nil {
 		return err
 	}

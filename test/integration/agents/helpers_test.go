@@ -32,35 +32,39 @@ const (
 	testerLocal   = "agt-tester"
 )
 
-var binary struct {
-	once sync.Once
-	path string
-	err  error
+var binaries struct {
+	once       sync.Once
+	full, node string
+	err        error
 }
 
-// agentBinary builds the agent once per test binary.
-func agentBinary(t testing.TB) string {
+// agentBinaries builds, once per test binary, the agent (every layer) and
+// the node-only agent, which node agents run as the testbed runs them.
+func agentBinaries(t testing.TB) (full, node string) {
 	t.Helper()
-	binary.once.Do(func() {
+	binaries.once.Do(func() {
 		root, err := testbed.RepoRoot()
 		if err != nil {
-			binary.err = err
+			binaries.err = err
 			return
 		}
 		dir, err := os.MkdirTemp("", "mlsysops-agent-bin-")
 		if err != nil {
-			binary.err = err
+			binaries.err = err
 			return
 		}
-		binary.path = filepath.Join(dir, "mlsysops-agent")
+		binaries.full = filepath.Join(dir, "mlsysops-agent")
+		binaries.node = filepath.Join(dir, "mlsysops-agent-node")
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
-		binary.err = testbed.BuildAgent(ctx, root, binary.path)
+		if binaries.err = testbed.BuildAgent(ctx, root, binaries.full); binaries.err == nil {
+			binaries.err = testbed.BuildNodeAgent(ctx, root, binaries.node)
+		}
 	})
-	if binary.err != nil {
-		t.Fatalf("build agent: %v", binary.err)
+	if binaries.err != nil {
+		t.Fatalf("build agents: %v", binaries.err)
 	}
-	return binary.path
+	return binaries.full, binaries.node
 }
 
 const nodeYAML = `MLSysOpsNode:
@@ -152,7 +156,7 @@ type hierarchy struct {
 // starts those named in only (all when only is empty).
 func startHierarchy(t testing.TB, only ...string) *hierarchy {
 	t.Helper()
-	bin := agentBinary(t)
+	bin, nodeBin := agentBinaries(t)
 	env := testbed.Shared(t)
 	h := &hierarchy{t: t, env: env, ej: testbed.Ejabberd(t), redis: testbed.Redis(t), agents: map[string]*testbed.AgentProcess{}, sysfs: map[string]string{}}
 	client, err := h.ej.HTTPClient()
@@ -169,7 +173,7 @@ func startHierarchy(t testing.TB, only ...string) *hierarchy {
 	descs := writeDescriptions(t)
 	stateDir := t.TempDir()
 	h.cfg = testbed.AgentsConfig{
-		Binary: bin, Descriptions: descs, StateDir: stateDir,
+		Binary: bin, NodeBinary: nodeBin, Descriptions: descs, StateDir: stateDir,
 		XMPPAddr: h.ej.C2SAddr(), XMPPDomain: h.ej.Domain(), XMPPCAFile: h.ej.CAFile(), Provisioner: prov,
 		RedisAddr: h.redis.Addr(), RedisPassword: h.redis.Password(), Kubeconfig: env.Kubeconfig,
 		ListenBase: testbed.FreePorts(t, 4),

@@ -1,4 +1,4 @@
-package description
+package generic
 
 import (
 	"fmt"
@@ -7,18 +7,16 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
-
-	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
 )
 
 // frequencyPaths lists, per kind, where CPU and MCU frequencies sit in a
 // spec; "[]" steps into every item of a list.
 var frequencyPaths = map[string][][]string{
-	mlsysopsv1.KindNode: {
+	KindNode: {
 		{"hardware", "cpu", "frequency", "[]"},
 		{"hardware", "mcu", "frequency"},
 	},
-	mlsysopsv1.KindApp: {
+	KindApp: {
 		{"components", "[]", "containers", "[]", "platform_requirements", "cpu", "frequency"},
 		{"components", "[]", "containers", "[]", "platform_requirements", "mcu", "frequency"},
 	},
@@ -72,7 +70,7 @@ func normalizeAt(v interface{}, steps []string, p *field.Path) field.ErrorList {
 func convertFrequency(v interface{}, p *field.Path, errs field.ErrorList) (interface{}, field.ErrorList) {
 	hz, err := FrequencyHz(v)
 	if err != nil {
-		return reported{}, append(errs, field.Invalid(p, shownValue(v), err.Error()))
+		return reported{}, append(errs, field.Invalid(p, ShownValue(v), err.Error()))
 	}
 	return hz, errs
 }
@@ -110,7 +108,7 @@ func FrequencyHz(v interface{}) (int64, error) {
 		}
 		f = parsed
 	default:
-		return 0, fmt.Errorf("must be a frequency such as 2400000000 (Hz), 2.4 (GHz) or \"2.4GHz\", not %s", kindOf(v))
+		return 0, fmt.Errorf("must be a frequency such as 2400000000 (Hz), 2.4 (GHz) or \"2.4GHz\", not %s", ValueKind(v))
 	}
 	if math.IsNaN(f) || math.IsInf(f, 0) || f <= 0 {
 		return 0, fmt.Errorf("must be a positive frequency")

@@ -1,4 +1,4 @@
-package description
+package generic
 
 import (
 	"encoding/json"
@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -51,7 +50,7 @@ type walker struct {
 
 // walk checks v against s. It returns the normalised value and whether it
 // can be decoded into the Go type; a value with a type error cannot.
-func (w *walker) walk(p *field.Path, v interface{}, s *apiextensionsv1.JSONSchemaProps) (interface{}, bool) {
+func (w *walker) walk(p *field.Path, v interface{}, s *Schema) (interface{}, bool) {
 	if _, ok := v.(reported); ok {
 		return nil, false
 	}
@@ -80,7 +79,7 @@ func (w *walker) walk(p *field.Path, v interface{}, s *apiextensionsv1.JSONSchem
 	}
 }
 
-func (w *walker) object(p *field.Path, v interface{}, s *apiextensionsv1.JSONSchemaProps) (interface{}, bool) {
+func (w *walker) object(p *field.Path, v interface{}, s *Schema) (interface{}, bool) {
 	m, ok := v.(map[string]interface{})
 	if !ok {
 		w.typeError(p, v, "an object")
@@ -108,8 +107,8 @@ func (w *walker) object(p *field.Path, v interface{}, s *apiextensionsv1.JSONSch
 			}
 		}
 		prop, known := s.Properties[name]
-		if !known && s.AdditionalProperties != nil && s.AdditionalProperties.Schema != nil {
-			prop, known = *s.AdditionalProperties.Schema, true
+		if !known && s.AdditionalProperties != nil {
+			prop, known = s.AdditionalProperties, true
 		}
 		if !known {
 			if s.XPreserveUnknownFields != nil && *s.XPreserveUnknownFields {
@@ -125,7 +124,7 @@ func (w *walker) object(p *field.Path, v interface{}, s *apiextensionsv1.JSONSch
 			continue
 		}
 		present[name] = true
-		if nv, ok := w.walk(p.Child(name), val, &prop); ok {
+		if nv, ok := w.walk(p.Child(name), val, prop); ok {
 			out[name] = nv
 		}
 	}
@@ -135,7 +134,7 @@ func (w *walker) object(p *field.Path, v interface{}, s *apiextensionsv1.JSONSch
 			continue
 		}
 		var d interface{}
-		if err := json.Unmarshal(prop.Default.Raw, &d); err == nil {
+		if err := json.Unmarshal(prop.Default, &d); err == nil {
 			out[name] = d
 			present[name] = true
 		}
@@ -148,7 +147,7 @@ func (w *walker) object(p *field.Path, v interface{}, s *apiextensionsv1.JSONSch
 	return out, true
 }
 
-func (w *walker) array(p *field.Path, v interface{}, s *apiextensionsv1.JSONSchemaProps) (interface{}, bool) {
+func (w *walker) array(p *field.Path, v interface{}, s *Schema) (interface{}, bool) {
 	a, ok := v.([]interface{})
 	if !ok {
 		w.typeError(p, v, "a list")
@@ -164,10 +163,10 @@ func (w *walker) array(p *field.Path, v interface{}, s *apiextensionsv1.JSONSche
 	if s.MaxItems != nil && int64(len(a)) > *s.MaxItems {
 		w.errs = append(w.errs, field.TooMany(p, len(a), int(*s.MaxItems)))
 	}
-	if s.Items == nil || s.Items.Schema == nil {
+	if s.Items == nil {
 		return a, true
 	}
-	items := s.Items.Schema
+	items := s.Items
 	out := make([]interface{}, len(a))
 	for i, item := range a {
 		if item == nil {
@@ -200,7 +199,7 @@ func (w *walker) array(p *field.Path, v interface{}, s *apiextensionsv1.JSONSche
 	return out, true
 }
 
-func (w *walker) str(p *field.Path, v interface{}, s *apiextensionsv1.JSONSchemaProps) (interface{}, bool) {
+func (w *walker) str(p *field.Path, v interface{}, s *Schema) (interface{}, bool) {
 	var str string
 	switch x := v.(type) {
 	case string:
@@ -232,7 +231,7 @@ func (w *walker) str(p *field.Path, v interface{}, s *apiextensionsv1.JSONSchema
 	return str, true
 }
 
-func (w *walker) stringBounds(p *field.Path, str string, s *apiextensionsv1.JSONSchemaProps) {
+func (w *walker) stringBounds(p *field.Path, str string, s *Schema) {
 	if s.MinLength != nil && int64(len(str)) < *s.MinLength {
 		if str == "" {
 			w.errs = append(w.errs, field.Required(p, "must not be empty"))
@@ -245,7 +244,7 @@ func (w *walker) stringBounds(p *field.Path, str string, s *apiextensionsv1.JSON
 	}
 }
 
-func (w *walker) intOrString(p *field.Path, v interface{}, s *apiextensionsv1.JSONSchemaProps) (interface{}, bool) {
+func (w *walker) intOrString(p *field.Path, v interface{}, s *Schema) (interface{}, bool) {
 	switch x := v.(type) {
 	case int64:
 		return x, true
@@ -273,7 +272,7 @@ func (w *walker) intOrString(p *field.Path, v interface{}, s *apiextensionsv1.JS
 	return str, true
 }
 
-func (w *walker) integer(p *field.Path, v interface{}, s *apiextensionsv1.JSONSchemaProps) (interface{}, bool) {
+func (w *walker) integer(p *field.Path, v interface{}, s *Schema) (interface{}, bool) {
 	var n int64
 	switch x := v.(type) {
 	case int64:
@@ -304,7 +303,7 @@ func (w *walker) integer(p *field.Path, v interface{}, s *apiextensionsv1.JSONSc
 	return n, true
 }
 
-func (w *walker) number(p *field.Path, v interface{}, s *apiextensionsv1.JSONSchemaProps) (interface{}, bool) {
+func (w *walker) number(p *field.Path, v interface{}, s *Schema) (interface{}, bool) {
 	var f float64
 	switch x := v.(type) {
 	case int64:
@@ -327,7 +326,7 @@ func (w *walker) number(p *field.Path, v interface{}, s *apiextensionsv1.JSONSch
 	return f, true
 }
 
-func (w *walker) numberBounds(p *field.Path, f float64, shown interface{}, s *apiextensionsv1.JSONSchemaProps) {
+func (w *walker) numberBounds(p *field.Path, f float64, shown interface{}, s *Schema) {
 	if s.Minimum != nil {
 		if s.ExclusiveMinimum && f <= *s.Minimum {
 			w.errs = append(w.errs, field.Invalid(p, shown, "must be greater than "+formatNumber(*s.Minimum)))
@@ -345,12 +344,12 @@ func (w *walker) numberBounds(p *field.Path, f float64, shown interface{}, s *ap
 }
 
 func (w *walker) typeError(p *field.Path, v interface{}, want string) {
-	w.errs = append(w.errs, field.TypeInvalid(p, shownValue(v), fmt.Sprintf("must be %s, not %s", want, kindOf(v))))
+	w.errs = append(w.errs, field.TypeInvalid(p, ShownValue(v), fmt.Sprintf("must be %s, not %s", want, ValueKind(v))))
 }
 
 // unknownField reports a key the schema does not know, suggesting the
 // nearest known key.
-func unknownField(p *field.Path, key string, known map[string]apiextensionsv1.JSONSchemaProps) *field.Error {
+func unknownField(p *field.Path, key string, known map[string]*Schema) *field.Error {
 	names := sortedKeys(known)
 	detail := "unknown field"
 	if best := closest(key, names); best != "" {
@@ -396,7 +395,7 @@ func editDistance(a, b string) int {
 	return prev[len(b)]
 }
 
-func zeroValue(s *apiextensionsv1.JSONSchemaProps) interface{} {
+func zeroValue(s *Schema) interface{} {
 	if s.XIntOrString {
 		return "0"
 	}
@@ -418,14 +417,14 @@ func zeroValue(s *apiextensionsv1.JSONSchemaProps) interface{} {
 	}
 }
 
-func enumStrings(s *apiextensionsv1.JSONSchemaProps) []string {
+func enumStrings(s *Schema) []string {
 	if len(s.Enum) == 0 {
 		return nil
 	}
 	out := make([]string, 0, len(s.Enum))
 	for _, e := range s.Enum {
 		var v interface{}
-		if err := json.Unmarshal(e.Raw, &v); err != nil {
+		if err := json.Unmarshal(e, &v); err != nil {
 			continue
 		}
 		out = append(out, fmt.Sprint(v))
@@ -468,7 +467,9 @@ func parseNumericString(s string) (float64, bool) {
 
 func formatNumber(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 
-func kindOf(v interface{}) string {
+// ValueKind names the kind of a generic value for messages: "an object",
+// "a list", "a numeric string", "an integer"...
+func ValueKind(v interface{}) string {
 	switch x := v.(type) {
 	case nil:
 		return "null"
@@ -495,9 +496,9 @@ func kindOf(v interface{}) string {
 	}
 }
 
-// shownValue is what an error prints as the offending value: scalars as
+// ShownValue is what an error prints as the offending value: scalars as
 // they are, objects and lists by their kind only.
-func shownValue(v interface{}) interface{} {
+func ShownValue(v interface{}) interface{} {
 	switch x := v.(type) {
 	case map[string]interface{}:
 		return field.OmitValueType{}
