@@ -42,14 +42,15 @@ type TestAgents struct {
 }
 
 var testAgentBinary struct {
-	once sync.Once
-	path string
-	err  error
+	once     sync.Once
+	path     string
+	nodePath string
+	err      error
 }
 
-// TestAgentBinary builds the agent from this checkout once per test
-// binary and returns its path.
-func TestAgentBinary(t testing.TB) string {
+// TestAgentBinary builds the agent (every layer) and the node-only agent
+// from this checkout once per test binary and returns their paths.
+func TestAgentBinary(t testing.TB) (full, node string) {
 	t.Helper()
 	testAgentBinary.once.Do(func() {
 		root, err := RepoRoot()
@@ -63,14 +64,17 @@ func TestAgentBinary(t testing.TB) string {
 			return
 		}
 		testAgentBinary.path = filepath.Join(dir, "mlsysops-agent")
+		testAgentBinary.nodePath = filepath.Join(dir, "mlsysops-agent-node")
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
-		testAgentBinary.err = BuildAgent(ctx, root, testAgentBinary.path)
+		if testAgentBinary.err = BuildAgent(ctx, root, testAgentBinary.path); testAgentBinary.err == nil {
+			testAgentBinary.err = BuildNodeAgent(ctx, root, testAgentBinary.nodePath)
+		}
 	})
 	if testAgentBinary.err != nil {
 		t.Fatalf("build the agent: %v", testAgentBinary.err)
 	}
-	return testAgentBinary.path
+	return testAgentBinary.path, testAgentBinary.nodePath
 }
 
 // StartTestAgents provisions and starts the agents of the shared
@@ -92,8 +96,9 @@ func StartTestAgents(t testing.TB, env *Env, opts TestAgentsOptions) *TestAgents
 		t.Fatal(err)
 	}
 	a := &TestAgents{t: t, byName: map[string]*AgentProcess{}}
+	full, node := TestAgentBinary(t)
 	a.Config = AgentsConfig{
-		Binary: TestAgentBinary(t), Descriptions: descs, StateDir: t.TempDir(),
+		Binary: full, NodeBinary: node, Descriptions: descs, StateDir: t.TempDir(),
 		XMPPAddr: env.XMPPAddr, XMPPDomain: env.XMPPDomain, XMPPCAFile: env.XMPPCAFile,
 		Provisioner: provision.NewHTTPAPI(env.XMPPAdminURL, env.XMPPAdminJID, env.XMPPAdminPassword, admin),
 		RedisAddr:   env.RedisAddr, RedisPassword: env.RedisPassword, Kubeconfig: env.Kubeconfig,
