@@ -87,6 +87,8 @@ type Connection struct {
 	// Listen is the address of /metrics, /healthz, /readyz and /status
 	// (MLSYSOPS_LISTEN); empty disables the server.
 	Listen string
+	// Profiling serves Go's profiles under /debug/pprof/ on Listen.
+	Profiling bool
 	// LogLevel is debug, info, warn or error (LOG_LEVEL).
 	LogLevel string
 	// LogFormat is json or text (MLSYSOPS_LOG_FORMAT).
@@ -197,6 +199,7 @@ func (c *Connection) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&c.PlacementControllers, "placement-controllers", c.PlacementControllers, "run the placement controllers (continuum: Karmada placement, cluster: fluidity)")
 	fs.StringVar(&c.Descriptions, "descriptions", c.Descriptions, "system description folder ($DESCRIPTION_PATH; default <install-path>/descriptions)")
 	fs.StringVar(&c.Listen, "listen", c.Listen, "address of /metrics, /healthz, /readyz and /status ($MLSYSOPS_LISTEN; empty disables)")
+	fs.BoolVar(&c.Profiling, "profiling", c.Profiling, "serve Go's CPU, heap and goroutine profiles under /debug/pprof/ on --listen")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error ($LOG_LEVEL)")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "json or text ($MLSYSOPS_LOG_FORMAT)")
 	fs.IntVar(&c.GCPercent, "gc-percent", c.GCPercent, "garbage collector target, -1 off (default: $GOGC, else 50 on nodes and 100 elsewhere)")
