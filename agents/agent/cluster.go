@@ -81,7 +81,7 @@ func restConfigFrom(kubeconfig, context string) (*rest.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg.QPS, cfg.Burst = 50, 100
+	cfg.QPS, cfg.Burst = 100, 200
 	return cfg, nil
 }
 

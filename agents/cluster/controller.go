@@ -96,7 +96,9 @@ func (r *AppReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// Resync reconciles every application on demand.
 		WatchesRawSource(source.Channel(r.resync.C, kube.EveryApp(mgr.GetClient(), AppNamespace))).
 		Named("cluster-fluidity").
-		WithOptions(controller.Options{SkipNameValidation: ptr(true), MaxConcurrentReconciles: 4}).
+		// Reconciles mostly wait on API writes: a burst of applications
+		// needs many in flight.
+		WithOptions(controller.Options{SkipNameValidation: ptr(true), MaxConcurrentReconciles: 16}).
 		Complete(r)
 }
 

@@ -103,7 +103,9 @@ func (r *AppReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WatchesRawSource(source.Channel(r.resync.C, kube.EveryApp(mgr.GetClient(), AppNamespace))).
 		Named("continuum-placement").
 		// Tests run several managers in one process.
-		WithOptions(controller.Options{SkipNameValidation: ptr(true), MaxConcurrentReconciles: 4}).
+		// Reconciles mostly wait on API writes: a burst of applications
+		// needs many in flight.
+		WithOptions(controller.Options{SkipNameValidation: ptr(true), MaxConcurrentReconciles: 16}).
 		Complete(r)
 }
 

@@ -104,7 +104,8 @@ func StartTestAgents(t testing.TB, env *Env, opts TestAgentsOptions) *TestAgents
 		RedisAddr:   env.RedisAddr, RedisPassword: env.RedisPassword, Kubeconfig: env.Kubeconfig,
 		ListenBase: FreePorts(t, 2+len(set.Clusters)+len(set.Nodes)),
 		// Quick liveness, so failures are noticed within seconds.
-		Args: append([]string{"--heartbeat-interval", "500ms", "--log-level", "debug",
+		// Profiles on the loopback listener, for benchmarks.
+		Args: append([]string{"--heartbeat-interval", "500ms", "--log-level", "debug", "--profiling",
 			"--xmpp-controllers", northboundXMPPUser + "@" + env.XMPPDomain}, opts.Args...),
 	}
 	all, err := PlanAgents(set, a.Config)
