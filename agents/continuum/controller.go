@@ -181,14 +181,11 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 			}
 		}
 	}
-	// Only a new application is announced as Scheduling: writing it again
-	// before every Unschedulable or Failed would make each pass trigger
-	// the next one.
-	if len(current) == 0 && (app.Status.Phase == "" || app.Status.Phase == mlsysopsv1.AppQueued) {
-		if err := r.setPhase(ctx, app, mlsysopsv1.AppScheduling, "choosing clusters"); err != nil {
-			return reconcile.Result{}, err
-		}
-	}
+	// The decision is made in this pass, so the next status written is
+	// its outcome (Deploying, Unschedulable or Failed): announcing
+	// Scheduling first would cost every application one more write to
+	// Karmada. (Submissions through the API are Scheduling in Redis from
+	// the moment the intake hands them over.)
 	d, err := placement.PlaceApp(placement.AppRequest{App: &app.Spec, Exclude: exclude}, clusters)
 	if err != nil {
 		return reconcile.Result{}, r.setPhase(ctx, app, mlsysopsv1.AppFailed, err.Error())
@@ -267,12 +264,21 @@ func (r *AppReconciler) applyPolicy(ctx context.Context, app *mlsysopsv1.MLSysOp
 }
 
 func (r *AppReconciler) setPlaced(ctx context.Context, app *mlsysopsv1.MLSysOpsApp, clusters []string) error {
+	sorted := append([]string(nil), clusters...)
+	sort.Strings(sorted)
+	// Written as the next pass would derive it before any member reports
+	// (see updateRunningPhase), so that pass writes nothing.
+	msg := fmt.Sprintf("placed on %v; 0 of %d components ready", sorted, len(app.Spec.Components))
 	return r.updateStatus(ctx, app, func(st *mlsysopsv1.MLSysOpsAppStatus) {
-		st.Phase = mlsysopsv1.AppDeploying
-		st.Message = fmt.Sprintf("placed on %v", clusters)
+		st.Phase, st.Message = mlsysopsv1.AppDeploying, msg
+		st.Components = nil
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
 			Type: mlsysopsv1.ConditionPlaced, Status: metav1.ConditionTrue, Reason: "Placed",
-			Message: fmt.Sprintf("clusters %v", clusters), ObservedGeneration: app.Generation,
+			Message: fmt.Sprintf("clusters %v", sorted), ObservedGeneration: app.Generation,
+		})
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+			Type: mlsysopsv1.ConditionReady, Status: metav1.ConditionFalse, Reason: string(mlsysopsv1.AppDeploying),
+			Message: msg, ObservedGeneration: app.Generation,
 		})
 	})
 }
