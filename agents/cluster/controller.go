@@ -96,9 +96,10 @@ func (r *AppReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// Resync reconciles every application on demand.
 		WatchesRawSource(source.Channel(r.resync.C, kube.EveryApp(mgr.GetClient(), AppNamespace))).
 		Named("cluster-fluidity").
-		// Reconciles mostly wait on API writes: a burst of applications
-		// needs many in flight.
-		WithOptions(controller.Options{SkipNameValidation: ptr(true), MaxConcurrentReconciles: 16}).
+		// Few in flight: each chooses nodes from the cached free capacity,
+		// which the pods of a placement in flight do not show yet; many
+		// at once would crowd the same nodes.
+		WithOptions(controller.Options{SkipNameValidation: ptr(true), MaxConcurrentReconciles: 4}).
 		Complete(r)
 }
 
