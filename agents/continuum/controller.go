@@ -103,9 +103,10 @@ func (r *AppReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WatchesRawSource(source.Channel(r.resync.C, kube.EveryApp(mgr.GetClient(), AppNamespace))).
 		Named("continuum-placement").
 		// Tests run several managers in one process.
-		// Reconciles mostly wait on API writes: a burst of applications
-		// needs many in flight.
-		WithOptions(controller.Options{SkipNameValidation: ptr(true), MaxConcurrentReconciles: 16}).
+		// Few in flight: each chooses clusters from the reported free
+		// capacity, which applications placed moments ago do not show yet;
+		// many at once would crowd one cluster.
+		WithOptions(controller.Options{SkipNameValidation: ptr(true), MaxConcurrentReconciles: 4}).
 		Complete(r)
 }
 
