@@ -8,7 +8,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -70,10 +69,7 @@ type Fluidity struct {
 	cluster string
 	log     *slog.Logger
 	opts    FluidityOptions
-
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	follow  *mechanism.Follower
 }
 
 var (
@@ -85,14 +81,7 @@ var (
 // cluster; c should read from the API server, not a cache, so that checks
 // see the latest state.
 func NewFluidity(c client.Client, cluster string, log *slog.Logger, opts FluidityOptions) *Fluidity {
-	if opts.Timeout <= 0 {
-		opts.Timeout = DefaultPlanTimeout
-	}
-	if opts.Poll <= 0 {
-		opts.Poll = time.Second
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	return &Fluidity{client: c, cluster: cluster, log: log, opts: opts, ctx: ctx, cancel: cancel}
+	return &Fluidity{client: c, cluster: cluster, log: log, opts: opts, follow: mechanism.NewFollower(opts.Timeout, opts.Poll, DefaultPlanTimeout)}
 }
 
 // target is what a plan wants of one component.
@@ -167,11 +156,7 @@ func (f *Fluidity) Apply(ctx context.Context, cmd map[string]any) (mechanism.Res
 	if len(todo) == 0 {
 		return mechanism.Result{Status: mechanism.StatusSuccess, Detail: map[string]any{"changed": false}}, nil
 	}
-	f.wg.Add(1)
-	go func() {
-		defer f.wg.Done()
-		f.follow(planID, app.Name, todo)
-	}()
+	f.followPlan(planID, app.Name, todo)
 	return mechanism.Result{Status: mechanism.StatusPending, Detail: map[string]any{"components": names(todo)}}, nil
 }
 
@@ -328,41 +313,22 @@ func (f *Fluidity) record(ctx context.Context, app string, t target) error {
 // follow checks the plan's components until the controller has carried
 // it out, something made it impossible or the timeout passed, and
 // reports the outcome.
-func (f *Fluidity) follow(planID, app string, todo []target) {
-	deadline := time.Now().Add(f.opts.Timeout)
-	t := time.NewTicker(f.opts.Poll)
-	defer t.Stop()
-	for {
+func (f *Fluidity) followPlan(planID, app string, todo []target) {
+	f.follow.Follow(func(ctx context.Context) (string, error) {
 		var waiting []string
 		for _, tg := range todo {
-			ctx, cancel := context.WithTimeout(f.ctx, 30*time.Second)
 			why, err := f.progress(ctx, planID, app, tg)
-			cancel()
-			if f.ctx.Err() != nil {
-				return // the agent stops; the engine times the plan out
-			}
 			if err != nil {
-				f.finish(planID, app, fmt.Errorf("%s: %w", tg.comp, err))
-				return
+				return "", fmt.Errorf("%s: %w", tg.comp, err)
 			}
 			if why != "" {
 				waiting = append(waiting, tg.comp+": "+why)
 			}
 		}
-		if len(waiting) == 0 {
-			f.finish(planID, app, nil)
-			return
-		}
-		if time.Now().After(deadline) {
-			f.finish(planID, app, fmt.Errorf("not carried out after %s: %s", f.opts.Timeout, strings.Join(waiting, "; ")))
-			return
-		}
-		select {
-		case <-f.ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+		return strings.Join(waiting, "; "), nil
+	}, func(waiting string) error {
+		return fmt.Errorf("not carried out after %s: %s", f.follow.Timeout, waiting)
+	}, func(err error) { f.finish(planID, app, err) })
 }
 
 func (f *Fluidity) finish(planID, app string, err error) {
@@ -522,8 +488,7 @@ func (f *Fluidity) Options() map[string]any {
 
 // Close stops following pending plans (mechanism.Closer).
 func (f *Fluidity) Close() error {
-	f.cancel()
-	f.wg.Wait()
+	f.follow.Close()
 	return nil
 }
 

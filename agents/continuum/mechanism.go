@@ -8,7 +8,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	clusterv1alpha1 "github.com/karmada-io/karmada/pkg/apis/cluster/v1alpha1"
@@ -66,10 +65,7 @@ type ClusterPlacement struct {
 	capacity CapacitySource
 	log      *slog.Logger
 	opts     ClusterPlacementOptions
-
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	follow   *mechanism.Follower
 }
 
 var (
@@ -80,14 +76,7 @@ var (
 // NewClusterPlacement returns the mechanism on the Karmada API; c should
 // read from the API server, not a cache.
 func NewClusterPlacement(c client.Client, capacity CapacitySource, log *slog.Logger, opts ClusterPlacementOptions) *ClusterPlacement {
-	if opts.Timeout <= 0 {
-		opts.Timeout = DefaultPlanTimeout
-	}
-	if opts.Poll <= 0 {
-		opts.Poll = time.Second
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	return &ClusterPlacement{client: c, capacity: capacity, log: log, opts: opts, ctx: ctx, cancel: cancel}
+	return &ClusterPlacement{client: c, capacity: capacity, log: log, opts: opts, follow: mechanism.NewFollower(opts.Timeout, opts.Poll, DefaultPlanTimeout)}
 }
 
 // ParseClusterCommand reads a clusterPlacement command: the application's
@@ -199,11 +188,7 @@ func (m *ClusterPlacement) Apply(ctx context.Context, cmd map[string]any) (mecha
 		return mechanism.Result{}, fmt.Errorf("clusterPlacement: record the plan on %s: %w", name, err)
 	}
 	m.log.Info("clusterPlacement plan recorded", "app", name, "plan", planID, "from", current, "to", want)
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
-		m.follow(np, name)
-	}()
+	m.followPlan(np, name)
 	return mechanism.Result{Status: mechanism.StatusPending, Detail: map[string]any{"clusters": toAny(want), "from": toAny(current)}}, nil
 }
 
@@ -223,34 +208,12 @@ func (m *ClusterPlacement) currentClusters(ctx context.Context, app string) ([]s
 
 // follow checks the application until it runs on the pinned clusters,
 // the pin is gone or the timeout passed, and reports the outcome.
-func (m *ClusterPlacement) follow(pin *ClusterPin, app string) {
-	deadline := time.Now().Add(m.opts.Timeout)
-	t := time.NewTicker(m.opts.Poll)
-	defer t.Stop()
-	for {
-		ctx, cancel := context.WithTimeout(m.ctx, 30*time.Second)
-		why, err := m.progress(ctx, pin, app)
-		cancel()
-		if m.ctx.Err() != nil {
-			return // the agent stops; the engine times the plan out
-		}
-		switch {
-		case err != nil:
-			m.finish(pin, app, err)
-			return
-		case why == "":
-			m.finish(pin, app, nil)
-			return
-		case time.Now().After(deadline):
-			m.finish(pin, app, fmt.Errorf("%s does not run on %v after %s: %s", app, pin.Clusters, m.opts.Timeout, why))
-			return
-		}
-		select {
-		case <-m.ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+func (m *ClusterPlacement) followPlan(pin *ClusterPin, app string) {
+	m.follow.Follow(func(ctx context.Context) (string, error) {
+		return m.progress(ctx, pin, app)
+	}, func(waiting string) error {
+		return fmt.Errorf("%s does not run on %v after %s: %s", app, pin.Clusters, m.follow.Timeout, waiting)
+	}, func(err error) { m.finish(pin, app, err) })
 }
 
 func (m *ClusterPlacement) finish(pin *ClusterPin, app string, err error) {
@@ -359,8 +322,7 @@ func (m *ClusterPlacement) Options() map[string]any {
 
 // Close stops following pending plans (mechanism.Closer).
 func (m *ClusterPlacement) Close() error {
-	m.cancel()
-	m.wg.Wait()
+	m.follow.Close()
 	return nil
 }
 
