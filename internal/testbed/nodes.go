@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
 	"github.com/mlsysops-go/mlsysops/internal/resources"
@@ -150,31 +151,54 @@ func (tb *Testbed) createNodes(ctx context.Context) error {
 
 func applyNode(ctx context.Context, cs kubernetes.Interface, want *corev1.Node) error {
 	nodes := cs.CoreV1().Nodes()
-	cur, err := nodes.Get(ctx, want.Name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		// Nodes accept their status on create.
-		if _, err := nodes.Create(ctx, want, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("create node %s: %w", want.Name, err)
+	// KWOK and the node lifecycle controller write nodes all the time:
+	// every attempt starts from a fresh read (apierrors.IsConflict sees
+	// through the %w wrapping).
+	return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		cur, err := nodes.Get(ctx, want.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			// Nodes accept their status on create.
+			if _, err := nodes.Create(ctx, want, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+				return fmt.Errorf("create node %s: %w", want.Name, err)
+			}
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if labels := nodeLabels(cur.Labels, want.Labels); !equality.Semantic.DeepEqual(cur.Labels, labels) {
+			cur.Labels = labels
+			if cur, err = nodes.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+				return fmt.Errorf("update node %s: %w", want.Name, err)
+			}
+		}
+		if !equality.Semantic.DeepEqual(cur.Status.Capacity, want.Status.Capacity) {
+			cur.Status.Capacity = want.Status.Capacity
+			cur.Status.Allocatable = want.Status.Allocatable
+			if _, err := nodes.UpdateStatus(ctx, cur, metav1.UpdateOptions{}); err != nil {
+				return fmt.Errorf("update node %s status: %w", want.Name, err)
+			}
 		}
 		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if !equality.Semantic.DeepEqual(cur.Labels, want.Labels) {
-		cur.Labels = want.Labels
-		if cur, err = nodes.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
-			return fmt.Errorf("update node %s: %w", want.Name, err)
+	})
+}
+
+// nodeLabels returns the labels a node should have: the wanted ones, and
+// of the others only those the testbed does not own (the ones Kubernetes
+// adds itself, such as beta.kubernetes.io/arch, stay; stale MLSysOps and
+// GPU labels from an older description go). Replacing the whole map
+// instead made every run fight the controller manager over its labels.
+func nodeLabels(cur, want map[string]string) map[string]string {
+	out := make(map[string]string, len(want))
+	for k, v := range cur {
+		if !strings.HasPrefix(k, mlsysopsv1.LabelPrefix) && !strings.HasPrefix(k, "nvidia.com/") {
+			out[k] = v
 		}
 	}
-	if !equality.Semantic.DeepEqual(cur.Status.Capacity, want.Status.Capacity) {
-		cur.Status.Capacity = want.Status.Capacity
-		cur.Status.Allocatable = want.Status.Allocatable
-		if _, err := nodes.UpdateStatus(ctx, cur, metav1.UpdateOptions{}); err != nil {
-			return fmt.Errorf("update node %s status: %w", want.Name, err)
-		}
+	for k, v := range want {
+		out[k] = v
 	}
-	return nil
+	return out
 }
 
 func waitNodesReady(ctx context.Context, cs kubernetes.Interface, names map[string]bool) error {
