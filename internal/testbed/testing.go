@@ -123,16 +123,27 @@ func RestoreShared(t testing.TB) {
 	}
 }
 
+// upShared brings the shared testbed up, trying a second time when the
+// first attempt fails: a package whose every test fails on one transient
+// error (a member apiserver still starting, a write conflict) says nothing
+// about the product.
 func upShared() (*Env, error) {
 	var env *Env
-	err := withShared(func(tb *Testbed) error {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		defer cancel()
-		var err error
-		env, err = tb.Up(ctx)
-		return err
-	})
-	return env, err
+	var err error
+	for attempt := 1; attempt <= 2; attempt++ {
+		err = withShared(func(tb *Testbed) error {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+			defer cancel()
+			var err error
+			env, err = tb.Up(ctx)
+			return err
+		})
+		if err == nil {
+			return env, nil
+		}
+		fmt.Fprintf(os.Stderr, "shared testbed: attempt %d: %v\n", attempt, err)
+	}
+	return nil, err
 }
 
 // withShared runs fn on the shared testbed while holding its lock.
