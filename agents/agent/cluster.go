@@ -97,10 +97,19 @@ func newStore(a *Agent, env agentconfig.LookupEnv) (*state.Store, error) {
 	return state.New(rdb, state.Options{Prefix: a.conn.RedisPrefix, Logger: a.log}), nil
 }
 
-// redisReady checks the store's Redis, for /readyz.
-func redisReady(ctx context.Context, s *state.Store) error {
+// backendsReady is the readiness of the cluster and continuum layers:
+// Redis answers and so does the Kubernetes API they work on (what names
+// it in the error).
+func backendsReady(ctx context.Context, s *state.Store, cfg *rest.Config, what string) error {
 	if err := s.Client().Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("redis: %w", err)
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	if _, err := dc.RESTClient().Get().AbsPath("/readyz").DoRaw(ctx); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil
 }
@@ -257,17 +266,7 @@ func (c *clusterLayer) poke() {
 }
 
 func (c *clusterLayer) ready(ctx context.Context) error {
-	if err := redisReady(ctx, c.store); err != nil {
-		return err
-	}
-	dc, err := discovery.NewDiscoveryClientForConfig(c.kcfg)
-	if err != nil {
-		return err
-	}
-	if _, err := dc.RESTClient().Get().AbsPath("/readyz").DoRaw(ctx); err != nil {
-		return fmt.Errorf("kubernetes API: %w", err)
-	}
-	return nil
+	return backendsReady(ctx, c.store, c.kcfg, "kubernetes API")
 }
 
 func (c *clusterLayer) status() map[string]any {

@@ -11,7 +11,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -173,17 +172,7 @@ func (c *continuumLayer) handleCapacity(_ context.Context, env *messaging.Envelo
 }
 
 func (c *continuumLayer) ready(ctx context.Context) error {
-	if err := redisReady(ctx, c.store); err != nil {
-		return err
-	}
-	dc, err := discovery.NewDiscoveryClientForConfig(c.kcfg)
-	if err != nil {
-		return err
-	}
-	if _, err := dc.RESTClient().Get().AbsPath("/readyz").DoRaw(ctx); err != nil {
-		return fmt.Errorf("karmada API: %w", err)
-	}
-	return nil
+	return backendsReady(ctx, c.store, c.kcfg, "karmada API")
 }
 
 func (c *continuumLayer) status() map[string]any {
