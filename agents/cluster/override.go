@@ -149,7 +149,7 @@ func overrideMessage(ov *fluidity.Override) string {
 	var parts []string
 	switch {
 	case ov.Stopped:
-		parts = append(parts, "removed from its nodes")
+		parts = append(parts, "stopped")
 	case ov.Pinned():
 		parts = append(parts, fmt.Sprintf("pinned to %v", ov.Nodes))
 	}
