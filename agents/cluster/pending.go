@@ -136,8 +136,9 @@ func visible(pods []*corev1.Pod, app, comp string) int32 {
 // Pending as Unschedulable for at least settle, with the scheduler's
 // reason: they are full for it, whatever the free capacity the
 // controller computes (the node filled up behind its back, or with what
-// it does not model). recheck is how soon a pod Pending for less than
-// that settles; zero when none is.
+// it does not model). recheck is how soon to look again: when a pod
+// Pending for less than that settles, or after settle while the
+// component is not ready; zero when it is.
 func unschedulableOn(pods []corev1.Pod, cur *appsv1.Deployment, settle time.Duration, now time.Time) (full map[string]string, recheck time.Duration) {
 	nodes := runningOn(cur)
 	if len(nodes) == 0 {
@@ -147,6 +148,11 @@ func unschedulableOn(pods []corev1.Pod, cur *appsv1.Deployment, settle time.Dura
 		if recheck == 0 || d < recheck {
 			recheck = d
 		}
+	}
+	if cur.Spec.Replicas != nil && cur.Status.ReadyReplicas < *cur.Spec.Replicas {
+		// Pods may be Pending that this pass does not see yet, and no
+		// event tells when they have waited long enough.
+		soon(settle)
 	}
 	for i := range pods {
 		p := &pods[i]

@@ -54,6 +54,11 @@ func TestUnschedulableOn(t *testing.T) {
 	if full != nil || recheck != 0 {
 		t.Errorf("earlier placement: %v, %v; want nothing", full, recheck)
 	}
+	starting := cur.DeepCopy()
+	starting.Status.ReadyReplicas = 0
+	if full, recheck := unschedulableOn(nil, starting, settle, now); full != nil || recheck != settle {
+		t.Errorf("not ready, no pod seen: %v, %v; want a look in %v", full, recheck, settle)
+	}
 	scheduled := pendingPod(t, app, now.Add(-time.Minute), "n1")
 	scheduled.Spec.NodeName = "n1"
 	if full, _ := unschedulableOn([]corev1.Pod{scheduled}, cur, settle, now); full != nil {
