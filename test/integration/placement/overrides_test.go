@@ -350,10 +350,9 @@ func TestFluidityChangeSpecRemoveDeploy(t *testing.T) {
 	// With every component stopped nothing runs: Degraded.
 	helperNode := runningPods(t, cloud, app.Name, "helper")[0].Spec.NodeName
 	mustComplete(t, execute(t, e, fluidityPlan(app.Name, "helper", map[string]any{"action": "remove", "host": helperNode})))
-	got := a.waitPhase(t, app.Name, mlsysopsv1.AppDegraded, time.Minute)
-	if !strings.Contains(got.Status.Message, "every component stopped by a plan") {
-		t.Errorf("message of the stopped application = %q", got.Status.Message)
-	}
+	a.waitStatus(t, app.Name, "Degraded with every component stopped", time.Minute, func(got *mlsysopsv1.MLSysOpsApp) bool {
+		return got.Status.Phase == mlsysopsv1.AppDegraded && strings.HasPrefix(got.Status.Message, "every component stopped by a plan")
+	})
 	t.Run("refused: move of a removed component", func(t *testing.T) {
 		mustFailWith(t, execute(t, e, fluidityPlan(app.Name, "worker", map[string]any{"action": "move", "src_host": node, "target_host": other})),
 			"worker: move from "+node+": the component runs on no node (it was removed; deploy it first)")
