@@ -210,9 +210,6 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 		if recheck > 0 && (requeue == 0 || recheck < requeue) {
 			requeue = recheck
 		}
-		if len(full) > 0 {
-			log.Info("component unschedulable on its nodes", "component", comp.Metadata.Name, "nodes", runningOn(prev), "reason", full[runningOn(prev)[0]])
-		}
 		chosen, why, unpinned := r.decide(app, run, prev, nodes, ov, full)
 		if unpinned != "" {
 			// The controller places the component as if no plan had.
@@ -240,7 +237,12 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 			return reconcile.Result{}, err
 		}
 		if running, before := runningOn(objs.Deployment), runningOn(prev); prev == nil || !slices.Equal(running, before) {
-			log.Info("component placed", "component", comp.Metadata.Name, "nodes", running)
+			if len(full) > 0 {
+				// Every node of the earlier placement has the same reason.
+				log.Info("component placed again: kube-scheduler found its nodes full", "component", comp.Metadata.Name, "from", before, "nodes", running, "reason", full[before[0]])
+			} else {
+				log.Info("component placed", "component", comp.Metadata.Name, "nodes", running)
+			}
 			if r.Placed != nil {
 				r.Placed(ctx, app.Name, comp.Metadata.Name, running)
 			}
