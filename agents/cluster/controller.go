@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -61,8 +62,13 @@ type AppReconciler struct {
 	// cluster; FeedEngine points them at the agent's MAPE engine.
 	AppSeen func(ctx context.Context, app *mlsysopsv1.MLSysOpsApp)
 	AppGone func(ctx context.Context, name string)
+	// PendingSettle is how long a component's pod may stay unschedulable
+	// on the nodes chosen for it before those nodes count as full for it
+	// and the component is placed again; set it before starting.
+	PendingSettle time.Duration
 
-	resync kube.Resyncer
+	resync  kube.Resyncer
+	assumed assumed
 }
 
 var _ reconcile.Reconciler = (*AppReconciler)(nil)
@@ -70,7 +76,7 @@ var _ reconcile.Reconciler = (*AppReconciler)(nil)
 // NewAppReconciler returns a reconciler for the member cluster named
 // cluster.
 func NewAppReconciler(c client.Client, cluster string, log *slog.Logger) *AppReconciler {
-	return &AppReconciler{client: c, cluster: cluster, log: log, resync: kube.NewResyncer()}
+	return &AppReconciler{client: c, cluster: cluster, log: log, resync: kube.NewResyncer(), PendingSettle: DefaultPendingSettle}
 }
 
 // SetupWithManager watches applications, the Deployments made for them
@@ -196,7 +202,15 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 		prev := existing[comp.Metadata.Name]
 		ov, dropped := currentOverride(comp, prev, log)
 		run := ov.Effective(comp)
-		chosen, why, unpinned := r.choose(app, run, prev, nodes, ov)
+		pods, err := r.componentPods(ctx, ns.Name, comp.Metadata.Name)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		full, recheck := unschedulableOn(pods, prev, r.PendingSettle, time.Now())
+		if recheck > 0 && (requeue == 0 || recheck < requeue) {
+			requeue = recheck
+		}
+		chosen, why, unpinned := r.decide(app, run, prev, nodes, ov, full)
 		if unpinned != "" {
 			// The controller places the component as if no plan had.
 			log.Info("placement override dropped", "component", comp.Metadata.Name, "plan", ov.Plan, "nodes", ov.Nodes, "reason", unpinned)
@@ -223,7 +237,12 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 			return reconcile.Result{}, err
 		}
 		if running, before := runningOn(objs.Deployment), runningOn(prev); prev == nil || !slices.Equal(running, before) {
-			log.Info("component placed", "component", comp.Metadata.Name, "nodes", running)
+			if len(full) > 0 {
+				// Every node of the earlier placement has the same reason.
+				log.Info("component placed again: kube-scheduler found its nodes full", "component", comp.Metadata.Name, "from", before, "nodes", running, "reason", full[before[0]])
+			} else {
+				log.Info("component placed", "component", comp.Metadata.Name, "nodes", running)
+			}
 			if r.Placed != nil {
 				r.Placed(ctx, app.Name, comp.Metadata.Name, running)
 			}
@@ -235,11 +254,7 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 		if ov != nil {
 			st.Message = overrideMessage(ov)
 		}
-		st.Nodes, err = r.podNodes(ctx, ns.Name, comp.Metadata.Name)
-		if err != nil {
-			return reconcile.Result{}, err
-		}
-		if len(st.Nodes) == 0 {
+		if st.Nodes = podNodes(pods); len(st.Nodes) == 0 {
 			st.Nodes = runningOn(objs.Deployment)
 		}
 	}
@@ -249,27 +264,45 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 	if err := r.writeStatus(ctx, app, statuses, unschedulable); err != nil {
 		return reconcile.Result{}, err
 	}
-	if unschedulable {
+	if unschedulable && (requeue == 0 || requeue > 15*time.Second) {
 		// Capacity may free up; try again.
-		return reconcile.Result{RequeueAfter: 15 * time.Second}, nil
+		requeue = 15 * time.Second
 	}
 	return reconcile.Result{RequeueAfter: requeue}, nil
+}
+
+// decide chooses the nodes of a component as choose does, with the
+// replicas assumed for other components counted on their nodes, and
+// assumes the component's replicas on the nodes chosen when they change.
+// Decisions are made one at a time, so concurrent reconciles each see
+// the others'.
+func (r *AppReconciler) decide(app *mlsysopsv1.MLSysOpsApp, comp *mlsysopsv1.Component, cur *appsv1.Deployment, nodes []placement.Node, ov *fluidity.Override, full map[string]string) (chosen []string, why, unpinned string) {
+	r.assumed.mu.Lock()
+	defer r.assumed.mu.Unlock()
+	now := time.Now()
+	chosen, why, unpinned = r.choose(app, comp, cur, r.assumed.onto(nodes, app.Name, comp.Metadata.Name, now), ov, full)
+	if replicas := ov.Replicas(&app.Spec, comp); len(chosen) > 0 && replicas > 0 && !sameNodes(chosen, runningOn(cur)) {
+		r.assumed.add(app.Name, comp.Metadata.Name, chosen, replicas, placement.PodRequests(comp), now)
+	}
+	return chosen, why, unpinned
 }
 
 // choose returns the nodes for a component (comp as it runs) or why there
 // are none. A stopped component keeps its last nodes; nodes a plan pinned
 // are kept while they fit the component, and unpinned says why not; other
 // components keep their current nodes while these are Ready and still fit
-// them, and are placed afresh otherwise.
-func (r *AppReconciler) choose(app *mlsysopsv1.MLSysOpsApp, comp *mlsysopsv1.Component, cur *appsv1.Deployment, nodes []placement.Node, ov *fluidity.Override) (chosen []string, why, unpinned string) {
-	exclude := map[string]string{}
-	var gone map[string]string
-	if r.Unavailable != nil {
-		gone = r.Unavailable()
-		for n, why := range gone {
-			exclude[n] = why
-		}
+// them, and are placed afresh otherwise. full names nodes kube-scheduler
+// found full for the component, with its reason: they are avoided like
+// nodes whose agent is gone.
+func (r *AppReconciler) choose(app *mlsysopsv1.MLSysOpsApp, comp *mlsysopsv1.Component, cur *appsv1.Deployment, nodes []placement.Node, ov *fluidity.Override, full map[string]string) (chosen []string, why, unpinned string) {
+	gone := maps.Clone(full)
+	if gone == nil {
+		gone = map[string]string{}
 	}
+	if r.Unavailable != nil {
+		maps.Copy(gone, r.Unavailable())
+	}
+	exclude := maps.Clone(gone)
 	if ov != nil && ov.Stopped && len(ov.Nodes) > 0 {
 		return ov.Nodes, "", ""
 	}
@@ -320,7 +353,16 @@ func runningOn(dep *appsv1.Deployment) []string {
 	return strings.Split(dep.Annotations[fluidity.AnnotationNodes], ",")
 }
 
+// sameNodes reports whether a and b name the same nodes.
+func sameNodes(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
+}
+
 func (r *AppReconciler) gone(ctx context.Context, app string) {
+	r.assumed.forget(app)
 	if r.AppGone != nil {
 		r.AppGone(ctx, app)
 	}
@@ -341,12 +383,17 @@ func withoutComponent(nodes []placement.Node, app, comp string) []placement.Node
 		if len(mine) == 0 {
 			continue
 		}
+		// Subtracted rather than summed afresh: Requested may hold more
+		// than the pods (replicas assumed for other components).
+		own := corev1.ResourceList{}
+		for _, p := range mine {
+			placement.AddPodRequests(own, p)
+		}
 		req := corev1.ResourceList{}
-		for _, p := range n.Pods {
-			if p.Labels[mlsysopsv1.LabelApp] == app && p.Labels[mlsysopsv1.LabelComponent] == comp {
-				continue
-			}
-			placement.AddPodRequests(req, p)
+		for name, q := range n.Requested {
+			q = q.DeepCopy()
+			q.Sub(own[name])
+			req[name] = q
 		}
 		out[i].Requested = req
 	}
@@ -489,29 +536,39 @@ func (r *AppReconciler) prune(ctx context.Context, ns string, app *mlsysopsv1.ML
 	return nil
 }
 
-func (r *AppReconciler) podNodes(ctx context.Context, ns, comp string) ([]string, error) {
+// componentPods lists the pods of a component.
+func (r *AppReconciler) componentPods(ctx context.Context, ns, comp string) ([]corev1.Pod, error) {
 	var pods corev1.PodList
 	if err := r.client.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{mlsysopsv1.LabelComponent: comp}); err != nil {
 		return nil, err
 	}
+	return pods.Items, nil
+}
+
+// podNodes returns the nodes pods run on, sorted.
+func podNodes(pods []corev1.Pod) []string {
 	seen := map[string]bool{}
 	var out []string
-	for _, p := range pods.Items {
+	for _, p := range pods {
 		if p.Spec.NodeName != "" && p.DeletionTimestamp.IsZero() && !seen[p.Spec.NodeName] {
 			seen[p.Spec.NodeName] = true
 			out = append(out, p.Spec.NodeName)
 		}
 	}
 	sort.Strings(out)
-	return out, nil
+	return out
 }
 
 func (r *AppReconciler) writeStatus(ctx context.Context, app *mlsysopsv1.MLSysOpsApp, statuses map[string]*mlsysopsv1.ComponentStatus, unschedulable bool) error {
 	var comps []mlsysopsv1.ComponentStatus
-	allReady := true
+	allReady, stopped := true, 0
 	for i := range app.Spec.Components {
 		st := statuses[app.Spec.Components[i].Metadata.Name]
 		comps = append(comps, *st)
+		if st.Replicas == 0 {
+			// A plan stopped it: it is where it was asked to be.
+			stopped++
+		}
 		if st.ReadyReplicas < st.Replicas {
 			allReady = false
 		}
@@ -520,6 +577,10 @@ func (r *AppReconciler) writeStatus(ctx context.Context, app *mlsysopsv1.MLSysOp
 	switch {
 	case unschedulable:
 		phase, msg = mlsysopsv1.AppUnschedulable, "some components fit no node of "+r.cluster
+	case stopped == len(comps) && stopped > 0:
+		phase, msg = mlsysopsv1.AppDegraded, "every component stopped by a plan"
+	case allReady && stopped > 0:
+		phase, msg = mlsysopsv1.AppRunning, fmt.Sprintf("all components ready but %d stopped by a plan", stopped)
 	case allReady:
 		phase, msg = mlsysopsv1.AppRunning, "all components ready"
 	case app.Status.Phase == mlsysopsv1.AppRunning || app.Status.Phase == mlsysopsv1.AppDegraded:

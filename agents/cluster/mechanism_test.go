@@ -340,16 +340,16 @@ func TestChooseHonoursPins(t *testing.T) {
 	cur := placedDeployment(t, app, "n1")
 	healthy := placementNodes(node("n1", true), node("n2", true), node("n3", true))
 
-	got, why, unpinned := r.choose(app, comp, cur, healthy, &fluidity.Override{Plan: "p", Nodes: []string{"n3"}})
+	got, why, unpinned := r.choose(app, comp, cur, healthy, &fluidity.Override{Plan: "p", Nodes: []string{"n3"}}, nil)
 	if !cmp.Equal(got, []string{"n3"}) || why != "" || unpinned != "" {
 		t.Errorf("pinned to n3: %v %q %q", got, why, unpinned)
 	}
-	got, _, _ = r.choose(app, comp, cur, healthy, &fluidity.Override{Plan: "p", Nodes: []string{"n1"}, Stopped: true})
+	got, _, _ = r.choose(app, comp, cur, healthy, &fluidity.Override{Plan: "p", Nodes: []string{"n1"}, Stopped: true}, nil)
 	if !cmp.Equal(got, []string{"n1"}) {
 		t.Errorf("stopped: %v, want its last nodes", got)
 	}
 	failed := placementNodes(node("n1", true), node("n2", true), node("n3", false))
-	got, _, unpinned = r.choose(app, comp, cur, failed, &fluidity.Override{Plan: "p", Nodes: []string{"n3"}})
+	got, _, unpinned = r.choose(app, comp, cur, failed, &fluidity.Override{Plan: "p", Nodes: []string{"n3"}}, nil)
 	if !cmp.Equal(got, []string{"n1"}) || unpinned != "node n3 is not eligible: no node fits: 1 node(s) are not Ready" {
 		t.Errorf("pinned to a failed node: %v, unpinned %q; want kept on n1", got, unpinned)
 	}

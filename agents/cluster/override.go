@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sort"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -38,27 +37,10 @@ func listNodes(ctx context.Context, c client.Reader) ([]placement.Node, error) {
 			descs[ml.Items[i].Name] = &ml.Items[i].Spec
 		}
 	}
-	requested := map[string]corev1.ResourceList{}
-	owners := map[string][]*corev1.Pod{}
-	for i := range pl.Items {
-		p := &pl.Items[i]
-		if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-			continue
-		}
-		list := requested[p.Spec.NodeName]
-		if list == nil {
-			list = corev1.ResourceList{}
-			requested[p.Spec.NodeName] = list
-		}
-		placement.AddPodRequests(list, p)
-		owners[p.Spec.NodeName] = append(owners[p.Spec.NodeName], p)
+	out := placement.NodesWithPods(nl.Items, pl.Items)
+	for i := range out {
+		out[i].Description = descs[out[i].Name()]
 	}
-	out := make([]placement.Node, 0, len(nl.Items))
-	for i := range nl.Items {
-		n := &nl.Items[i]
-		out = append(out, placement.Node{Node: n, Requested: requested[n.Name], Description: descs[n.Name], Pods: owners[n.Name]})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name() < out[j].Name() })
 	return out, nil
 }
 
@@ -149,7 +131,7 @@ func overrideMessage(ov *fluidity.Override) string {
 	var parts []string
 	switch {
 	case ov.Stopped:
-		parts = append(parts, "removed from its nodes")
+		parts = append(parts, "stopped")
 	case ov.Pinned():
 		parts = append(parts, fmt.Sprintf("pinned to %v", ov.Nodes))
 	}

@@ -125,25 +125,7 @@ func (p *ProxyCapacity) nodes(ctx context.Context, cluster string) ([]placement.
 	if err := p.get(ctx, cluster, "pods", map[string]string{"fieldSelector": "status.phase!=Succeeded,status.phase!=Failed"}, &pods); err != nil {
 		return nil, err
 	}
-	requested := map[string]corev1.ResourceList{}
-	for i := range pods.Items {
-		pod := &pods.Items[i]
-		if pod.Spec.NodeName == "" {
-			continue
-		}
-		list := requested[pod.Spec.NodeName]
-		if list == nil {
-			list = corev1.ResourceList{}
-			requested[pod.Spec.NodeName] = list
-		}
-		placement.AddPodRequests(list, pod)
-	}
-	out := make([]placement.Node, 0, len(nodes.Items))
-	for i := range nodes.Items {
-		n := &nodes.Items[i]
-		out = append(out, placement.Node{Node: n, Requested: requested[n.Name]})
-	}
-	return out, nil
+	return placement.NodesWithPods(nodes.Items, pods.Items), nil
 }
 
 func (p *ProxyCapacity) get(ctx context.Context, cluster, resource string, params map[string]string, into runtime.Object) error {

@@ -337,15 +337,23 @@ func (r *AppReconciler) memberComponents(ctx context.Context, app *mlsysopsv1.ML
 // component status its clusters report.
 func (r *AppReconciler) updateRunningPhase(ctx context.Context, app *mlsysopsv1.MLSysOpsApp, clusters []string, comps []mlsysopsv1.ComponentStatus) error {
 	want := len(app.Spec.Components)
-	ready, reported := 0, 0
+	ready, reported, stopped := 0, 0, 0
 	for _, c := range comps {
 		reported++
-		if c.Replicas > 0 && c.ReadyReplicas >= c.Replicas {
+		switch {
+		case c.Replicas == 0:
+			// A plan stopped it (see ComponentStatus.Replicas): it is
+			// where it was asked to be.
+			stopped++
+			ready++
+		case c.ReadyReplicas >= c.Replicas:
 			ready++
 		}
 	}
 	phase, msg := mlsysopsv1.AppDeploying, fmt.Sprintf("placed on %v; %d of %d components ready", clusters, ready, want)
 	switch {
+	case stopped >= want && want > 0:
+		phase, msg = mlsysopsv1.AppDegraded, fmt.Sprintf("every component stopped by a plan on %v", clusters)
 	case ready >= want && want > 0:
 		phase, msg = mlsysopsv1.AppRunning, fmt.Sprintf("running on %v", clusters)
 	case app.Status.Phase == mlsysopsv1.AppRunning || app.Status.Phase == mlsysopsv1.AppDegraded:

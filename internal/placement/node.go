@@ -439,6 +439,35 @@ func contains(list []string, s string) bool {
 	return false
 }
 
+// NodesWithPods returns the nodes, sorted by name, each with the pods
+// bound to it and what they request; pods that are done (Succeeded or
+// Failed) or not bound do not count. The nodes and pods are referenced,
+// not copied.
+func NodesWithPods(nodes []corev1.Node, pods []corev1.Pod) []Node {
+	requested := map[string]corev1.ResourceList{}
+	bound := map[string][]*corev1.Pod{}
+	for i := range pods {
+		p := &pods[i]
+		if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		list := requested[p.Spec.NodeName]
+		if list == nil {
+			list = corev1.ResourceList{}
+			requested[p.Spec.NodeName] = list
+		}
+		AddPodRequests(list, p)
+		bound[p.Spec.NodeName] = append(bound[p.Spec.NodeName], p)
+	}
+	out := make([]Node, len(nodes))
+	for i := range nodes {
+		n := &nodes[i]
+		out[i] = Node{Node: n, Requested: requested[n.Name], Pods: bound[n.Name]}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name() < out[j].Name() })
+	return out
+}
+
 // AddPodRequests adds what a pod requests, counted as the scheduler does:
 // the sum of its containers, at least its largest init container, plus
 // one pod.

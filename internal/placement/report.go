@@ -3,7 +3,6 @@ package placement
 import (
 	"encoding/json"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -26,27 +25,9 @@ const MaxReportNodesBytes = 512 << 10
 // allocatable and requested resources. pods are the cluster's pods that
 // are neither Succeeded nor Failed.
 func Report(cluster string, nodes []corev1.Node, pods []corev1.Pod, now time.Time) *messaging.CapacityReport {
-	requested := map[string]corev1.ResourceList{}
-	for i := range pods {
-		p := &pods[i]
-		if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-			continue
-		}
-		list := requested[p.Spec.NodeName]
-		if list == nil {
-			list = corev1.ResourceList{}
-			requested[p.Spec.NodeName] = list
-		}
-		AddPodRequests(list, p)
-	}
 	rep := &messaging.CapacityReport{Cluster: cluster, Time: now.UTC(), GPUs: map[string]messaging.GPUCapacity{}}
-	sorted := make([]*corev1.Node, len(nodes))
-	for i := range nodes {
-		sorted[i] = &nodes[i]
-	}
-	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
-	for _, n := range sorted {
-		req := requested[n.Name]
+	for _, pn := range NodesWithPods(nodes, pods) {
+		n, req := pn.Node, pn.Requested
 		nc := messaging.NodeCapacity{
 			Name: n.Name, Ready: nodeReady(n), Unschedulable: n.Spec.Unschedulable,
 			Labels: n.Labels, Allocatable: quantities(n.Status.Allocatable), Requested: quantities(req),

@@ -178,23 +178,7 @@ func (k *Karmada) ClusterNodes(ctx context.Context, cluster string) ([]placement
 	if err := k.proxyGet(ctx, cluster, "pods", map[string]string{"fieldSelector": "status.phase!=Succeeded,status.phase!=Failed"}, &pods); err != nil {
 		return nil, err
 	}
-	requested := map[string]corev1.ResourceList{}
-	for i := range pods.Items {
-		p := &pods.Items[i]
-		if p.Spec.NodeName == "" {
-			continue
-		}
-		if requested[p.Spec.NodeName] == nil {
-			requested[p.Spec.NodeName] = corev1.ResourceList{}
-		}
-		placement.AddPodRequests(requested[p.Spec.NodeName], p)
-	}
-	sort.Slice(nodes.Items, func(i, j int) bool { return nodes.Items[i].Name < nodes.Items[j].Name })
-	out := make([]placement.Node, len(nodes.Items))
-	for i := range nodes.Items {
-		out[i] = placement.Node{Node: &nodes.Items[i], Requested: requested[nodes.Items[i].Name]}
-	}
-	return out, nil
+	return placement.NodesWithPods(nodes.Items, pods.Items), nil
 }
 
 // AppPods lists the pods of an application in a member cluster.

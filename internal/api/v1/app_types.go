@@ -663,7 +663,8 @@ type ComponentStatus struct {
 	// Nodes running the component's replicas.
 	// +optional
 	Nodes []string `json:"nodes,omitempty"`
-	// Replicas wanted.
+	// Replicas wanted; zero (omitted) only when a plan stopped the
+	// component, which then counts as ready.
 	// +optional
 	Replicas int32 `json:"replicas,omitempty"`
 	// ReadyReplicas running and ready.

@@ -155,15 +155,22 @@ func (a *agents) submit(t *testing.T, example string) *mlsysopsv1.MLSysOpsApp {
 
 func (a *agents) waitPhase(t *testing.T, name string, phase mlsysopsv1.AppPhase, within time.Duration) *mlsysopsv1.MLSysOpsApp {
 	t.Helper()
+	return a.waitStatus(t, name, string(phase), within, func(app *mlsysopsv1.MLSysOpsApp) bool { return app.Status.Phase == phase })
+}
+
+// waitStatus waits until the application in Karmada is as ok wants (what
+// says what that is, for the failure).
+func (a *agents) waitStatus(t *testing.T, name, what string, within time.Duration, ok func(*mlsysopsv1.MLSysOpsApp) bool) *mlsysopsv1.MLSysOpsApp {
+	t.Helper()
 	app := &mlsysopsv1.MLSysOpsApp{}
 	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, within, true, func(ctx context.Context) (bool, error) {
 		if err := a.karmada.Get(ctx, types.NamespacedName{Namespace: continuum.AppNamespace, Name: name}, app); err != nil {
 			return false, nil
 		}
-		return app.Status.Phase == phase, nil
+		return ok(app), nil
 	})
 	if err != nil {
-		t.Fatalf("app %s never %s: last phase %s: %s; components %+v", name, phase, app.Status.Phase, app.Status.Message, app.Status.Components)
+		t.Fatalf("app %s never %s: last phase %s: %s; components %+v", name, what, app.Status.Phase, app.Status.Message, app.Status.Components)
 	}
 	return app
 }

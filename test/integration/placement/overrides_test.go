@@ -303,6 +303,10 @@ func TestFluidityChangeSpecRemoveDeploy(t *testing.T) {
 	n1, n2 := "cs-a-"+tag, "cs-b-"+tag
 	tempNodes(t, cloud, tag, n1, n2)
 	app := taggedApp("cs-"+tag, tag)
+	// A second component, so that stopping one is not stopping all.
+	helper := *app.Spec.Components[0].DeepCopy()
+	helper.Metadata.Name = "helper"
+	app.Spec.Components = append(app.Spec.Components, helper)
 	if err := a.karmada.Create(context.Background(), app); err != nil {
 		t.Fatal(err)
 	}
@@ -330,11 +334,25 @@ func TestFluidityChangeSpecRemoveDeploy(t *testing.T) {
 		t.Errorf("images after change_spec: %v", got)
 	}
 
-	mustComplete(t, execute(t, e, fluidityPlan(app.Name, "worker", map[string]any{"action": "remove", "host": node})))
+	removed := execute(t, e, fluidityPlan(app.Name, "worker", map[string]any{"action": "remove", "host": node}))
+	mustComplete(t, removed)
 	waitPodsOn(t, cloud, app.Name, "worker")
 	if d := deployment(t, cloud, app.Name, "worker"); d.Spec.Replicas == nil || *d.Spec.Replicas != 0 {
 		t.Errorf("removed component's Deployment asks for %v replicas", d.Spec.Replicas)
 	}
+	// A deliberately stopped component does not hold the application in
+	// Deploying; its status says who stopped it.
+	a.waitStatus(t, app.Name, "Running with the worker stopped by plan "+removed.ID, time.Minute, func(got *mlsysopsv1.MLSysOpsApp) bool {
+		st := componentStatus(got, "worker")
+		return got.Status.Phase == mlsysopsv1.AppRunning && st != nil && st.Replicas == 0 &&
+			strings.HasPrefix(st.Message, "stopped") && strings.HasSuffix(st.Message, " by plan "+removed.ID)
+	})
+	// With every component stopped nothing runs: Degraded.
+	helperNode := runningPods(t, cloud, app.Name, "helper")[0].Spec.NodeName
+	mustComplete(t, execute(t, e, fluidityPlan(app.Name, "helper", map[string]any{"action": "remove", "host": helperNode})))
+	a.waitStatus(t, app.Name, "Degraded with every component stopped", time.Minute, func(got *mlsysopsv1.MLSysOpsApp) bool {
+		return got.Status.Phase == mlsysopsv1.AppDegraded && strings.HasPrefix(got.Status.Message, "every component stopped by a plan")
+	})
 	t.Run("refused: move of a removed component", func(t *testing.T) {
 		mustFailWith(t, execute(t, e, fluidityPlan(app.Name, "worker", map[string]any{"action": "move", "src_host": node, "target_host": other})),
 			"worker: move from "+node+": the component runs on no node (it was removed; deploy it first)")
@@ -527,4 +545,15 @@ func TestApplicationPoliciesGetTheApplications(t *testing.T) {
 	if err != nil {
 		t.Errorf("engines still manage the deleted application: cluster %v, continuum %v", clusterEngine.Applications(), continuumEngine.Applications())
 	}
+}
+
+// componentStatus is the status of the named component, nil when there is
+// none.
+func componentStatus(app *mlsysopsv1.MLSysOpsApp, name string) *mlsysopsv1.ComponentStatus {
+	for i := range app.Status.Components {
+		if app.Status.Components[i].Name == name {
+			return &app.Status.Components[i]
+		}
+	}
+	return nil
 }

@@ -1,0 +1,204 @@
+package cluster
+
+import (
+	"slices"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
+	"github.com/mlsysops-go/mlsysops/internal/placement"
+)
+
+// DefaultPendingSettle is how long a component's pod may stay
+// unschedulable on the nodes chosen for it before the controller
+// chooses again.
+const DefaultPendingSettle = 30 * time.Second
+
+// assumeFor bounds how long a placement counts against its nodes while
+// its pods do not show.
+const assumeFor = 30 * time.Second
+
+// assumed is what the controller has placed and cannot see yet, like
+// kube-scheduler's assume cache: the replicas of a placement just written
+// count against the free capacity of their nodes for other components
+// until their pods show on them or assumeFor passes, so that concurrent
+// reconciles do not all choose one node on the same stale view.
+type assumed struct {
+	mu      sync.Mutex
+	entries map[string]assumption // by app/component
+}
+
+type assumption struct {
+	app, comp string
+	// perNode is how many replicas each node takes: kube-scheduler
+	// spreads them evenly (see fluidity.Render).
+	perNode map[string]int32
+	perPod  corev1.ResourceList
+	until   time.Time
+}
+
+// add assumes replicas of a component, each requesting perPod, on nodes.
+// The caller holds mu.
+func (a *assumed) add(app, comp string, nodes []string, replicas int32, perPod corev1.ResourceList, now time.Time) {
+	if a.entries == nil {
+		a.entries = map[string]assumption{}
+	}
+	e := assumption{app: app, comp: comp, perNode: map[string]int32{}, perPod: perPod, until: now.Add(assumeFor)}
+	n := int32(len(nodes))
+	for i, node := range nodes {
+		e.perNode[node] = replicas / n
+		if int32(i) < replicas%n {
+			e.perNode[node]++
+		}
+	}
+	a.entries[app+"/"+comp] = e
+}
+
+// onto returns nodes with the replicas assumed for components other than
+// app/comp, and not yet visible, added to what the nodes' pods request.
+// Entries whose pods all show, or that are too old, go. The caller holds
+// mu; nodes are not modified.
+func (a *assumed) onto(nodes []placement.Node, app, comp string, now time.Time) []placement.Node {
+	if len(a.entries) == 0 {
+		return nodes
+	}
+	index := make(map[string]int, len(nodes))
+	for i := range nodes {
+		index[nodes[i].Name()] = i
+	}
+	out := slices.Clone(nodes)
+	for key, e := range a.entries {
+		if now.After(e.until) {
+			delete(a.entries, key)
+			continue
+		}
+		shown := true
+		for node, want := range e.perNode {
+			i, ok := index[node]
+			if !ok {
+				continue
+			}
+			missing := want - visible(out[i].Pods, e.app, e.comp)
+			if missing <= 0 {
+				continue
+			}
+			shown = false
+			if e.app == app && e.comp == comp {
+				continue
+			}
+			req := corev1.ResourceList{}
+			for name, q := range out[i].Requested {
+				req[name] = q.DeepCopy()
+			}
+			for range missing {
+				for name, q := range e.perPod {
+					cur := req[name]
+					cur.Add(q)
+					req[name] = cur
+				}
+			}
+			out[i].Requested = req
+		}
+		if shown {
+			delete(a.entries, key)
+		}
+	}
+	return out
+}
+
+// forget drops what is assumed for an application.
+func (a *assumed) forget(app string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for key, e := range a.entries {
+		if e.app == app {
+			delete(a.entries, key)
+		}
+	}
+}
+
+// visible counts the live pods of a component among pods.
+func visible(pods []*corev1.Pod, app, comp string) int32 {
+	var n int32
+	for _, p := range pods {
+		if p.DeletionTimestamp.IsZero() && p.Labels[mlsysopsv1.LabelApp] == app && p.Labels[mlsysopsv1.LabelComponent] == comp {
+			n++
+		}
+	}
+	return n
+}
+
+// unschedulableOn returns the nodes chosen for a component (as its
+// Deployment cur says) on which kube-scheduler has left one of its pods
+// Pending as Unschedulable for at least settle, with the scheduler's
+// reason: they are full for it, whatever the free capacity the
+// controller computes (the node filled up behind its back, or with what
+// it does not model). recheck is how soon to look again: when a pod
+// Pending for less than that settles, or after settle while the
+// component is not ready; zero when it is.
+func unschedulableOn(pods []corev1.Pod, cur *appsv1.Deployment, settle time.Duration, now time.Time) (full map[string]string, recheck time.Duration) {
+	nodes := runningOn(cur)
+	if len(nodes) == 0 {
+		return nil, 0
+	}
+	soon := func(d time.Duration) {
+		if recheck == 0 || d < recheck {
+			recheck = d
+		}
+	}
+	if cur.Spec.Replicas != nil && cur.Status.ReadyReplicas < *cur.Spec.Replicas {
+		// Pods may be Pending that this pass does not see yet, and no
+		// event tells when they have waited long enough.
+		soon(settle)
+	}
+	for i := range pods {
+		p := &pods[i]
+		// Pods of an earlier placement are not the current nodes' fault.
+		if p.Spec.NodeName != "" || !p.DeletionTimestamp.IsZero() || !slices.Equal(hostnames(p), nodes) {
+			continue
+		}
+		var cond *corev1.PodCondition
+		for j := range p.Status.Conditions {
+			if p.Status.Conditions[j].Type == corev1.PodScheduled {
+				cond = &p.Status.Conditions[j]
+			}
+		}
+		if cond == nil || cond.Status != corev1.ConditionFalse || cond.Reason != corev1.PodReasonUnschedulable {
+			soon(settle) // not tried yet
+			continue
+		}
+		if left := settle - now.Sub(cond.LastTransitionTime.Time); left > 0 {
+			soon(left)
+			continue
+		}
+		if full == nil {
+			full = map[string]string{}
+		}
+		for _, n := range nodes {
+			full[n] = "could not take a replica (kube-scheduler: " + cond.Message + ")"
+		}
+	}
+	return full, recheck
+}
+
+// hostnames returns, sorted, the nodes a pod's required node affinity
+// allows by hostname (fluidity.Render writes them).
+func hostnames(p *corev1.Pod) []string {
+	a := p.Spec.Affinity
+	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return nil
+	}
+	for _, term := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+		for _, r := range term.MatchExpressions {
+			if r.Key == mlsysopsv1.LabelHostname && r.Operator == corev1.NodeSelectorOpIn {
+				out := slices.Clone(r.Values)
+				slices.Sort(out)
+				return out
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,159 @@
+package cluster
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/mlsysops-go/mlsysops/agents/cluster/fluidity"
+	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
+	"github.com/mlsysops-go/mlsysops/internal/placement"
+)
+
+// pendingPod is a pod of the worker as the controller renders it on
+// nodes, Pending: Unschedulable since the given time, or not tried yet
+// when since is zero.
+func pendingPod(t *testing.T, app *mlsysopsv1.MLSysOpsApp, since time.Time, nodes ...string) corev1.Pod {
+	t.Helper()
+	dep := placedDeployment(t, app, nodes...)
+	p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "worker-x", Labels: dep.Spec.Template.Labels}, Spec: dep.Spec.Template.Spec}
+	if !since.IsZero() {
+		p.Status.Conditions = []corev1.PodCondition{{
+			Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+			Message: "0/3 nodes are available: 1 Insufficient cpu", LastTransitionTime: metav1.NewTime(since),
+		}}
+	}
+	return p
+}
+
+func TestUnschedulableOn(t *testing.T) {
+	app := demoApp()
+	cur := placedDeployment(t, app, "n1")
+	now := time.Now()
+	settle := 30 * time.Second
+
+	full, recheck := unschedulableOn([]corev1.Pod{pendingPod(t, app, now.Add(-time.Minute), "n1")}, cur, settle, now)
+	if want := map[string]string{"n1": "could not take a replica (kube-scheduler: 0/3 nodes are available: 1 Insufficient cpu)"}; !cmp.Equal(full, want) || recheck != 0 {
+		t.Errorf("settled: %v, %v; want %v", full, recheck, want)
+	}
+	full, recheck = unschedulableOn([]corev1.Pod{pendingPod(t, app, now.Add(-10*time.Second), "n1")}, cur, settle, now)
+	if full != nil || recheck != 20*time.Second {
+		t.Errorf("settling: %v, %v; want nothing yet, a look in 20s", full, recheck)
+	}
+	full, recheck = unschedulableOn([]corev1.Pod{pendingPod(t, app, time.Time{}, "n1")}, cur, settle, now)
+	if full != nil || recheck != settle {
+		t.Errorf("not tried yet: %v, %v; want nothing yet, a look in %v", full, recheck, settle)
+	}
+	// A pod of an earlier placement (on n2) says nothing about n1.
+	full, recheck = unschedulableOn([]corev1.Pod{pendingPod(t, app, now.Add(-time.Minute), "n2")}, cur, settle, now)
+	if full != nil || recheck != 0 {
+		t.Errorf("earlier placement: %v, %v; want nothing", full, recheck)
+	}
+	starting := cur.DeepCopy()
+	starting.Status.ReadyReplicas = 0
+	if full, recheck := unschedulableOn(nil, starting, settle, now); full != nil || recheck != settle {
+		t.Errorf("not ready, no pod seen: %v, %v; want a look in %v", full, recheck, settle)
+	}
+	scheduled := pendingPod(t, app, now.Add(-time.Minute), "n1")
+	scheduled.Spec.NodeName = "n1"
+	if full, _ := unschedulableOn([]corev1.Pod{scheduled}, cur, settle, now); full != nil {
+		t.Errorf("scheduled pod: %v, want nothing", full)
+	}
+}
+
+// Nodes kube-scheduler found full for a component are left for another
+// node; with none left, the reason says why.
+func TestChooseAvoidsNodesTheSchedulerFoundFull(t *testing.T) {
+	app := demoApp()
+	comp := &app.Spec.Components[0]
+	r := NewAppReconciler(nil, "c1", quiet())
+	cur := placedDeployment(t, app, "n1")
+	full := map[string]string{"n1": "could not take a replica (kube-scheduler: 1 Insufficient cpu)"}
+
+	got, why, _ := r.choose(app, comp, cur, placementNodes(node("n1", true), node("n2", true)), nil, full)
+	if !cmp.Equal(got, []string{"n2"}) || why != "" {
+		t.Errorf("choose = %v, %q; want n2", got, why)
+	}
+	got, why, _ = r.choose(app, comp, cur, placementNodes(node("n1", true)), nil, full)
+	if got != nil || !strings.Contains(why, "kube-scheduler: 1 Insufficient cpu") {
+		t.Errorf("choose = %v, %q; want none, with the scheduler's reason", got, why)
+	}
+	// A plan's pin on such a node goes, saying why.
+	got, _, unpinned := r.choose(app, comp, cur, placementNodes(node("n1", true), node("n2", true)), &fluidity.Override{Plan: "p", Nodes: []string{"n1"}}, full)
+	if !cmp.Equal(got, []string{"n2"}) || unpinned != "node n1: "+full["n1"] {
+		t.Errorf("pinned to a full node: %v, unpinned %q; want n2", got, unpinned)
+	}
+}
+
+// Replicas placed and not yet visible count against their nodes for other
+// components, until their pods show.
+func TestAssumedPlacements(t *testing.T) {
+	app := demoApp()
+	comp := &app.Spec.Components[0]
+	r := NewAppReconciler(nil, "c1", quiet())
+	withCPU := func(name, cpu string) *corev1.Node {
+		n := node(name, true)
+		n.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse("8Gi"), corev1.ResourcePods: resource.MustParse("110")}
+		return n
+	}
+	a, b := withCPU("a", "900m"), withCPU("b", "1")
+	nodes := placementNodes(a, b)
+
+	// The worker (500m) goes on the node with most room left.
+	got, _, _ := r.decide(app, comp, nil, nodes, nil, nil)
+	if !cmp.Equal(got, []string{"b"}) {
+		t.Fatalf("first placement on %v, want b", got)
+	}
+	// Another component of 600m, which b would suit best, no longer fits
+	// there while the worker's pod is not visible: it goes to a.
+	other := comp.DeepCopy()
+	other.Metadata.Name = "other"
+	cpu := resource.MustParse("600m")
+	other.Containers[0].PlatformRequirements.CPU.Requests = &cpu
+	got, _, _ = r.decide(app, other, nil, nodes, nil, nil)
+	if !cmp.Equal(got, []string{"a"}) {
+		t.Errorf("second placement on %v, want a (b holds the assumed worker)", got)
+	}
+	// A component does not count against itself.
+	view := r.assumed.onto(nodes, app.Name, "worker", time.Now())
+	if q := view[1].Requested[corev1.ResourceCPU]; !q.IsZero() {
+		t.Errorf("worker's own view of b: %s requested, want nothing", q.String())
+	}
+
+	// Once the worker's pod shows on b, it counts as a pod, not twice.
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "w", Labels: map[string]string{mlsysopsv1.LabelApp: app.Name, mlsysopsv1.LabelComponent: "worker"}}}
+	shown := placementNodes(a, b)
+	shown[1].Pods = []*corev1.Pod{pod}
+	r.assumed.mu.Lock()
+	view = r.assumed.onto(shown, app.Name, "third", time.Now())
+	_, stillWorker := r.assumed.entries[app.Name+"/worker"]
+	r.assumed.mu.Unlock()
+	if q := view[1].Requested[corev1.ResourceCPU]; !q.IsZero() || stillWorker {
+		t.Errorf("after the pod shows: b has %s assumed (entry kept: %v), want nothing", q.String(), stillWorker)
+	}
+	// Too old, an assumption goes.
+	r.assumed.mu.Lock()
+	view = r.assumed.onto(nodes, app.Name, "third", time.Now().Add(2*assumeFor))
+	left := len(r.assumed.entries)
+	r.assumed.mu.Unlock()
+	if q := view[0].Requested[corev1.ResourceCPU]; !q.IsZero() || left != 0 {
+		t.Errorf("after %v: a has %s assumed, %d entries left; want none", 2*assumeFor, q.String(), left)
+	}
+}
+
+func TestAssumedSpreadsReplicas(t *testing.T) {
+	var a assumed
+	a.add("a", "c", []string{"x", "y"}, 3, placement.PodRequests(&demoApp().Spec.Components[0]), time.Now())
+	if got := a.entries["a/c"].perNode; !cmp.Equal(got, map[string]int32{"x": 2, "y": 1}) {
+		t.Errorf("3 replicas on x, y: %v", got)
+	}
+	a.forget("a")
+	if len(a.entries) != 0 {
+		t.Errorf("entries after the application went: %v", a.entries)
+	}
+}
