@@ -449,13 +449,9 @@ func (c *clusterLayer) updated(ctx context.Context, app *mlsysopsv1.MLSysOpsApp,
 // tellNodes sends the nodes that run the component its spec (placed, or
 // updated when update is set) and the nodes that ran it its removal.
 func (c *clusterLayer) tellNodes(ctx context.Context, app *mlsysopsv1.MLSysOpsApp, comp *mlsysopsv1.Component, nodes []string, update bool) {
-	type send struct {
-		jid string
-		msg messaging.Message
-	}
 	name := comp.Metadata.Name
 	spec := componentSpec(app, comp)
-	var out []send
+	var out []componentMessage
 	c.mu.Lock()
 	for node, r := range c.nodes {
 		has := r.apps[app.Name][name]
@@ -471,22 +467,48 @@ func (c *clusterLayer) tellNodes(ctx context.Context, app *mlsysopsv1.MLSysOpsAp
 			if update {
 				msg = (*messaging.ComponentUpdated)(&placed)
 			}
-			out = append(out, send{r.jid, msg})
+			out = append(out, componentMessage{r.jid, name, msg})
 		case has:
 			delete(r.apps[app.Name], name)
 			if len(r.apps[app.Name]) == 0 {
 				delete(r.apps, app.Name)
 			}
-			out = append(out, send{r.jid, &messaging.ComponentRemoved{Name: app.Name, ComponentName: name, Node: node}})
+			out = append(out, componentMessage{r.jid, name, &messaging.ComponentRemoved{Name: app.Name, ComponentName: name, Node: node}})
 		}
 	}
 	c.mu.Unlock()
-	for _, s := range out {
-		c.a.log.Info("telling node about component", "app", app.Name, "component", name, "peer", s.jid, "type", string(s.msg.MessageType()))
-		if _, err := c.a.msg.SendAsync(ctx, s.jid, s.msg); err != nil {
-			c.a.log.Warn("component message not queued", "app", app.Name, "component", name, "peer", s.jid, "err", err)
+	c.sendComponentMessages(ctx, app.Name, out)
+}
+
+// componentMessage is a message about a component for a node agent.
+type componentMessage struct {
+	jid, comp string
+	msg       messaging.Message
+}
+
+func (c *clusterLayer) sendComponentMessages(ctx context.Context, app string, out []componentMessage) {
+	for _, m := range out {
+		c.a.log.Info("telling node about component", "app", app, "component", m.comp, "peer", m.jid, "type", string(m.msg.MessageType()))
+		if _, err := c.a.msg.SendAsync(ctx, m.jid, m.msg); err != nil {
+			c.a.log.Warn("component message not queued", "app", app, "component", m.comp, "peer", m.jid, "err", err)
 		}
 	}
+}
+
+// appGone tells the nodes that ran components of a deleted application
+// that they are gone (upstream sends application_component_removed for
+// each).
+func (c *clusterLayer) appGone(ctx context.Context, app string) {
+	var out []componentMessage
+	c.mu.Lock()
+	for node, r := range c.nodes {
+		for comp := range r.apps[app] {
+			out = append(out, componentMessage{r.jid, comp, &messaging.ComponentRemoved{Name: app, ComponentName: comp, Node: node}})
+		}
+		delete(r.apps, app)
+	}
+	c.mu.Unlock()
+	c.sendComponentMessages(ctx, app, out)
 }
 
 // componentSpec is the spec a node agent gets with a component: the
@@ -542,6 +564,11 @@ func (c *clusterLayer) runControllers(ctx context.Context) {
 			c.resync = ctrls.Apps.Resync
 			c.resyncMu.Unlock()
 			ctrls.Apps.FeedEngine(c.a.engine)
+			toEngine := ctrls.Apps.AppGone
+			ctrls.Apps.AppGone = func(ctx context.Context, app string) {
+				toEngine(ctx, app)
+				c.appGone(ctx, app)
+			}
 			c.a.log.Info("fluidity controllers started")
 			err = ctrls.Start(ctx)
 			c.resyncMu.Lock()

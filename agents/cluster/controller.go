@@ -474,9 +474,13 @@ func (r *AppReconciler) prune(ctx context.Context, ns string, app *mlsysopsv1.ML
 		return err
 	}
 	for i := range deps.Items {
-		if !keep[deps.Items[i].Labels[mlsysopsv1.LabelComponent]] {
+		if name := deps.Items[i].Labels[mlsysopsv1.LabelComponent]; !keep[name] {
 			if err := r.client.Delete(ctx, &deps.Items[i]); client.IgnoreNotFound(err) != nil {
 				return err
+			}
+			// The component left the application: it runs nowhere now.
+			if r.Placed != nil {
+				r.Placed(ctx, app, &mlsysopsv1.Component{Metadata: mlsysopsv1.ComponentMetadata{Name: name}}, nil)
 			}
 		}
 	}
