@@ -433,40 +433,96 @@ func (c *clusterLayer) handlePlan(ctx context.Context, env *messaging.Envelope, 
 	return nil, nil
 }
 
-// placed is the fluidity controller's hook: the nodes that now run a
-// component are told, and those that no longer do learn it is gone.
-func (c *clusterLayer) placed(ctx context.Context, app, comp string, nodes []string) {
-	type send struct {
-		jid string
-		msg messaging.Message
-	}
-	var out []send
+// placed is the fluidity controller's Placed hook: the nodes that now run
+// a component are told, and those that no longer do learn it is gone.
+func (c *clusterLayer) placed(ctx context.Context, app *mlsysopsv1.MLSysOpsApp, comp *mlsysopsv1.Component, nodes []string) {
+	c.tellNodes(ctx, app, comp, nodes, false)
+}
+
+// updated is the fluidity controller's Updated hook: the nodes that run a
+// component whose spec changed get application_component_updated.
+func (c *clusterLayer) updated(ctx context.Context, app *mlsysopsv1.MLSysOpsApp, comp *mlsysopsv1.Component, nodes []string) {
+	c.tellNodes(ctx, app, comp, nodes, true)
+}
+
+// tellNodes sends the nodes that run the component its spec (placed, or
+// updated when update is set) and the nodes that ran it its removal.
+func (c *clusterLayer) tellNodes(ctx context.Context, app *mlsysopsv1.MLSysOpsApp, comp *mlsysopsv1.Component, nodes []string, update bool) {
+	name := comp.Metadata.Name
+	spec := componentSpec(app, comp)
+	var out []componentMessage
 	c.mu.Lock()
-	for name, r := range c.nodes {
-		has := r.apps[app][comp]
-		want := slices.Contains(nodes, name)
+	for node, r := range c.nodes {
+		has := r.apps[app.Name][name]
+		want := slices.Contains(nodes, node)
 		switch {
 		case want:
-			if r.apps[app] == nil {
-				r.apps[app] = map[string]bool{}
+			if r.apps[app.Name] == nil {
+				r.apps[app.Name] = map[string]bool{}
 			}
-			r.apps[app][comp] = true
-			out = append(out, send{r.jid, &messaging.ComponentPlaced{Name: app, ComponentName: comp, Node: name}})
+			r.apps[app.Name][name] = true
+			placed := messaging.ComponentPlaced{Name: app.Name, ComponentName: name, Node: node, Spec: spec}
+			var msg messaging.Message = &placed
+			if update {
+				msg = (*messaging.ComponentUpdated)(&placed)
+			}
+			out = append(out, componentMessage{r.jid, name, msg})
 		case has:
-			delete(r.apps[app], comp)
-			if len(r.apps[app]) == 0 {
-				delete(r.apps, app)
+			delete(r.apps[app.Name], name)
+			if len(r.apps[app.Name]) == 0 {
+				delete(r.apps, app.Name)
 			}
-			out = append(out, send{r.jid, &messaging.ComponentRemoved{Name: app, ComponentName: comp, Node: name}})
+			out = append(out, componentMessage{r.jid, name, &messaging.ComponentRemoved{Name: app.Name, ComponentName: name, Node: node}})
 		}
 	}
 	c.mu.Unlock()
-	for _, s := range out {
-		c.a.log.Info("telling node about component", "app", app, "component", comp, "peer", s.jid, "type", string(s.msg.MessageType()))
-		if _, err := c.a.msg.SendAsync(ctx, s.jid, s.msg); err != nil {
-			c.a.log.Warn("component message not queued", "app", app, "component", comp, "peer", s.jid, "err", err)
+	c.sendComponentMessages(ctx, app.Name, out)
+}
+
+// componentMessage is a message about a component for a node agent.
+type componentMessage struct {
+	jid, comp string
+	msg       messaging.Message
+}
+
+func (c *clusterLayer) sendComponentMessages(ctx context.Context, app string, out []componentMessage) {
+	for _, m := range out {
+		c.a.log.Info("telling node about component", "app", app, "component", m.comp, "peer", m.jid, "type", string(m.msg.MessageType()))
+		if _, err := c.a.msg.SendAsync(ctx, m.jid, m.msg); err != nil {
+			c.a.log.Warn("component message not queued", "app", app, "component", m.comp, "peer", m.jid, "err", err)
 		}
 	}
+}
+
+// appGone tells the nodes that ran components of a deleted application
+// that they are gone (upstream sends application_component_removed for
+// each).
+func (c *clusterLayer) appGone(ctx context.Context, app string) {
+	var out []componentMessage
+	c.mu.Lock()
+	for node, r := range c.nodes {
+		for comp := range r.apps[app] {
+			out = append(out, componentMessage{r.jid, comp, &messaging.ComponentRemoved{Name: app, ComponentName: comp, Node: node}})
+		}
+		delete(r.apps, app)
+	}
+	c.mu.Unlock()
+	c.sendComponentMessages(ctx, app, out)
+}
+
+// componentSpec is the spec a node agent gets with a component: the
+// application's spec filtered to that component, as it runs (upstream
+// sends the application spec filtered to the node's components).
+func componentSpec(app *mlsysopsv1.MLSysOpsApp, comp *mlsysopsv1.Component) json.RawMessage {
+	spec := app.Spec.DeepCopy()
+	spec.Name = app.Name
+	spec.Components = []mlsysopsv1.Component{*comp.DeepCopy()}
+	b, err := json.Marshal(spec)
+	if err != nil {
+		// Plain API types always marshal.
+		panic(err)
+	}
+	return b
 }
 
 // run keeps the CRs in step, the controllers running and the nodes'
@@ -501,11 +557,17 @@ func (c *clusterLayer) runControllers(ctx context.Context) {
 		ctrls, err := clusteragent.NewControllers(c.kcfg, c.a.name, c.a.log)
 		if err == nil {
 			ctrls.Apps.Placed = c.placed
+			ctrls.Apps.Updated = c.updated
 			ctrls.Apps.Unavailable = c.grace.Unavailable
 			c.resyncMu.Lock()
 			c.resync = ctrls.Apps.Resync
 			c.resyncMu.Unlock()
 			ctrls.Apps.FeedEngine(c.a.engine)
+			toEngine := ctrls.Apps.AppGone
+			ctrls.Apps.AppGone = func(ctx context.Context, app string) {
+				toEngine(ctx, app)
+				c.appGone(ctx, app)
+			}
 			c.a.log.Info("fluidity controllers started")
 			err = ctrls.Start(ctx)
 			c.resyncMu.Lock()

@@ -217,10 +217,14 @@ func (n *nodeLayer) reportInterval(ctx context.Context, force bool) {
 }
 
 func (n *nodeLayer) handlePlaced(ctx context.Context, _ *messaging.Envelope, m *messaging.ComponentPlaced) (messaging.Message, error) {
+	n.a.log.Info("component placed", "app", m.Name, "component", m.ComponentName)
 	return nil, n.place(ctx, *m)
 }
 
+// handleUpdated takes the new spec of a component running here (after a
+// change_spec): the application's policies see it from their next run.
 func (n *nodeLayer) handleUpdated(ctx context.Context, _ *messaging.Envelope, m *messaging.ComponentUpdated) (messaging.Message, error) {
+	n.a.log.Info("component updated", "app", m.Name, "component", m.ComponentName)
 	return nil, n.place(ctx, messaging.ComponentPlaced(*m))
 }
 
@@ -231,36 +235,51 @@ func (n *nodeLayer) place(ctx context.Context, m messaging.ComponentPlaced) erro
 		n.apps[m.Name] = map[string]messaging.ComponentPlaced{}
 	}
 	n.apps[m.Name][m.ComponentName] = m
-	desc := n.appDescriptionLocked(m.Name)
+	desc := appDescription(m.Name, n.apps[m.Name])
 	n.mu.Unlock()
-	n.a.log.Info("component placed", "app", m.Name, "component", m.ComponentName)
 	return n.a.engine.SetApplication(ctx, mape.Application{ID: m.Name, Description: desc})
 }
 
-// appDescriptionLocked is the node-layer application description upstream
-// policies expect: {name, component_name, spec, pod_spec}, with every
-// component placed here listed in components.
-func (n *nodeLayer) appDescriptionLocked(app string) map[string]any {
+// appDescription is the node-layer application description upstream
+// policies expect, {name, component_name, spec, pod_spec}, from the
+// components of app placed here: every one is listed in components, and
+// spec is the application spec with the spec of each of them as its own
+// message last gave it. component_name and pod_spec are those of the
+// first component by name.
+func appDescription(app string, placed map[string]messaging.ComponentPlaced) map[string]any {
 	desc := map[string]any{"name": app}
-	var names []string
-	for c, p := range n.apps[app] {
+	names := make([]string, 0, len(placed))
+	for c := range placed {
 		names = append(names, c)
-		if len(p.Spec) > 0 {
-			var spec any
-			if json.Unmarshal(p.Spec, &spec) == nil {
-				desc["spec"] = spec
-			}
+	}
+	sort.Strings(names)
+	var spec map[string]any
+	var comps []any
+	for _, c := range names {
+		var s map[string]any
+		if len(placed[c].Spec) == 0 || json.Unmarshal(placed[c].Spec, &s) != nil {
+			continue
 		}
-		if len(p.PodSpec) > 0 {
-			var ps any
-			if json.Unmarshal(p.PodSpec, &ps) == nil {
-				desc["pod_spec"] = ps
+		if spec == nil {
+			spec = s
+		}
+		list, _ := s["components"].([]any)
+		for _, x := range list {
+			if md, _ := x.(map[string]any)["metadata"].(map[string]any); md != nil && md["name"] == c {
+				comps = append(comps, x)
 			}
 		}
 	}
-	sort.Strings(names)
+	if spec != nil {
+		spec["components"] = comps
+		desc["spec"] = spec
+	}
 	if len(names) > 0 {
 		desc["component_name"] = names[0]
+		var ps any
+		if p := placed[names[0]].PodSpec; len(p) > 0 && json.Unmarshal(p, &ps) == nil {
+			desc["pod_spec"] = ps
+		}
 	}
 	list := make([]any, len(names))
 	for i, c := range names {

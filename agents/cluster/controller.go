@@ -52,7 +52,12 @@ type AppReconciler struct {
 	log     *slog.Logger
 	// Placed is told about every component placed on a node, so the node
 	// agents can learn what runs on them; nil when nobody listens.
-	Placed func(ctx context.Context, app, component string, nodes []string)
+	// The component is as it now runs (with a change_spec plan's spec).
+	Placed func(ctx context.Context, app *mlsysopsv1.MLSysOpsApp, component *mlsysopsv1.Component, nodes []string)
+	// Updated is told when a component keeps its nodes but runs with
+	// another spec (a change_spec plan, or the user's edit of the
+	// application); nil when nobody listens.
+	Updated func(ctx context.Context, app *mlsysopsv1.MLSysOpsApp, component *mlsysopsv1.Component, nodes []string)
 	// Unavailable, when set, names nodes not to place on beyond what the
 	// Kubernetes API says, with the reason (a node whose node agent is
 	// gone). Components on them are moved like those of NotReady nodes.
@@ -236,15 +241,21 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 		if err := r.apply(ctx, objs); err != nil {
 			return reconcile.Result{}, err
 		}
-		if running, before := runningOn(objs.Deployment), runningOn(prev); prev == nil || !slices.Equal(running, before) {
-			if len(full) > 0 {
+		switch running, before := runningOn(objs.Deployment), runningOn(prev); {
+		case prev == nil || !slices.Equal(running, before):
+			if len(full) > 0 && len(before) > 0 {
 				// Every node of the earlier placement has the same reason.
 				log.Info("component placed again: kube-scheduler found its nodes full", "component", comp.Metadata.Name, "from", before, "nodes", running, "reason", full[before[0]])
 			} else {
 				log.Info("component placed", "component", comp.Metadata.Name, "nodes", running)
 			}
 			if r.Placed != nil {
-				r.Placed(ctx, app.Name, comp.Metadata.Name, running)
+				r.Placed(ctx, app, run, running)
+			}
+		case len(running) > 0 && prev.Annotations[fluidity.AnnotationSpecHash] != objs.Deployment.Annotations[fluidity.AnnotationSpecHash]:
+			log.Info("component updated", "component", comp.Metadata.Name, "nodes", running)
+			if r.Updated != nil {
+				r.Updated(ctx, app, run, running)
 			}
 		}
 		st.Replicas = *objs.Deployment.Spec.Replicas
@@ -510,9 +521,13 @@ func (r *AppReconciler) prune(ctx context.Context, ns string, app *mlsysopsv1.ML
 		return err
 	}
 	for i := range deps.Items {
-		if !keep[deps.Items[i].Labels[mlsysopsv1.LabelComponent]] {
+		if name := deps.Items[i].Labels[mlsysopsv1.LabelComponent]; !keep[name] {
 			if err := r.client.Delete(ctx, &deps.Items[i]); client.IgnoreNotFound(err) != nil {
 				return err
+			}
+			// The component left the application: it runs nowhere now.
+			if r.Placed != nil {
+				r.Placed(ctx, app, &mlsysopsv1.Component{Metadata: mlsysopsv1.ComponentMetadata{Name: name}}, nil)
 			}
 		}
 	}

@@ -52,7 +52,11 @@ type FluidityOptions struct {
 // honours from then on (fluidity.AnnotationOverride), so neither the next
 // reconcile nor an agent restart undoes it.
 //
-// Targets are checked first, with placement's filters: a node that is not
+// A plan the application's permitted_actions do not allow is refused
+// before anything else (fluidity.PermitPlacement and PermitSpecChange:
+// deploy, move and remove need component_relocation, change_spec the
+// action of each field it changes). Targets are then checked, with
+// placement's filters: a node that is not
 // Ready, lacks what the component needs, has no room or whose agent is
 // gone is refused with the reason, and nothing is written. A plan that is
 // accepted is Pending until the controller has carried it out (the
@@ -175,6 +179,14 @@ func (f *Fluidity) plan(ctx context.Context, app *mlsysopsv1.MLSysOpsApp, p *flu
 		return nil, false, fmt.Errorf("not a component of %s", app.Name)
 	}
 	acts := p.Components[name]
+	// The application's permitted_actions come first: a plan it forbids
+	// is refused whatever the state of the component.
+	perms := mechanism.NewAppPermissions(app.Name, app.Spec.PermittedActions)
+	for _, a := range acts {
+		if err := fluidity.PermitPlacement(perms, p.Initial, a); err != nil {
+			return nil, false, err
+		}
+	}
 	dep, err := f.deployment(ctx, app.Name, name)
 	if err != nil {
 		return nil, false, err
@@ -208,6 +220,9 @@ func (f *Fluidity) plan(ctx context.Context, app *mlsysopsv1.MLSysOpsApp, p *flu
 			}
 			spec, err := fluidity.ChangeSpec(app, run, a.NewSpec)
 			if err != nil {
+				return fail(err)
+			}
+			if err := fluidity.PermitSpecChange(perms, run, spec); err != nil {
 				return fail(err)
 			}
 			run, ov.Spec = spec, spec

@@ -321,3 +321,27 @@ func TestPermissions(t *testing.T) {
 		})
 	}
 }
+
+func TestAppPermissions(t *testing.T) {
+	cases := map[string]struct {
+		listed []string
+		action string
+		want   bool
+	}{
+		"absent list permits all": {action: "component_relocation", want: true},
+		"listed":                  {listed: []string{"component_relocation"}, action: "component_relocation", want: true},
+		"not listed":              {listed: []string{"acceleration"}, action: "component_relocation", want: false},
+		"star":                    {listed: []string{"*"}, action: "component_relocation", want: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			err := NewAppPermissions("shop", tc.listed).Require(tc.action)
+			if (err == nil) != tc.want {
+				t.Fatalf("Require(%s) = %v, want allowed %v", tc.action, err, tc.want)
+			}
+			if err != nil && (!errors.Is(err, ErrForbidden) || !strings.Contains(err.Error(), "not permitted on application shop")) {
+				t.Errorf("error %v: want ErrForbidden naming the application", err)
+			}
+		})
+	}
+}

@@ -34,6 +34,28 @@ const (
 // permitted_actions lists.
 const PermittedActionAll = "*"
 
+// Actions an application's permitted_actions may list (upstream names).
+const (
+	// AppActionComponentRelocation covers plans that change the nodes a
+	// component runs on: fluidity move, deploy (except in an initial
+	// plan) and remove.
+	AppActionComponentRelocation = "component_relocation"
+	AppActionTrafficRedirection  = "traffic_redirection"
+	// AppActionChangeContainerImage covers change_spec of a container's
+	// image or image_pull_policy.
+	AppActionChangeContainerImage = "change_container_image"
+	// AppActionChangeContainerRuntimeClass covers change_spec of
+	// runtime_class_name.
+	AppActionChangeContainerRuntimeClass = "change_container_runtime_class"
+	AppActionChangeContainerCPUSet       = "change_container_cpu_set"
+	// AppActionChangeContainerResourceRequirements covers change_spec of a
+	// container's platform_requirements.
+	AppActionChangeContainerResourceRequirements = "change_container_resource_requirements"
+	// AppActionAcceleration covers change_spec of a container's
+	// acceleration_api.
+	AppActionAcceleration = "acceleration"
+)
+
 // Condition types used in the status of MLSysOps objects.
 const (
 	// ConditionReady is true when the object is fully in effect: an

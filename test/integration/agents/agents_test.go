@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -277,25 +278,45 @@ def analyze(context, application_description, system_description, mechanisms, te
     return True, context
 
 def plan(context, application_description, system_description, mechanisms, telemetry, ml_connector):
-    return {"fluidity_proxy": {"name": "no-such-app", "deployment_plan": {"server": [{"action": "move", "src_host": "a", "target_host": "b"}]}}}, context
+    return {"fluidity_proxy": {"name": "%s", "deployment_plan": {"server": [{"action": "move", "src_host": "a", "target_host": "b"}]}}}, context
 `
 
+// restrictedApp is an application whose permitted_actions allow only
+// image changes.
+const restrictedApp = "agt-restricted"
+
 // testForbidden: a node that does not permit cpu_frequency refuses the
-// plan, and the cluster refuses a fluidity move of an application it does
-// not run (the node's proxy relays the cluster's reason); both plans end
-// Failed with the reason.
+// plan; the cluster refuses a fluidity move of an application it does not
+// run, and one of an application whose permitted_actions do not list
+// component_relocation (the node's proxy relays the cluster's reason); the
+// plans end Failed with the reason.
 func testForbidden(t *testing.T, h *hierarchy) {
+	ctx := context.Background()
+	member := kubeClient(t, h, clusterName)
+	app := &mlsysopsv1.MLSysOpsApp{
+		ObjectMeta: metav1.ObjectMeta{Name: restrictedApp, Namespace: "mlsysops"},
+		Spec: mlsysopsv1.MLSysOpsAppSpec{
+			Components:       []mlsysopsv1.Component{{Metadata: mlsysopsv1.ComponentMetadata{Name: "server"}, Containers: []mlsysopsv1.Container{{Image: "registry.example/server:1"}}}},
+			PermittedActions: []string{mlsysopsv1.AppActionChangeContainerImage},
+		},
+	}
+	if err := member.Create(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = member.Delete(ctx, app) }()
 	a := h.agents[nodeForbidden]
 	writePolicy(t, a.PolicyDir, "policy-freq.star", fmt.Sprintf(freqPolicy, "2s", "max"))
-	writePolicy(t, a.PolicyDir, "policy-move.star", fluidityPolicy)
+	writePolicy(t, a.PolicyDir, "policy-move.star", fmt.Sprintf(fluidityPolicy, "no-such-app"))
+	writePolicy(t, a.PolicyDir, "policy-relocate.star", fmt.Sprintf(fluidityPolicy, restrictedApp))
 	defer os.Remove(filepath.Join(a.PolicyDir, "policy-freq.star"))
 	defer os.Remove(filepath.Join(a.PolicyDir, "policy-move.star"))
-	eventually(t, "both plans failed with their reasons", time.Minute, func() error {
+	defer os.Remove(filepath.Join(a.PolicyDir, "policy-relocate.star"))
+	eventually(t, "the plans failed with their reasons", time.Minute, func() error {
 		st, err := h.status(nodeForbidden)
 		if err != nil {
 			return err
 		}
-		var freq, move string
+		var freq, move, relocate string
 		for _, p := range st.Plans {
 			if p.State != "Failed" {
 				continue
@@ -305,6 +326,8 @@ func testForbidden(t *testing.T, h *hierarchy) {
 				freq = p.Mechanisms["CPUFrequencyConfigurator"].Error
 			case "move":
 				move = p.Mechanisms["fluidity_proxy"].Error + " " + p.Reason
+			case "relocate":
+				relocate = p.Mechanisms["fluidity_proxy"].Error + " " + p.Reason
 			}
 		}
 		if !strings.Contains(freq, "cpu_frequency") {
@@ -313,8 +336,27 @@ func testForbidden(t *testing.T, h *hierarchy) {
 		if !strings.Contains(move, "no-such-app is not placed in cluster "+clusterName) {
 			return fmt.Errorf("no failed move plan with the cluster's reason (got %q)", move)
 		}
+		if want := "action component_relocation (fluidity move) is not permitted on application " + restrictedApp + " (permitted_actions: change_container_image)"; !strings.Contains(relocate, want) {
+			return fmt.Errorf("no failed relocate plan with %q (got %q)", want, relocate)
+		}
 		return nil
 	})
+	// The refusal is the cluster's: its plan log has it as a Failed
+	// fluidity outcome, and its metrics count it.
+	cst, err := h.status(clusterName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := false
+	for _, p := range cst.Plans {
+		refused = refused || (p.State == "Failed" && strings.Contains(p.Mechanisms["fluidity"].Error, "action component_relocation (fluidity move) is not permitted on application "+restrictedApp))
+	}
+	if !refused {
+		t.Errorf("the cluster's plan log has no Failed fluidity plan refused for %s", restrictedApp)
+	}
+	if got := metricValue(t, h, clusterName, `mlsysops_mape_mechanism_results_total{mechanism="fluidity",status="Failed"}`); got < 2 {
+		t.Errorf("cluster's failed fluidity results = %v, want at least the two refused plans", got)
+	}
 	if got := readSysfs(t, h.sysfs[nodeForbidden], 0, "scaling_min_freq"); got != "800000" {
 		t.Errorf("forbidden plan changed the CPU: scaling_min_freq = %s", got)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -308,4 +309,29 @@ func eventually(t testing.TB, what string, timeout time.Duration, cond func() er
 		time.Sleep(250 * time.Millisecond)
 	}
 	t.Fatalf("%s: still not true after %s: %v", what, timeout, err)
+}
+
+// metricValue returns the value of one series (name{labels} exactly as
+// the agent's /metrics writes it), 0 when it is absent.
+func metricValue(t testing.TB, h *hierarchy, agent, series string) float64 {
+	t.Helper()
+	resp, err := http.Get(h.agents[agent].URL() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				t.Fatalf("metric %s: %v", series, err)
+			}
+			return f
+		}
+	}
+	return 0
 }

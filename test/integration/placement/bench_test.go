@@ -131,19 +131,19 @@ func cleanupBench(b *testing.B, a *agents) {
 }
 
 // startProcessAgents runs the agent processes on the shared testbed.
-func startProcessAgents(b *testing.B) *agents {
-	b.Helper()
-	env := testbed.Shared(b)
-	testbed.StartTestAgents(b, env, testbed.TestAgentsOptions{Nodes: true})
+func startProcessAgents(tb testing.TB) *agents {
+	tb.Helper()
+	env := testbed.Shared(tb)
+	procs := testbed.StartTestAgents(tb, env, testbed.TestAgentsOptions{Nodes: true})
 	scheme, err := continuum.Scheme()
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	kc, err := client.NewWithWatch(env.RESTConfig(b, testbed.ContextKarmada), client.Options{Scheme: scheme})
+	kc, err := client.NewWithWatch(env.RESTConfig(tb, testbed.ContextKarmada), client.Options{Scheme: scheme})
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	return &agents{env: env, karmada: kc, Stop: func() {}}
+	return &agents{env: env, karmada: kc, Stop: func() {}, processes: procs}
 }
 
 // BenchmarkSubmissionToRunning measures, on the testbed, the time from

@@ -39,6 +39,9 @@ type agents struct {
 	Stop func()
 
 	continuum *continuum.Controllers
+	// processes are the agent processes (startProcessAgents); nil when
+	// the controllers run in the test.
+	processes *testbed.TestAgents
 	mu        sync.Mutex
 	downList  map[string]string
 }
