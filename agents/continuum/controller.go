@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
@@ -63,7 +64,15 @@ type AppReconciler struct {
 	resync kube.Resyncer
 	// retry is how soon an Unschedulable application is tried again.
 	retry time.Duration
+	// assumed holds the placements the capacity reports do not show yet;
+	// decide serialises the decisions, so each sees those before it.
+	assumed *placement.Assumed
+	decide  sync.Mutex
 }
+
+// AssumeTTL is how long a placement is counted against its clusters'
+// reported capacity when its application is never seen running.
+const AssumeTTL = 3 * time.Minute
 
 var _ reconcile.Reconciler = (*AppReconciler)(nil)
 
@@ -77,7 +86,8 @@ type StatusSink interface {
 
 // NewAppReconciler returns a reconciler on the Karmada API.
 func NewAppReconciler(c client.Client, capacity CapacitySource, log *slog.Logger) *AppReconciler {
-	return &AppReconciler{client: c, capacity: capacity, log: log, retry: 15 * time.Second, resync: kube.NewResyncer()}
+	return &AppReconciler{client: c, capacity: capacity, log: log, retry: 15 * time.Second, resync: kube.NewResyncer(),
+		assumed: placement.NewAssumed(AssumeTTL)}
 }
 
 // SetupWithManager registers the reconciler: it watches applications and
@@ -117,6 +127,7 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 	if err := r.client.Get(ctx, req.NamespacedName, app); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.gone(ctx, req.Name)
+			r.assumed.Forget(req.Name)
 		}
 		// Deleted: the garbage collector removes the policy it owned.
 		if apierrors.IsNotFound(err) && r.Status != nil {
@@ -126,6 +137,7 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 	}
 	if !app.DeletionTimestamp.IsZero() {
 		r.gone(ctx, app.Name)
+		r.assumed.Forget(app.Name)
 		return reconcile.Result{}, r.setPhase(ctx, app, mlsysopsv1.AppRemoving, "removing from its clusters")
 	}
 	if r.AppSeen != nil {
@@ -156,6 +168,9 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 		return reconcile.Result{}, err
 	}
 	if pinned != nil && !sameClusters(pinned, current) {
+		// What the plan's clusters take is not simulated here: the
+		// assumption ends with the move.
+		r.assumed.Forget(app.Name)
 		if err := r.applyPolicy(ctx, app, pinned); err != nil {
 			return reconcile.Result{}, err
 		}
@@ -167,7 +182,12 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 		if err != nil {
 			return reconcile.Result{}, err
 		}
-		return reconcile.Result{}, r.updateRunningPhase(ctx, app, current, comps)
+		err = r.updateRunningPhase(ctx, app, current, comps)
+		if app.Status.Phase == mlsysopsv1.AppRunning {
+			// Its pods run: the clusters' next reports count them.
+			r.assumed.Visible(app.Name)
+		}
+		return reconcile.Result{}, err
 	}
 
 	// Place (again): new application, or a cluster of its placement failed.
@@ -187,7 +207,7 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 	// Scheduling first would cost every application one more write to
 	// Karmada. (Submissions through the API are Scheduling in Redis from
 	// the moment the intake hands them over.)
-	d, err := placement.PlaceApp(placement.AppRequest{App: &app.Spec, Exclude: exclude}, clusters)
+	d, err := r.place(app.Name, placement.AppRequest{App: &app.Spec, Exclude: exclude}, clusters)
 	if err != nil {
 		return reconcile.Result{}, r.setPhase(ctx, app, mlsysopsv1.AppFailed, err.Error())
 	}
@@ -199,6 +219,7 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 		return reconcile.Result{RequeueAfter: r.retry}, nil
 	}
 	if err := r.applyPolicy(ctx, app, d.Clusters); err != nil {
+		r.assumed.Forget(app.Name)
 		return reconcile.Result{}, err
 	}
 	if len(current) > 0 {
@@ -207,6 +228,19 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 		log.Info("application placed", "clusters", d.Clusters)
 	}
 	return reconcile.Result{}, r.setPlaced(ctx, app, d.Clusters)
+}
+
+// place chooses the clusters of application name on the reported capacity
+// less what earlier placements, not reported yet, take, and assumes what
+// this one takes.
+func (r *AppReconciler) place(name string, req placement.AppRequest, clusters []placement.Cluster) (placement.ClusterDecision, error) {
+	r.decide.Lock()
+	defer r.decide.Unlock()
+	d, err := placement.PlaceApp(req, r.assumed.Apply(clusters))
+	if err == nil && d.Feasible() {
+		r.assumed.Assume(name, d)
+	}
+	return d, err
 }
 
 func currentClusters(pp *policyv1alpha1.PropagationPolicy) []string {
