@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
@@ -84,6 +85,14 @@ type StatusSink interface {
 	Removed(ctx context.Context, name string) error
 }
 
+// StatusSweeper is a StatusSink that can forget the statuses of
+// applications gone from Karmada, which no reconcile reports (deleted
+// while the agent was down). exists lists the applications in Karmada;
+// Sweep returns the ids it forgot.
+type StatusSweeper interface {
+	Sweep(ctx context.Context, exists func(context.Context) (map[string]bool, error)) ([]string, error)
+}
+
 // NewAppReconciler returns a reconciler on the Karmada API.
 func NewAppReconciler(c client.Client, capacity CapacitySource, log *slog.Logger) *AppReconciler {
 	return &AppReconciler{client: c, capacity: capacity, log: log, retry: 15 * time.Second, resync: kube.NewResyncer(),
@@ -102,6 +111,17 @@ func (r *AppReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: rb.Spec.Resource.Namespace, Name: rb.Spec.Resource.Name}}}
 	})
+	// Once the caches have synced, statuses of applications deleted while
+	// the agent was down are swept.
+	err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		if mgr.GetCache().WaitForCacheSync(ctx) {
+			r.sweep(ctx, mgr.GetAPIReader())
+		}
+		return nil
+	}))
+	if err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		// Applications live in one namespace; others are not ours.
 		For(&mlsysopsv1.MLSysOpsApp{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
@@ -241,6 +261,44 @@ func (r *AppReconciler) place(name string, req placement.AppRequest, clusters []
 		r.assumed.Assume(name, d)
 	}
 	return d, err
+}
+
+// sweep forgets the mirrored statuses of the applications that are no
+// longer in Karmada, retrying until it succeeds or ctx ends. Karmada is
+// read live (reader), after the statuses: an application written since
+// is listed.
+func (r *AppReconciler) sweep(ctx context.Context, reader client.Reader) {
+	sw, ok := r.Status.(StatusSweeper)
+	if !ok {
+		return
+	}
+	exists := func(ctx context.Context) (map[string]bool, error) {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(mlsysopsv1.SchemeGroupVersion.WithKind("MLSysOpsAppList"))
+		if err := reader.List(ctx, list, client.InNamespace(AppNamespace)); err != nil {
+			return nil, fmt.Errorf("list applications: %w", err)
+		}
+		out := make(map[string]bool, len(list.Items))
+		for _, o := range list.Items {
+			out[o.Name] = true
+		}
+		return out, nil
+	}
+	for {
+		gone, err := sw.Sweep(ctx, exists)
+		for _, id := range gone {
+			r.log.Info("status of an application gone from Karmada removed", "app", id)
+		}
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		r.log.Warn("sweep of statuses of applications gone from Karmada failed; retrying", "err", err, "retry_in", r.retry)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(r.retry):
+		}
+	}
 }
 
 func currentClusters(pp *policyv1alpha1.PropagationPolicy) []string {
