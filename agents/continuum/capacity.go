@@ -101,14 +101,17 @@ func (p *ProxyCapacity) read(ctx context.Context) ([]placement.Cluster, error) {
 		if c.Spec.Provider != "" {
 			pc.CloudProvider = c.Spec.Provider
 		}
-		if nodes, ok := p.Reports.nodes(c.Name); ok && pc.Ready {
-			pc.Nodes = nodes
+		// AsOf is when the report arrived (the continuum's clock, not the
+		// cluster agent's) or when the read began.
+		if nodes, at, ok := p.Reports.nodes(c.Name); ok && pc.Ready {
+			pc.Nodes, pc.AsOf = nodes, at
 		} else if pc.Ready {
+			start := time.Now()
 			nodes, err := p.nodes(ctx, c.Name)
 			if err != nil {
 				pc.Ready = false
 			} else {
-				pc.Nodes = nodes
+				pc.Nodes, pc.AsOf = nodes, start
 			}
 		}
 		out = append(out, pc)

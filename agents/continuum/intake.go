@@ -172,6 +172,62 @@ func (s RedisStatus) Update(ctx context.Context, app *mlsysopsv1.MLSysOpsApp) er
 	return err
 }
 
+var _ StatusSweeper = RedisStatus{}
+
+// sweptPhases are the phases whose status says the application's
+// MLSysOpsApp was written to Karmada. Queued (accepted, not written yet)
+// and Failed (also what the intake records for a submission it could not
+// write) are never swept: the intake or a removal through the API ends
+// those.
+var sweptPhases = []mlsysopsv1.AppPhase{
+	mlsysopsv1.AppScheduling, mlsysopsv1.AppDeploying, mlsysopsv1.AppRunning, mlsysopsv1.AppDegraded,
+	mlsysopsv1.AppUnschedulable, mlsysopsv1.AppRemoving,
+}
+
+// Sweep forgets the statuses, in a phase that says their application was
+// in Karmada, of applications exists does not list, unless a submission of
+// theirs was accepted meanwhile. The statuses are read before exists is
+// called, so an application written to Karmada in between is listed.
+func (s RedisStatus) Sweep(ctx context.Context, exists func(context.Context) (map[string]bool, error)) ([]string, error) {
+	colls := []*state.Collection{s.Apps}
+	if s.ML != nil {
+		colls = append(colls, s.ML)
+	}
+	read := make([][]state.Status, len(colls))
+	for i, coll := range colls {
+		for after := ""; ; {
+			page, err := coll.Page(ctx, state.ListOptions{Phases: sweptPhases, After: after, Limit: 500})
+			if err != nil {
+				return nil, err
+			}
+			read[i] = append(read[i], page.Items...)
+			if after = page.Next; after == "" {
+				break
+			}
+		}
+	}
+	live, err := exists(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var gone []string
+	for i, coll := range colls {
+		for _, st := range read[i] {
+			if live[st.ID] {
+				continue
+			}
+			forgot, err := coll.ForgetIf(ctx, st.ID, st.StreamID)
+			if err != nil {
+				return gone, err
+			}
+			if forgot {
+				gone = append(gone, st.ID)
+			}
+		}
+	}
+	return gone, nil
+}
+
 // Removed forgets an application that is gone from Karmada.
 func (s RedisStatus) Removed(ctx context.Context, name string) error {
 	if s.ML != nil {

@@ -48,13 +48,8 @@ func (r *Reports) Put(rep *messaging.CapacityReport) error {
 // Nodes returns the nodes of a cluster's fresh report; ok is false when
 // there is none or it carries no node list.
 func (r *Reports) Nodes(cluster string) (nodes []placement.Node, ok bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	got, found := r.reports[cluster]
-	if !found || got.rep.Nodes == nil || r.now().Sub(got.at) > r.MaxAge {
-		return nil, false
-	}
-	return got.nodes, true
+	nodes, _, ok = r.nodes(cluster)
+	return nodes, ok
 }
 
 // Latest returns a copy of every cluster's latest report, fresh or not,
@@ -76,10 +71,17 @@ type ReportInfo struct {
 	Fresh    bool
 }
 
-// nodes is Nodes on a store that may be nil.
-func (r *Reports) nodes(cluster string) ([]placement.Node, bool) {
+// nodes is Nodes, with when the report arrived, on a store that may be
+// nil.
+func (r *Reports) nodes(cluster string) ([]placement.Node, time.Time, bool) {
 	if r == nil {
-		return nil, false
+		return nil, time.Time{}, false
 	}
-	return r.Nodes(cluster)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	got, found := r.reports[cluster]
+	if !found || got.rep.Nodes == nil || r.now().Sub(got.at) > r.MaxAge {
+		return nil, time.Time{}, false
+	}
+	return got.nodes, got.at, true
 }

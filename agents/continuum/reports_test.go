@@ -52,7 +52,7 @@ func TestReportsFreshnessAndBadReports(t *testing.T) {
 		t.Errorf("latest: %+v", info)
 	}
 	var nilStore *Reports
-	if _, ok := nilStore.nodes("cloud-1"); ok {
+	if _, _, ok := nilStore.nodes("cloud-1"); ok {
 		t.Error("a nil store has nodes")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -20,6 +21,9 @@ type Cluster struct {
 	// Nodes as the cluster agent last reported them (or as Karmada
 	// summarises them): labels, allocatable and what is requested.
 	Nodes []Node
+	// AsOf is when Nodes were read (the report's arrival, or the read
+	// through Karmada); zero when unknown. Assumed uses it.
+	AsOf time.Time
 }
 
 // AppRequest is one application to place on clusters.
@@ -39,6 +43,10 @@ type ClusterDecision struct {
 	Rejected map[string][]string
 	// Scores of the feasible clusters.
 	Scores map[string]int64
+	// Requests gives, for each chosen cluster, what the application takes
+	// on each node in the simulated placement (pod by pod): what Assumed
+	// holds until the cluster reports it.
+	Requests map[string]map[string]corev1.ResourceList
 }
 
 // Feasible reports whether at least one cluster was chosen.
@@ -81,11 +89,12 @@ func PlaceApp(req AppRequest, clusters []Cluster) (ClusterDecision, error) {
 	type cand struct {
 		name  string
 		score int64
+		took  map[string]corev1.ResourceList
 	}
 	var cands []cand
 	for i := range clusters {
 		c := &clusters[i]
-		reasons, score, err := evaluateCluster(req, c, wanted)
+		reasons, score, took, err := evaluateCluster(req, c, wanted)
 		if err != nil {
 			return d, err
 		}
@@ -98,7 +107,7 @@ func PlaceApp(req AppRequest, clusters []Cluster) (ClusterDecision, error) {
 			score += int64(len(wanted) - pos)
 		}
 		d.Scores[c.Name] = score
-		cands = append(cands, cand{c.Name, score})
+		cands = append(cands, cand{c.Name, score, took})
 	}
 	sort.Slice(cands, func(i, j int) bool {
 		if cands[i].score != cands[j].score {
@@ -112,21 +121,27 @@ func PlaceApp(req AppRequest, clusters []Cluster) (ClusterDecision, error) {
 	}
 	for i := 0; i < len(cands) && i < n; i++ {
 		d.Clusters = append(d.Clusters, cands[i].name)
+		if d.Requests == nil {
+			d.Requests = map[string]map[string]corev1.ResourceList{}
+		}
+		d.Requests[cands[i].name] = cands[i].took
 	}
 	return d, nil
 }
 
-func evaluateCluster(req AppRequest, c *Cluster, wanted map[string]int) ([]string, int64, error) {
+// evaluateCluster gives why c cannot host the application or its score
+// and what its components take on each node.
+func evaluateCluster(req AppRequest, c *Cluster, wanted map[string]int) ([]string, int64, map[string]corev1.ResourceList, error) {
 	var reasons []string
 	if why, ok := req.Exclude[c.Name]; ok {
-		return []string{why}, 0, nil
+		return []string{why}, 0, nil, nil
 	}
 	if !c.Ready {
-		return []string{"not Ready in Karmada"}, 0, nil
+		return []string{"not Ready in Karmada"}, 0, nil, nil
 	}
 	if len(wanted) > 0 {
 		if _, ok := wanted[c.Name]; !ok {
-			return []string{"not in cluster_placement.cluster_id"}, 0, nil
+			return []string{"not in cluster_placement.cluster_id"}, 0, nil, nil
 		}
 	}
 	if cp := req.App.ClusterPlacement; cp != nil {
@@ -154,24 +169,18 @@ func evaluateCluster(req AppRequest, c *Cluster, wanted map[string]int) ([]strin
 		}
 	}
 	if len(reasons) > 0 {
-		return reasons, 0, nil
+		return reasons, 0, nil, nil
 	}
 	// Place the components one after another on a copy of the nodes'
 	// usage, so that together they must fit.
-	nodes := make([]Node, len(c.Nodes))
-	for i := range c.Nodes {
-		nodes[i] = c.Nodes[i]
-		nodes[i].Requested = c.Nodes[i].Requested.DeepCopy()
-		if nodes[i].Requested == nil {
-			nodes[i].Requested = corev1.ResourceList{}
-		}
-	}
+	nodes := copyNodes(c.Nodes)
+	took := map[string]corev1.ResourceList{}
 	var score int64
 	for i := range req.App.Components {
 		comp := &req.App.Components[i]
 		dec, err := PlaceComponent(Request{App: req.App, Component: comp}, nodes)
 		if err != nil {
-			return nil, 0, err
+			return nil, 0, nil, err
 		}
 		if !dec.Feasible() {
 			reasons = append(reasons, fmt.Sprintf("component %s: %s", comp.Metadata.Name, dec.Reason()))
@@ -184,21 +193,26 @@ func evaluateCluster(req AppRequest, c *Cluster, wanted map[string]int) ([]strin
 		score += best
 		per := PodRequests(comp)
 		for i := range nodes {
-			for k := int32(0); k < dec.Assignment[nodes[i].Name()]; k++ {
+			name := nodes[i].Name()
+			for k := int32(0); k < dec.Assignment[name]; k++ {
+				if took[name] == nil {
+					took[name] = corev1.ResourceList{}
+				}
 				for res, q := range per {
 					add(nodes[i].Requested, res, q)
+					add(took[name], res, q)
 				}
 			}
 		}
 	}
 	if len(reasons) > 0 {
-		return reasons, 0, nil
+		return reasons, 0, nil, nil
 	}
 	if n := len(req.App.Components); n > 0 {
 		score /= int64(n)
 	}
 	// Scale to leave room for the user's order as a tie-breaker.
-	return nil, score * 100, nil
+	return nil, score * 100, took, nil
 }
 
 func hasAccelerator(nodes []Node, acc string) bool {

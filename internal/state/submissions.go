@@ -471,10 +471,13 @@ func (c *Collection) Backlog(ctx context.Context) (int64, error) {
 	return n, nil
 }
 
-// forgetScript deletes a status, its spec and its index entries.
+// forgetScript deletes a status, its spec and its index entries; when
+// asked, only while its latest submission is still the one expected.
 //
-// KEYS: status, spec, ids, phases. ARGV: id.
+// KEYS: status, spec, ids, phases. ARGV: id, "1" to check the
+// submission, the expected stream id.
 var forgetScript = redis.NewScript(`
+if ARGV[2] == '1' and redis.call('HGET', KEYS[1], 'stream_id') ~= ARGV[3] then return 0 end
 local phase = redis.call('HGET', KEYS[1], 'phase')
 redis.call('DEL', KEYS[1], KEYS[2])
 redis.call('ZREM', KEYS[3], ARGV[1])
@@ -485,12 +488,28 @@ return 1
 // Forget deletes the status, spec and index entries of id, once it is
 // removed and nobody needs its history.
 func (c *Collection) Forget(ctx context.Context, id string) error {
+	_, err := c.forget(ctx, id, false, "")
+	return err
+}
+
+// ForgetIf is Forget unless a submission of id was accepted since its
+// status was read with stream id streamID (or id is gone already): it
+// reports whether it forgot id.
+func (c *Collection) ForgetIf(ctx context.Context, id, streamID string) (bool, error) {
+	return c.forget(ctx, id, true, streamID)
+}
+
+func (c *Collection) forget(ctx context.Context, id string, check bool, streamID string) (bool, error) {
 	if err := checkID(c.name, id); err != nil {
-		return err
+		return false, err
 	}
-	err := forgetScript.Run(ctx, c.s.rdb, []string{c.k.status(id), c.k.spec(id), c.k.ids(), c.k.phases()}, id).Err()
+	checkArg := "0"
+	if check {
+		checkArg = "1"
+	}
+	n, err := forgetScript.Run(ctx, c.s.rdb, []string{c.k.status(id), c.k.spec(id), c.k.ids(), c.k.phases()}, id, checkArg, streamID).Int()
 	if err != nil {
-		return fmt.Errorf("forget %s %s: %w", c.name, id, err)
+		return false, fmt.Errorf("forget %s %s: %w", c.name, id, err)
 	}
-	return nil
+	return n == 1, nil
 }

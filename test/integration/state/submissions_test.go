@@ -504,3 +504,45 @@ func TestPagedList(t *testing.T) {
 		t.Errorf("phases: %d ids, app-000 %s, app-001 %s, %v", len(phases), phases["app-000"], phases["app-001"], err)
 	}
 }
+
+// ForgetIf forgets a status only while no submission was accepted since
+// it was read.
+func TestForgetIfKeepsAResubmission(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	apps := e.store.Applications()
+	for _, id := range []string{"kept", "gone"} {
+		if _, err := apps.Submit(ctx, state.Submission{ID: id, Kind: state.KindDeploy, Spec: appSpec(1)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := map[string]state.Status{}
+	for _, id := range []string{"kept", "gone"} {
+		st, err := apps.Status(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		read[id] = st
+	}
+	// An update of "kept" is accepted after its status was read.
+	if _, err := apps.Submit(ctx, state.Submission{ID: "kept", Kind: state.KindUpdate, Spec: appSpec(2)}); err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]bool{"kept": false, "gone": true} {
+		forgot, err := apps.ForgetIf(ctx, id, read[id].StreamID)
+		if err != nil || forgot != want {
+			t.Errorf("ForgetIf(%s) = %v, %v; want %v", id, forgot, err, want)
+		}
+		_, err = apps.Status(ctx, id)
+		if errors.Is(err, state.ErrNotFound) != want {
+			t.Errorf("status of %s after ForgetIf: %v", id, err)
+		}
+	}
+	if phases, err := apps.Phases(ctx); err != nil || len(phases) != 1 || phases["kept"] != mlsysopsv1.AppQueued {
+		t.Errorf("phases after ForgetIf: %v, %v", phases, err)
+	}
+	// Forgetting what is gone already forgets nothing.
+	if forgot, err := apps.ForgetIf(ctx, "gone", read["gone"].StreamID); err != nil || forgot {
+		t.Errorf("ForgetIf of a forgotten id = %v, %v", forgot, err)
+	}
+}

@@ -1,0 +1,124 @@
+package continuum_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/mlsysops-go/mlsysops/agents/continuum"
+	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
+	"github.com/mlsysops-go/mlsysops/internal/state"
+	"github.com/mlsysops-go/mlsysops/internal/testbed"
+)
+
+// An application deleted from Karmada while the continuum agent is down
+// leaves its Redis status behind until the agent starts again, which
+// sweeps it; a submission queued meanwhile, and not yet in Karmada, is
+// kept.
+func TestStartSweepsStatusesOfAppsGoneFromKarmada(t *testing.T) {
+	env := testbed.Shared(t)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if testing.Verbose() {
+		log = slog.New(slog.NewTextHandler(testWriter{t}, nil))
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: env.RedisAddr, Password: env.RedisPassword})
+	t.Cleanup(func() { rdb.Close() })
+	store := state.New(rdb, state.Options{Prefix: "test-sweep-" + rand.String(5), Logger: log})
+	apps := store.Applications()
+	cfg := env.RESTConfig(t, testbed.ContextKarmada)
+	scheme, _ := continuum.Scheme()
+	kc, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// start runs the continuum's controllers, mirroring status to Redis,
+	// with the intake when asked; stop ends them.
+	start := func(intake bool) (stop func()) {
+		ctx, cancel := context.WithCancel(context.Background())
+		ctrls, err := continuum.NewControllers(ctx, cfg, nil, log)
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		ctrls.Apps.Status = continuum.RedisStatus{Apps: apps, ML: store.MLDeployments()}
+		done := make(chan struct{}, 2)
+		go func() { _ = ctrls.Start(ctx); done <- struct{}{} }()
+		n := 1
+		if intake {
+			in, err := continuum.NewIntake(ctx, store, kc, "test", log)
+			if err != nil {
+				cancel()
+				t.Fatal(err)
+			}
+			n++
+			go func() { _ = in.Run(ctx); done <- struct{}{} }()
+		}
+		return func() {
+			cancel()
+			for range n {
+				<-done
+			}
+		}
+	}
+
+	stop := start(true)
+	waitAppAPI(t, env)
+	submit := func(id string) {
+		t.Helper()
+		spec := `{"MLSysOpsApp": {"name": "` + id + `", "components": [{"metadata": {"name": "web"},
+		  "qos_metrics": [{"application_metric_id": "requests_per_second", "target": 100, "relation": "greater_or_equal"}],
+		  "containers": [{"image": "registry.example.org/web:1", "platform_requirements": {"cpu": {"requests": "250m"}}}]}]}}`
+		if _, err := apps.Submit(context.Background(), state.Submission{ID: id, Kind: state.KindDeploy, Spec: []byte(spec)}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = kc.Delete(context.Background(), &mlsysopsv1.MLSysOpsApp{ObjectMeta: metaName(id)})
+		})
+	}
+	placed, queued := "sweep-"+rand.String(5), "sweep-queued-"+rand.String(5)
+	submit(placed)
+	waitRedisPhase(t, apps, placed, string(mlsysopsv1.AppDeploying))
+
+	// The agent goes down; the application is deleted from Karmada and a
+	// new one is submitted, which nothing takes to Karmada yet.
+	stop()
+	if err := kc.Delete(context.Background(), &mlsysopsv1.MLSysOpsApp{ObjectMeta: metaName(placed)}); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(context.Background(), 300*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		err := kc.Get(ctx, types.NamespacedName{Namespace: continuum.AppNamespace, Name: placed}, &mlsysopsv1.MLSysOpsApp{})
+		return apierrors.IsNotFound(err), nil
+	})
+	if err != nil {
+		t.Fatalf("application %s never deleted from Karmada: %v", placed, err)
+	}
+	submit(queued)
+	if st, err := apps.Status(context.Background(), placed); err != nil || st.Phase != mlsysopsv1.AppDeploying {
+		t.Fatalf("with the agent down the status of %s is %+v (%v), want it left Deploying", placed, st, err)
+	}
+
+	// Back up (without the intake, so the submission stays queued): the
+	// status of the deleted application goes.
+	defer start(false)()
+	err = wait.PollUntilContextTimeout(context.Background(), 300*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := apps.Status(ctx, placed)
+		return errors.Is(err, state.ErrNotFound), nil
+	})
+	if err != nil {
+		t.Fatalf("status of %s, deleted from Karmada while the agent was down, not swept: %v", placed, err)
+	}
+	// The sweep chose what to forget before forgetting anything.
+	if st, err := apps.Status(context.Background(), queued); err != nil || st.Phase != mlsysopsv1.AppQueued {
+		t.Errorf("queued submission %s after the sweep: %+v (%v), want Queued", queued, st, err)
+	}
+}
