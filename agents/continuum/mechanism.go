@@ -161,6 +161,16 @@ func (m *ClusterPlacement) Apply(ctx context.Context, cmd map[string]any) (mecha
 	if pin == nil && sameClusters(current, want) {
 		return mechanism.Result{Status: mechanism.StatusSuccess, Detail: map[string]any{"clusters": toAny(want), "changed": false}}, nil
 	}
+	if len(current) > 0 {
+		// Moving a placed application is upstream's component_relocation;
+		// a policy's first choice of clusters needs no permission.
+		perms := mechanism.NewAppPermissions(app.Name, app.Spec.PermittedActions)
+		if !perms.Allows(mlsysopsv1.AppActionComponentRelocation) {
+			err := perms.Forbidden(mlsysopsv1.AppActionComponentRelocation, "clusterPlacement move")
+			m.log.Warn("clusterPlacement plan refused", "app", name, "plan", planID, "clusters", want, "reason", err)
+			return mechanism.Result{}, err
+		}
+	}
 	clusters, err := m.capacity.Clusters(ctx)
 	if err != nil {
 		return mechanism.Result{}, fmt.Errorf("clusterPlacement: read the member clusters: %w", err)

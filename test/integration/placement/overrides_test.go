@@ -397,8 +397,9 @@ func TestFluidityChangeSpecRemoveDeploy(t *testing.T) {
 
 // A clusterPlacement plan moves an application from its cluster to the
 // other one, and the move outlives a restart; plans that conflict with the
-// user's cluster_id or name a cluster the application does not fit are
-// refused with the reason.
+// user's cluster_id, name a cluster the application does not fit or move
+// an application whose permitted_actions do not allow it are refused with
+// the reason.
 func TestClusterPlacementPlan(t *testing.T) {
 	a := startAgents(t)
 	app := taggedApp("cp-"+rand.String(5), "")
@@ -410,7 +411,11 @@ func TestClusterPlacementPlan(t *testing.T) {
 	gpu.Spec.ClusterPlacement = nil
 	gpu.Spec.Components[0].NodePlacement = nil
 	gpu.Spec.Components[0].Containers[0].PlatformRequirements.GPU = &mlsysopsv1.GPURequirements{Model: "NVIDIA-A100-SXM4-80GB", Requests: 1, Limits: 1}
-	for _, x := range []*mlsysopsv1.MLSysOpsApp{app, pinnedByUser, gpu} {
+	locked := taggedApp("cpl-"+rand.String(5), "")
+	locked.Spec.ClusterPlacement = nil
+	locked.Spec.Components[0].NodePlacement = nil
+	locked.Spec.PermittedActions = []string{mlsysopsv1.AppActionChangeContainerImage}
+	for _, x := range []*mlsysopsv1.MLSysOpsApp{app, pinnedByUser, gpu, locked} {
 		if err := a.karmada.Create(context.Background(), x); err != nil {
 			t.Fatal(err)
 		}
@@ -432,6 +437,14 @@ func TestClusterPlacementPlan(t *testing.T) {
 	})
 	t.Run("refused: not eligible", func(t *testing.T) {
 		mustFailWith(t, execute(t, e, place(gpu.Name, "edge-1")), "cluster edge-1 is not eligible: ")
+	})
+	t.Run("refused: permitted_actions", func(t *testing.T) {
+		st := a.waitPhase(t, locked.Name, mlsysopsv1.AppRunning, time.Minute)
+		other := "cloud-1"
+		if st.Status.Components[0].Cluster == "cloud-1" {
+			other = "edge-1"
+		}
+		mustFailWith(t, execute(t, e, place(locked.Name, other)), "action component_relocation (clusterPlacement move) is not permitted on application "+locked.Name)
 	})
 	t.Run("already there", func(t *testing.T) {
 		mustComplete(t, execute(t, e, place(app.Name, first)))
