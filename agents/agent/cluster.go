@@ -558,6 +558,7 @@ func (c *clusterLayer) runControllers(ctx context.Context) {
 		if err == nil {
 			ctrls.Apps.Placed = c.placed
 			ctrls.Apps.Updated = c.updated
+			ctrls.Apps.PendingSettle = c.a.conn.PendingSettle
 			ctrls.Apps.Unavailable = c.grace.Unavailable
 			c.resyncMu.Lock()
 			c.resync = ctrls.Apps.Resync

@@ -53,6 +53,10 @@ type Connection struct {
 	// CapacityReportInterval is the longest a cluster agent waits between
 	// two capacity reports to the continuum; changes are reported sooner.
 	CapacityReportInterval time.Duration
+	// PendingSettle is how long a component's pods may stay unschedulable
+	// on the nodes a cluster agent chose before those nodes count as full
+	// for the component and it is placed again.
+	PendingSettle time.Duration
 
 	// RedisAddr is the Redis server, host:port (MLSYSOPS_REDIS_ADDR, else
 	// the upstream REDIS_HOST and REDIS_PORT). Used by the continuum and
@@ -110,6 +114,7 @@ func NewConnection() *Connection {
 		HeartbeatInterval:      2 * time.Second,
 		ChildGracePeriod:       time.Minute,
 		CapacityReportInterval: 30 * time.Second,
+		PendingSettle:          30 * time.Second,
 		RedisPrefix:            "mlsysops",
 		KarmadaContext:         "karmada-apiserver",
 		PlacementControllers:   true,
@@ -187,6 +192,7 @@ func (c *Connection) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&c.Controllers, "xmpp-controllers", c.Controllers, "further JIDs allowed to send commands, e.g. the northbound API ($MLSYSOPS_XMPP_CONTROLLERS)")
 	fs.DurationVar(&c.HeartbeatInterval, "heartbeat-interval", c.HeartbeatInterval, "how often a child signals liveness to its parent")
 	fs.DurationVar(&c.ChildGracePeriod, "child-grace-period", c.ChildGracePeriod, "how long a cluster or node agent may be gone before its cluster or node is taken out of placement and its work moved (0: never)")
+	fs.DurationVar(&c.PendingSettle, "pending-settle", c.PendingSettle, "how long a component's pods may stay unschedulable on the nodes a cluster agent chose before it places the component elsewhere")
 	fs.DurationVar(&c.CapacityReportInterval, "capacity-report-interval", c.CapacityReportInterval, "longest time between a cluster agent's capacity reports (changes are reported within a second)")
 	fs.StringVar(&c.RedisAddr, "redis-addr", c.RedisAddr, "Redis host:port for the continuum and cluster layers ($MLSYSOPS_REDIS_ADDR, $REDIS_HOST:$REDIS_PORT)")
 	fs.StringVar(&c.RedisPasswordFile, "redis-password-file", c.RedisPasswordFile, "file with the Redis password ($MLSYSOPS_REDIS_PASSWORD_FILE; else $MLSYSOPS_REDIS_PASSWORD or $REDIS_PASSWORD)")
@@ -218,6 +224,9 @@ func (c *Connection) Validate(layer agentconfig.Layer) error {
 	}
 	if c.ChildGracePeriod < 0 {
 		errs = append(errs, fmt.Errorf("--child-grace-period: must not be negative, got %s", c.ChildGracePeriod))
+	}
+	if c.PendingSettle <= 0 {
+		errs = append(errs, fmt.Errorf("--pending-settle: must be positive, got %s", c.PendingSettle))
 	}
 	if c.CapacityReportInterval <= 0 {
 		errs = append(errs, fmt.Errorf("--capacity-report-interval: must be positive, got %s", c.CapacityReportInterval))
