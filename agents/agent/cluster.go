@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"sync"
@@ -41,9 +42,9 @@ type nodeRecord struct {
 	jid      string
 	desc     *mlsysopsv1.MLSysOpsNode // submitted description; nil until then
 	online   bool
-	dirty    bool          // the CR needs writing
-	interval time.Duration // the node's sampling interval
-	apps     map[string]map[string]bool
+	dirty    bool                                              // the CR needs writing
+	interval time.Duration                                     // the node's sampling interval
+	apps     map[string]map[string]*mlsysopsv1.MLSysOpsAppSpec // app -> component -> the spec it was last sent
 }
 
 // clusterLayer is the cluster agent: its nodes' registration, descriptions
@@ -151,7 +152,7 @@ func newClusterLayer(_ context.Context, a *Agent, env agentconfig.LookupEnv) (la
 	a.registry = store.Agents()
 	c := &clusterLayer{a: a, desc: desc, kcfg: kcfg, kc: kc, cs: cs, store: store, nodes: map[string]*nodeRecord{}, clusterDirty: true, trigger: make(chan struct{}, 1)}
 	for _, n := range desc.Spec.Nodes {
-		c.nodes[n] = &nodeRecord{jid: AgentJID(agentconfig.LayerNode, n, a.domain), apps: map[string]map[string]bool{}}
+		c.nodes[n] = &nodeRecord{jid: AgentJID(agentconfig.LayerNode, n, a.domain), apps: map[string]map[string]*mlsysopsv1.MLSysOpsAppSpec{}}
 	}
 	c.grace = newGraceTracker(a.conn.ChildGracePeriod, desc.Spec.Nodes, c.nodesGoneChanged)
 	c.capacity = newCapacityReporter(a, cs, a.conn.CapacityReportInterval)
@@ -216,7 +217,7 @@ func (c *clusterLayer) nodesGoneChanged() {
 func (c *clusterLayer) record(name string) *nodeRecord {
 	r := c.nodes[name]
 	if r == nil {
-		r = &nodeRecord{jid: AgentJID(agentconfig.LayerNode, name, c.a.domain), apps: map[string]map[string]bool{}}
+		r = &nodeRecord{jid: AgentJID(agentconfig.LayerNode, name, c.a.domain), apps: map[string]map[string]*mlsysopsv1.MLSysOpsAppSpec{}}
 		c.nodes[name] = r
 	}
 	return r
@@ -325,9 +326,16 @@ func (c *clusterLayer) handleStateSync(_ context.Context, env *messaging.Envelop
 	out := &messaging.NodeState{Node: name, Applications: map[string]messaging.NodeApplication{}}
 	for app, comps := range r.apps {
 		na := messaging.NodeApplication{Name: app, Components: map[string]json.RawMessage{}}
-		for comp := range comps {
+		var merged *mlsysopsv1.MLSysOpsAppSpec
+		for _, comp := range slices.Sorted(maps.Keys(comps)) {
 			na.Components[comp] = json.RawMessage(`{}`)
+			if merged == nil {
+				merged = comps[comp].DeepCopy()
+				merged.Components = nil
+			}
+			merged.Components = append(merged.Components, comps[comp].Components...)
 		}
+		na.Spec = mustJSON(merged)
 		out.Applications[app] = na
 	}
 	return out, nil
@@ -450,18 +458,19 @@ func (c *clusterLayer) updated(ctx context.Context, app *mlsysopsv1.MLSysOpsApp,
 func (c *clusterLayer) tellNodes(ctx context.Context, app *mlsysopsv1.MLSysOpsApp, comp *mlsysopsv1.Component, nodes []string, update bool) {
 	name := comp.Metadata.Name
 	spec := componentSpec(app, comp)
+	raw := mustJSON(spec)
 	var out []componentMessage
 	c.mu.Lock()
 	for node, r := range c.nodes {
-		has := r.apps[app.Name][name]
+		_, has := r.apps[app.Name][name]
 		want := slices.Contains(nodes, node)
 		switch {
 		case want:
 			if r.apps[app.Name] == nil {
-				r.apps[app.Name] = map[string]bool{}
+				r.apps[app.Name] = map[string]*mlsysopsv1.MLSysOpsAppSpec{}
 			}
-			r.apps[app.Name][name] = true
-			placed := messaging.ComponentPlaced{Name: app.Name, ComponentName: name, Node: node, Spec: spec}
+			r.apps[app.Name][name] = spec
+			placed := messaging.ComponentPlaced{Name: app.Name, ComponentName: name, Node: node, Spec: raw}
 			var msg messaging.Message = &placed
 			if update {
 				msg = (*messaging.ComponentUpdated)(&placed)
@@ -513,13 +522,17 @@ func (c *clusterLayer) appGone(ctx context.Context, app string) {
 // componentSpec is the spec a node agent gets with a component: the
 // application's spec filtered to that component, as it runs (upstream
 // sends the application spec filtered to the node's components).
-func componentSpec(app *mlsysopsv1.MLSysOpsApp, comp *mlsysopsv1.Component) json.RawMessage {
+func componentSpec(app *mlsysopsv1.MLSysOpsApp, comp *mlsysopsv1.Component) *mlsysopsv1.MLSysOpsAppSpec {
 	spec := app.Spec.DeepCopy()
 	spec.Name = app.Name
 	spec.Components = []mlsysopsv1.Component{*comp.DeepCopy()}
+	return spec
+}
+
+// mustJSON marshals an application spec (plain API types always marshal).
+func mustJSON(spec *mlsysopsv1.MLSysOpsAppSpec) json.RawMessage {
 	b, err := json.Marshal(spec)
 	if err != nil {
-		// Plain API types always marshal.
 		panic(err)
 	}
 	return b

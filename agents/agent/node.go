@@ -32,6 +32,11 @@ type nodeLayer struct {
 	cluster   string // desc's cluster_id
 	collector *telemetry.NodeCollector
 
+	// changing orders the changes of apps together with their hand-over
+	// to the engine, so that the engine ends with the latest description
+	// (the state sync's answer and the cluster's messages arrive on
+	// different goroutines). It is taken before mu.
+	changing sync.Mutex
 	mu       sync.Mutex
 	apps     map[string]map[string]messaging.ComponentPlaced // app -> component -> placement
 	reported time.Duration                                   // interval last told to the cluster
@@ -145,7 +150,9 @@ func (n *nodeLayer) registered(ctx context.Context) {
 	} else if st, ok := resp.(*messaging.NodeState); ok {
 		for app, na := range st.Applications {
 			for comp := range na.Components {
-				n.place(ctx, messaging.ComponentPlaced{Name: app, ComponentName: comp, Node: a.name, Spec: na.Spec, PodSpec: na.Components[comp]})
+				// A placed or updated message handled while the answer
+				// was on its way is at least as new: keep it.
+				n.placeIfUnknown(ctx, messaging.ComponentPlaced{Name: app, ComponentName: comp, Node: a.name, Spec: na.Spec, PodSpec: na.Components[comp]})
 			}
 		}
 	}
@@ -230,7 +237,22 @@ func (n *nodeLayer) handleUpdated(ctx context.Context, _ *messaging.Envelope, m 
 
 // place records a component and (re)starts the application's policies.
 func (n *nodeLayer) place(ctx context.Context, m messaging.ComponentPlaced) error {
+	return n.record(ctx, m, true)
+}
+
+// placeIfUnknown is place for a component not recorded yet.
+func (n *nodeLayer) placeIfUnknown(ctx context.Context, m messaging.ComponentPlaced) error {
+	return n.record(ctx, m, false)
+}
+
+func (n *nodeLayer) record(ctx context.Context, m messaging.ComponentPlaced, replace bool) error {
+	n.changing.Lock()
+	defer n.changing.Unlock()
 	n.mu.Lock()
+	if _, known := n.apps[m.Name][m.ComponentName]; known && !replace {
+		n.mu.Unlock()
+		return nil
+	}
 	if n.apps[m.Name] == nil {
 		n.apps[m.Name] = map[string]messaging.ComponentPlaced{}
 	}
@@ -289,19 +311,26 @@ func appDescription(app string, placed map[string]messaging.ComponentPlaced) map
 	return desc
 }
 
-func (n *nodeLayer) handleRemoved(_ context.Context, _ *messaging.Envelope, m *messaging.ComponentRemoved) (messaging.Message, error) {
+func (n *nodeLayer) handleRemoved(ctx context.Context, _ *messaging.Envelope, m *messaging.ComponentRemoved) (messaging.Message, error) {
+	n.changing.Lock()
+	defer n.changing.Unlock()
 	n.mu.Lock()
 	delete(n.apps[m.Name], m.ComponentName)
 	gone := len(n.apps[m.Name]) == 0
+	var desc map[string]any
 	if gone {
 		delete(n.apps, m.Name)
+	} else {
+		desc = appDescription(m.Name, n.apps[m.Name])
 	}
 	n.mu.Unlock()
 	n.a.log.Info("component removed", "app", m.Name, "component", m.ComponentName, "app_gone", gone)
 	if gone {
 		n.a.engine.RemoveApplication(m.Name)
+		return nil, nil
 	}
-	return nil, nil
+	// The application's policies see the components left here.
+	return nil, n.a.engine.SetApplication(ctx, mape.Application{ID: m.Name, Description: desc})
 }
 
 func (n *nodeLayer) handlePlanExecuted(_ context.Context, _ *messaging.Envelope, m *messaging.PlanExecuted) (messaging.Message, error) {
