@@ -20,10 +20,13 @@ import (
 	"github.com/mlsysops-go/mlsysops/internal/testbed"
 )
 
-// watchSpecPolicy is a node policy of application scope: it plans when the
-// image of the component it sees in its application description changes,
-// recording the image it saw (seen_image); the first time it asks the
-// cluster, through fluidity_proxy, for the image wantImage.
+// watchSpecPolicy is a node policy of application scope that asks the
+// cluster, through fluidity_proxy, for the image %s, recording in each
+// plan the image it saw (seen_image). It plans once for any other image
+// and at every run once it sees that one: a plan made while the first is
+// still executing is discarded (one plan per mechanism and application at
+// a time), so planning only when the image changes could lose the plan
+// that shows the new image.
 const watchSpecPolicy = `
 def initialize():
     return {"scope": "application", "configuration": {"analyze_interval": "1s"}, "mechanisms": ["fluidity_proxy"], "last": None}
@@ -37,12 +40,12 @@ def plan(context, application_description, system_description, mechanisms, telem
     for c in (app.get("spec") or {}).get("components") or []:
         if c["metadata"]["name"] == "worker":
             image = c["containers"][0]["image"]
-    if image == None or image == context["last"]:
+    if image == None or (image == context["last"] and image != "%[1]s"):
         return {}, context
     context["last"] = image
     node = system_description["MLSysOpsNode"]["name"]
     return {"fluidity_proxy": {"name": app["name"], "seen_image": image, "deployment_plan": {
-        "worker": [{"action": "change_spec", "host": node, "new_spec": {"containers": [{"image": "%s"}]}}], "initial_plan": False}}}, context
+        "worker": [{"action": "change_spec", "host": node, "new_spec": {"containers": [{"image": "%[1]s"}]}}], "initial_plan": False}}}, context
 `
 
 // nodeStatus is the part of a node agent's /status this test reads.
