@@ -21,15 +21,15 @@ import (
 )
 
 // watchSpecPolicy is a node policy of application scope that asks the
-// cluster, through fluidity_proxy, for the image %s, recording in each
-// plan the image it saw (seen_image). It plans once for any other image
-// and at every run once it sees that one: a plan made while the first is
-// still executing is discarded (one plan per mechanism and application at
-// a time), so planning only when the image changes could lose the plan
-// that shows the new image.
+// cluster, through fluidity_proxy, for the image %s at every run,
+// recording in each plan the image it saw (seen_image). It plans every
+// time because the agents discard a plan that meets another for the same
+// mechanism (one per mechanism and application in flight, the first of a
+// tick wins), as upstream does: a policy that planned only when the image
+// changed could lose the very plan the test waits for.
 const watchSpecPolicy = `
 def initialize():
-    return {"scope": "application", "configuration": {"analyze_interval": "1s"}, "mechanisms": ["fluidity_proxy"], "last": None}
+    return {"scope": "application", "configuration": {"analyze_interval": "1s"}, "mechanisms": ["fluidity_proxy"]}
 
 def analyze(context, application_description, system_description, mechanisms, telemetry, ml_connector):
     return True, context
@@ -40,9 +40,8 @@ def plan(context, application_description, system_description, mechanisms, telem
     for c in (app.get("spec") or {}).get("components") or []:
         if c["metadata"]["name"] == "worker":
             image = c["containers"][0]["image"]
-    if image == None or (image == context["last"] and image != "%[1]s"):
+    if image == None:
         return {}, context
-    context["last"] = image
     node = system_description["MLSysOpsNode"]["name"]
     return {"fluidity_proxy": {"name": app["name"], "seen_image": image, "deployment_plan": {
         "worker": [{"action": "change_spec", "host": node, "new_spec": {"containers": [{"image": "%[1]s"}]}}], "initial_plan": False}}}, context
