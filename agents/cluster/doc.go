@@ -1,5 +1,15 @@
 // Package cluster is the cluster agent's layer: in its member cluster it
 // places the components of every MLSysOpsApp Karmada propagated there on
 // nodes (the fluidity mechanism), keeps them placed as nodes come and go,
-// and reports their status.
+// and reports their status. It registers its node agents, keeps their
+// descriptions as MLSysOpsNode objects and their telemetry in Redis, tells
+// them about the components placed on them, and reports the cluster's
+// capacity to the continuum agent.
+//
+// Files: layer.go (the layer: construction, run loop, controllers),
+// nodes.go (messages from node agents), components.go (messages to them),
+// crs.go (MLSysOpsNode and MLSysOpsCluster objects), capacity.go (capacity
+// reports), controller.go, pending.go and override.go (the placement
+// controller), mechanism.go (the fluidity mechanism), fluidity/ (rendering
+// of workloads and plans).
 package cluster
