@@ -34,10 +34,6 @@ import (
 	"github.com/mlsysops-go/mlsysops/internal/placement"
 )
 
-// Finalizer holds an application in the member cluster until the cluster
-// agent has deleted everything it created for it.
-const Finalizer = mlsysopsv1.LabelPrefix + "cleanup"
-
 // AppReconciler realises the applications Karmada propagated to this
 // cluster. It is level-triggered: each pass re-derives the wanted objects
 // from the application, the nodes and what exists, so a restart neither
@@ -89,23 +85,23 @@ func NewAppReconciler(c client.Client, cluster string, log *slog.Logger) *AppRec
 func (r *AppReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	byLabel := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		app := o.GetLabels()[mlsysopsv1.LabelApp]
-		if app == "" || o.GetLabels()[fluidity.LabelManagedBy] != fluidity.ManagedByValue {
+		if app == "" || o.GetLabels()[mlsysopsv1.LabelManagedBy] != mlsysopsv1.ManagedByValue {
 			return nil
 		}
-		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: AppNamespace, Name: app}}}
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: mlsysopsv1.Namespace, Name: app}}}
 	})
 	return ctrl.NewControllerManagedBy(mgr).
 		// Applications live in one namespace; others are not ours.
 		For(&mlsysopsv1.MLSysOpsApp{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
-			return o.GetNamespace() == AppNamespace
+			return o.GetNamespace() == mlsysopsv1.Namespace
 		}))).
 		Watches(&appsv1.Deployment{}, byLabel).
 		// Only node changes that matter to placement: a node's status is
 		// rewritten every heartbeat, and each write would otherwise
 		// reconcile every application.
-		Watches(&corev1.Node{}, kube.EveryApp(mgr.GetClient(), AppNamespace), builder.WithPredicates(placementRelevant)).
+		Watches(&corev1.Node{}, kube.EveryApp(mgr.GetClient(), mlsysopsv1.Namespace), builder.WithPredicates(placementRelevant)).
 		// Resync reconciles every application on demand.
-		WatchesRawSource(source.Channel(r.resync.C, kube.EveryApp(mgr.GetClient(), AppNamespace))).
+		WatchesRawSource(source.Channel(r.resync.C, kube.EveryApp(mgr.GetClient(), mlsysopsv1.Namespace))).
 		Named("cluster-fluidity").
 		// Few in flight: each chooses nodes from the cached free capacity,
 		// which the pods of a placement in flight do not show yet; many
@@ -141,9 +137,6 @@ func nodeReadyStatus(n *corev1.Node) corev1.ConditionStatus {
 	return corev1.ConditionUnknown
 }
 
-// AppNamespace is where Karmada propagates MLSysOpsApp objects.
-const AppNamespace = "mlsysops"
-
 // Reconcile realises one application.
 func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	log := r.log.With("app", req.Name, "cluster", r.cluster)
@@ -161,7 +154,7 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 	if r.AppSeen != nil {
 		defer r.AppSeen(ctx, app)
 	}
-	if controllerutil.AddFinalizer(app, Finalizer) {
+	if controllerutil.AddFinalizer(app, mlsysopsv1.Finalizer) {
 		if err := r.client.Update(ctx, app); err != nil {
 			return reconcile.Result{}, err
 		}
@@ -172,7 +165,7 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 			ns.Labels = map[string]string{}
 		}
 		ns.Labels[mlsysopsv1.LabelApp] = app.Name
-		ns.Labels[fluidity.LabelManagedBy] = fluidity.ManagedByValue
+		ns.Labels[mlsysopsv1.LabelManagedBy] = mlsysopsv1.ManagedByValue
 		return nil
 	}); err != nil {
 		return reconcile.Result{}, fmt.Errorf("namespace for %s: %w", app.Name, err)
@@ -184,7 +177,7 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 	}
 	existing := map[string]*appsv1.Deployment{}
 	var deps appsv1.DeploymentList
-	if err := r.client.List(ctx, &deps, client.InNamespace(ns.Name), client.MatchingLabels{fluidity.LabelManagedBy: fluidity.ManagedByValue}); err != nil {
+	if err := r.client.List(ctx, &deps, client.InNamespace(ns.Name), client.MatchingLabels{mlsysopsv1.LabelManagedBy: mlsysopsv1.ManagedByValue}); err != nil {
 		return reconcile.Result{}, err
 	}
 	for i := range deps.Items {
@@ -236,7 +229,7 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 			continue
 		}
 		if dropped != "" {
-			objs.Deployment.Annotations[fluidity.AnnotationOverrideDropped] = dropped
+			objs.Deployment.Annotations[mlsysopsv1.AnnotationOverrideDropped] = dropped
 		}
 		if err := r.apply(ctx, objs); err != nil {
 			return reconcile.Result{}, err
@@ -252,7 +245,7 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 			if r.Placed != nil {
 				r.Placed(ctx, app, run, running)
 			}
-		case len(running) > 0 && prev.Annotations[fluidity.AnnotationSpecHash] != objs.Deployment.Annotations[fluidity.AnnotationSpecHash]:
+		case len(running) > 0 && prev.Annotations[mlsysopsv1.AnnotationSpecHash] != objs.Deployment.Annotations[mlsysopsv1.AnnotationSpecHash]:
 			log.Info("component updated", "component", comp.Metadata.Name, "nodes", running)
 			if r.Updated != nil {
 				r.Updated(ctx, app, run, running)
@@ -322,8 +315,8 @@ func (r *AppReconciler) choose(app *mlsysopsv1.MLSysOpsApp, comp *mlsysopsv1.Com
 			return ov.Nodes, "", ""
 		}
 	}
-	if cur != nil && cur.Annotations[fluidity.AnnotationNodes] != "" {
-		prev := strings.Split(cur.Annotations[fluidity.AnnotationNodes], ",")
+	if cur != nil && cur.Annotations[mlsysopsv1.AnnotationNodes] != "" {
+		prev := strings.Split(cur.Annotations[mlsysopsv1.AnnotationNodes], ",")
 		// The component's own pods stay counted on their nodes; placing it
 		// on the same nodes again must not need twice the room.
 		own := withoutComponent(nodes, app.Name, comp.Metadata.Name)
@@ -355,13 +348,13 @@ func (r *AppReconciler) choose(app *mlsysopsv1.MLSysOpsApp, comp *mlsysopsv1.Com
 // runningOn returns the nodes a component's Deployment runs it on: none
 // when a plan removed it from all of them.
 func runningOn(dep *appsv1.Deployment) []string {
-	if dep == nil || dep.Annotations[fluidity.AnnotationNodes] == "" {
+	if dep == nil || dep.Annotations[mlsysopsv1.AnnotationNodes] == "" {
 		return nil
 	}
 	if ov, _ := fluidity.ReadOverride(dep.Annotations); ov != nil && ov.Stopped {
 		return nil
 	}
-	return strings.Split(dep.Annotations[fluidity.AnnotationNodes], ",")
+	return strings.Split(dep.Annotations[mlsysopsv1.AnnotationNodes], ",")
 }
 
 // sameNodes reports whether a and b name the same nodes.
@@ -467,8 +460,8 @@ func (r *AppReconciler) apply(ctx context.Context, objs fluidity.Objects) error 
 		// here.
 		dep.Labels = merge(dep.Labels, want.Labels)
 		dep.Annotations = merge(dep.Annotations, want.Annotations)
-		if _, ok := want.Annotations[fluidity.AnnotationOverride]; !ok {
-			delete(dep.Annotations, fluidity.AnnotationOverride)
+		if _, ok := want.Annotations[mlsysopsv1.AnnotationOverride]; !ok {
+			delete(dep.Annotations, mlsysopsv1.AnnotationOverride)
 		}
 		dep.Spec.Replicas = want.Spec.Replicas
 		dep.Spec.Strategy = want.Spec.Strategy
@@ -477,10 +470,10 @@ func (r *AppReconciler) apply(ctx context.Context, objs fluidity.Objects) error 
 		}
 		// The template as the API server defaulted it stays unless ours
 		// changed: no write on a pass that changes nothing.
-		if dep.CreationTimestamp.IsZero() || dep.Annotations[fluidity.AnnotationTemplateHash] != th {
+		if dep.CreationTimestamp.IsZero() || dep.Annotations[mlsysopsv1.AnnotationTemplateHash] != th {
 			dep.Spec.Template = want.Spec.Template
 		}
-		dep.Annotations[fluidity.AnnotationTemplateHash] = th
+		dep.Annotations[mlsysopsv1.AnnotationTemplateHash] = th
 		return nil
 	}); err != nil {
 		return fmt.Errorf("deployment %s/%s: %w", want.Namespace, want.Name, err)
@@ -517,7 +510,7 @@ func (r *AppReconciler) prune(ctx context.Context, ns string, app *mlsysopsv1.ML
 		keep[app.Spec.Components[i].Metadata.Name] = true
 	}
 	var deps appsv1.DeploymentList
-	if err := r.client.List(ctx, &deps, client.InNamespace(ns), client.MatchingLabels{fluidity.LabelManagedBy: fluidity.ManagedByValue}); err != nil {
+	if err := r.client.List(ctx, &deps, client.InNamespace(ns), client.MatchingLabels{mlsysopsv1.LabelManagedBy: mlsysopsv1.ManagedByValue}); err != nil {
 		return err
 	}
 	for i := range deps.Items {
@@ -538,7 +531,7 @@ func (r *AppReconciler) prune(ctx context.Context, ns string, app *mlsysopsv1.ML
 		}
 	}
 	var svcs corev1.ServiceList
-	if err := r.client.List(ctx, &svcs, client.InNamespace(ns), client.MatchingLabels{fluidity.LabelManagedBy: fluidity.ManagedByValue}); err != nil {
+	if err := r.client.List(ctx, &svcs, client.InNamespace(ns), client.MatchingLabels{mlsysopsv1.LabelManagedBy: mlsysopsv1.ManagedByValue}); err != nil {
 		return err
 	}
 	for i := range svcs.Items {
@@ -622,7 +615,7 @@ func (r *AppReconciler) writeStatus(ctx context.Context, app *mlsysopsv1.MLSysOp
 // remove deletes the application's namespace (and with it every object
 // created for it), waits until it is gone, then lets the application go.
 func (r *AppReconciler) remove(ctx context.Context, app *mlsysopsv1.MLSysOpsApp, log *slog.Logger) (reconcile.Result, error) {
-	if !controllerutil.ContainsFinalizer(app, Finalizer) {
+	if !controllerutil.ContainsFinalizer(app, mlsysopsv1.Finalizer) {
 		return reconcile.Result{}, nil
 	}
 	ns := &corev1.Namespace{}
@@ -639,7 +632,7 @@ func (r *AppReconciler) remove(ctx context.Context, app *mlsysopsv1.MLSysOpsApp,
 	case !apierrors.IsNotFound(err):
 		return reconcile.Result{}, err
 	}
-	controllerutil.RemoveFinalizer(app, Finalizer)
+	controllerutil.RemoveFinalizer(app, mlsysopsv1.Finalizer)
 	if err := r.client.Update(ctx, app); client.IgnoreNotFound(err) != nil {
 		return reconcile.Result{}, err
 	}

@@ -24,8 +24,6 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/mlsysops-go/mlsysops/agents/cluster/fluidity"
-	"github.com/mlsysops-go/mlsysops/agents/continuum"
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
 	"github.com/mlsysops-go/mlsysops/internal/placement"
 	"github.com/mlsysops-go/mlsysops/northbound/api"
@@ -48,7 +46,7 @@ type Karmada struct {
 // Options tune a Karmada reader.
 type Options struct {
 	// Namespace holds MLSysOpsApp and MLSysOpsNode resources; default
-	// continuum.AppNamespace.
+	// mlsysopsv1.Namespace.
 	Namespace string
 }
 
@@ -68,7 +66,7 @@ func Scheme() (*runtime.Scheme, error) {
 // New returns a reader of the Karmada API at cfg.
 func New(cfg *rest.Config, opts Options) (*Karmada, error) {
 	if opts.Namespace == "" {
-		opts.Namespace = continuum.AppNamespace
+		opts.Namespace = mlsysopsv1.Namespace
 	}
 	s, err := Scheme()
 	if err != nil {
@@ -195,7 +193,7 @@ func (k *Karmada) AppPods(ctx context.Context, cluster, app string) ([]corev1.Po
 // application's components in a member cluster, sorted by name.
 func (k *Karmada) AppServices(ctx context.Context, cluster, app string) ([]corev1.Service, error) {
 	var svcs corev1.ServiceList
-	sel := mlsysopsv1.LabelApp + "=" + app + "," + fluidity.LabelManagedBy + "=" + fluidity.ManagedByValue
+	sel := mlsysopsv1.LabelApp + "=" + app + "," + mlsysopsv1.LabelManagedBy + "=" + mlsysopsv1.ManagedByValue
 	if err := k.proxyGet(ctx, cluster, "services", map[string]string{"labelSelector": sel}, &svcs); err != nil {
 		return nil, err
 	}

@@ -18,20 +18,6 @@ import (
 	"github.com/mlsysops-go/mlsysops/internal/resources"
 )
 
-// Labels and annotations on the objects this package creates.
-const (
-	// LabelManagedBy marks objects MLSysOps owns and may delete.
-	LabelManagedBy = "app.kubernetes.io/managed-by"
-	// ManagedByValue is the value of LabelManagedBy.
-	ManagedByValue = "mlsysops"
-	// AnnotationNodes records the nodes placement chose for a component,
-	// comma-separated, so a restarted agent knows its earlier decision.
-	AnnotationNodes = mlsysopsv1.LabelPrefix + "nodes"
-	// AnnotationSpecHash is a hash of the component spec a Deployment was
-	// rendered from, to detect spec changes.
-	AnnotationSpecHash = mlsysopsv1.LabelPrefix + "spec-hash"
-)
-
 // Namespace is the namespace that holds an application's workloads in a
 // member cluster: one per application, so that component names can be
 // Service names (as upstream applications expect) without clashing with
@@ -64,7 +50,7 @@ func Render(app *mlsysopsv1.MLSysOpsApp, comp *mlsysopsv1.Component, nodes []str
 	labels := map[string]string{
 		mlsysopsv1.LabelApp:       app.Name,
 		mlsysopsv1.LabelComponent: comp.Metadata.Name,
-		LabelManagedBy:            ManagedByValue,
+		mlsysopsv1.LabelManagedBy: mlsysopsv1.ManagedByValue,
 	}
 	selector := map[string]string{mlsysopsv1.LabelApp: app.Name, mlsysopsv1.LabelComponent: comp.Metadata.Name}
 	sorted := append([]string(nil), nodes...)
@@ -125,9 +111,9 @@ func Render(app *mlsysopsv1.MLSysOpsApp, comp *mlsysopsv1.Component, nodes []str
 		pod.Containers = append(pod.Containers, ct)
 	}
 	replicas := ov.Replicas(&app.Spec, comp)
-	annotations := map[string]string{AnnotationNodes: strings.Join(sorted, ","), AnnotationSpecHash: SpecHash(comp)}
+	annotations := map[string]string{mlsysopsv1.AnnotationNodes: strings.Join(sorted, ","), mlsysopsv1.AnnotationSpecHash: SpecHash(comp)}
 	if !ov.Empty() {
-		annotations[AnnotationOverride] = ov.Encode()
+		annotations[mlsysopsv1.AnnotationOverride] = ov.Encode()
 		if ov.Pinned() && len(sorted) > 1 {
 			// A plan asked for the component on each of these nodes.
 			pod.TopologySpreadConstraints[0].WhenUnsatisfiable = corev1.DoNotSchedule

@@ -83,7 +83,7 @@ func app(t *testing.T, example, prefix string) *mlsysopsv1.MLSysOpsApp {
 	}
 	a.Name = prefix + "-" + rand.String(5)
 	a.Spec.Name = a.Name
-	a.Namespace = continuum.AppNamespace
+	a.Namespace = mlsysopsv1.Namespace
 	return a
 }
 
@@ -115,7 +115,7 @@ func poll(t *testing.T, what string, interval, within time.Duration, cond func(c
 
 func (w *world) get(ctx context.Context, name string) (*mlsysopsv1.MLSysOpsApp, error) {
 	a := &mlsysopsv1.MLSysOpsApp{}
-	return a, w.karmada.Get(ctx, types.NamespacedName{Namespace: continuum.AppNamespace, Name: name}, a)
+	return a, w.karmada.Get(ctx, types.NamespacedName{Namespace: mlsysopsv1.Namespace, Name: name}, a)
 }
 
 func (w *world) waitPhase(t *testing.T, name string, phase mlsysopsv1.AppPhase, within time.Duration) *mlsysopsv1.MLSysOpsApp {
@@ -141,7 +141,7 @@ func (w *world) waitPhase(t *testing.T, name string, phase mlsysopsv1.AppPhase, 
 // pods, and nothing of it in the other clusters.
 func (w *world) desired(ctx context.Context, a *mlsysopsv1.MLSysOpsApp, on string) error {
 	var pps policyv1alpha1.PropagationPolicyList
-	if err := w.karmada.List(ctx, &pps, client.InNamespace(continuum.AppNamespace), client.MatchingLabels{mlsysopsv1.LabelApp: a.Name}); err != nil {
+	if err := w.karmada.List(ctx, &pps, client.InNamespace(mlsysopsv1.Namespace), client.MatchingLabels{mlsysopsv1.LabelApp: a.Name}); err != nil {
 		return err
 	}
 	if len(pps.Items) != 1 {
@@ -209,7 +209,7 @@ func (w *world) gone(ctx context.Context, name string) error {
 		return fmt.Errorf("MLSysOpsApp still in Karmada (%v)", err)
 	}
 	var pps policyv1alpha1.PropagationPolicyList
-	if err := w.karmada.List(ctx, &pps, client.InNamespace(continuum.AppNamespace), client.MatchingLabels{mlsysopsv1.LabelApp: name}); err != nil {
+	if err := w.karmada.List(ctx, &pps, client.InNamespace(mlsysopsv1.Namespace), client.MatchingLabels{mlsysopsv1.LabelApp: name}); err != nil {
 		return err
 	}
 	if len(pps.Items) > 0 {

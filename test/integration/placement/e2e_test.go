@@ -148,7 +148,7 @@ func (a *agents) submit(t *testing.T, example string) *mlsysopsv1.MLSysOpsApp {
 	}
 	app.Name = strings.TrimSuffix(example, ".yaml") + "-" + rand.String(4)
 	app.Spec.Name = app.Name
-	app.Namespace = continuum.AppNamespace
+	app.Namespace = mlsysopsv1.Namespace
 	if err := a.karmada.Create(context.Background(), app); err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +167,7 @@ func (a *agents) waitStatus(t *testing.T, name, what string, within time.Duratio
 	t.Helper()
 	app := &mlsysopsv1.MLSysOpsApp{}
 	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, within, true, func(ctx context.Context) (bool, error) {
-		if err := a.karmada.Get(ctx, types.NamespacedName{Namespace: continuum.AppNamespace, Name: name}, app); err != nil {
+		if err := a.karmada.Get(ctx, types.NamespacedName{Namespace: mlsysopsv1.Namespace, Name: name}, app); err != nil {
 			return false, nil
 		}
 		return ok(app), nil

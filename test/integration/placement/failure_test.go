@@ -15,7 +15,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/mlsysops-go/mlsysops/agents/cluster/fluidity"
-	"github.com/mlsysops-go/mlsysops/agents/continuum"
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
 	"github.com/mlsysops-go/mlsysops/internal/testbed"
 )
@@ -67,7 +66,7 @@ func isReady(n *corev1.Node) bool {
 func taggedApp(name, tag string) *mlsysopsv1.MLSysOpsApp {
 	cpu := resource.MustParse("500m")
 	return &mlsysopsv1.MLSysOpsApp{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: continuum.AppNamespace},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: mlsysopsv1.Namespace},
 		Spec: mlsysopsv1.MLSysOpsAppSpec{
 			Name:             name,
 			ClusterPlacement: &mlsysopsv1.ClusterPlacement{ClusterID: []string{"cloud-1"}},

@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/mlsysops-go/mlsysops/agents/continuum"
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
 	"github.com/mlsysops-go/mlsysops/internal/testbed"
 )
@@ -69,7 +68,7 @@ func TestChangeSpecReachesTheNodeAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	app := &mlsysopsv1.MLSysOpsApp{
-		ObjectMeta: metav1.ObjectMeta{Name: "upd-" + rand.String(6), Namespace: continuum.AppNamespace},
+		ObjectMeta: metav1.ObjectMeta{Name: "upd-" + rand.String(6), Namespace: mlsysopsv1.Namespace},
 		Spec: mlsysopsv1.MLSysOpsAppSpec{
 			ClusterPlacement: &mlsysopsv1.ClusterPlacement{ClusterID: []string{node}},
 			Components: []mlsysopsv1.Component{{

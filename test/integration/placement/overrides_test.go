@@ -265,9 +265,9 @@ func TestFluidityMovePlan(t *testing.T) {
 	if len(after) != 1 || after[0].UID != before[0].UID || after[0].Spec.NodeName != to {
 		t.Errorf("restart changed the pods: before %v, after %v", names(before), names(after))
 	}
-	if dep2 := deployment(t, cloud, app.Name, "worker"); dep2.Generation != dep.Generation || dep2.Annotations[fluidity.AnnotationOverride] != dep.Annotations[fluidity.AnnotationOverride] {
+	if dep2 := deployment(t, cloud, app.Name, "worker"); dep2.Generation != dep.Generation || dep2.Annotations[mlsysopsv1.AnnotationOverride] != dep.Annotations[mlsysopsv1.AnnotationOverride] {
 		t.Errorf("restart rewrote the Deployment: generation %d → %d, override %s → %s", dep.Generation, dep2.Generation,
-			dep.Annotations[fluidity.AnnotationOverride], dep2.Annotations[fluidity.AnnotationOverride])
+			dep.Annotations[mlsysopsv1.AnnotationOverride], dep2.Annotations[mlsysopsv1.AnnotationOverride])
 	}
 
 	// The node the plan chose fails: the plan's choice goes, the
@@ -285,10 +285,10 @@ func TestFluidityMovePlan(t *testing.T) {
 		t.Fatalf("worker never left the failed node %s for %s", to, from)
 	}
 	dep = deployment(t, cloud, app.Name, "worker")
-	if _, ok := dep.Annotations[fluidity.AnnotationOverride]; ok {
-		t.Errorf("the override outlived its node: %s", dep.Annotations[fluidity.AnnotationOverride])
+	if _, ok := dep.Annotations[mlsysopsv1.AnnotationOverride]; ok {
+		t.Errorf("the override outlived its node: %s", dep.Annotations[mlsysopsv1.AnnotationOverride])
 	}
-	if d := dep.Annotations[fluidity.AnnotationOverrideDropped]; !strings.Contains(d, "dropped: node "+to+" is not eligible: no node fits: 1 node(s) are not Ready") {
+	if d := dep.Annotations[mlsysopsv1.AnnotationOverrideDropped]; !strings.Contains(d, "dropped: node "+to+" is not eligible: no node fits: 1 node(s) are not Ready") {
 		t.Errorf("dropped annotation = %q", d)
 	}
 }
@@ -386,7 +386,7 @@ func TestFluidityChangeSpecRemoveDeploy(t *testing.T) {
 		t.Fatalf("the user's update did not win: pods %v with %v", names(runningPods(t, cloud, app.Name, "worker")), image(runningPods(t, cloud, app.Name, "worker")))
 	}
 	d := deployment(t, cloud, app.Name, "worker")
-	if got := d.Annotations[fluidity.AnnotationOverrideDropped]; !strings.Contains(got, "change_spec dropped: the application changed the component") {
+	if got := d.Annotations[mlsysopsv1.AnnotationOverrideDropped]; !strings.Contains(got, "change_spec dropped: the application changed the component") {
 		t.Errorf("dropped annotation = %q", got)
 	}
 	ov, err := fluidity.ReadOverride(d.Annotations)
