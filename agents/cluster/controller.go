@@ -31,6 +31,7 @@ import (
 	"github.com/mlsysops-go/mlsysops/agents/cluster/fluidity"
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
 	"github.com/mlsysops-go/mlsysops/internal/kube"
+	"github.com/mlsysops-go/mlsysops/internal/members"
 	"github.com/mlsysops-go/mlsysops/internal/placement"
 )
 
@@ -159,7 +160,7 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 			return reconcile.Result{}, err
 		}
 	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fluidity.Namespace(app.Name)}}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: members.Namespace(app.Name)}}
 	if _, err := controllerutil.CreateOrUpdate(ctx, r.client, ns, func() error {
 		if ns.Labels == nil {
 			ns.Labels = map[string]string{}
@@ -619,7 +620,7 @@ func (r *AppReconciler) remove(ctx context.Context, app *mlsysopsv1.MLSysOpsApp,
 		return reconcile.Result{}, nil
 	}
 	ns := &corev1.Namespace{}
-	err := r.client.Get(ctx, types.NamespacedName{Name: fluidity.Namespace(app.Name)}, ns)
+	err := r.client.Get(ctx, types.NamespacedName{Name: members.Namespace(app.Name)}, ns)
 	switch {
 	case err == nil:
 		if ns.DeletionTimestamp.IsZero() {

@@ -20,6 +20,7 @@ import (
 	"github.com/mlsysops-go/mlsysops/agents/cluster/fluidity"
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
 	"github.com/mlsysops-go/mlsysops/internal/mechanism"
+	"github.com/mlsysops-go/mlsysops/internal/members"
 	"github.com/mlsysops-go/mlsysops/internal/placement"
 )
 
@@ -290,7 +291,7 @@ func componentMessage(app *mlsysopsv1.MLSysOpsApp, comp string) string {
 // deployment returns the component's Deployment, nil when there is none.
 func (f *Fluidity) deployment(ctx context.Context, app, comp string) (*appsv1.Deployment, error) {
 	var deps appsv1.DeploymentList
-	if err := f.client.List(ctx, &deps, client.InNamespace(fluidity.Namespace(app)), client.MatchingLabels{
+	if err := f.client.List(ctx, &deps, client.InNamespace(members.Namespace(app)), client.MatchingLabels{
 		mlsysopsv1.LabelComponent: comp, mlsysopsv1.LabelManagedBy: mlsysopsv1.ManagedByValue,
 	}); err != nil {
 		return nil, fmt.Errorf("read the Deployment of %s: %w", comp, err)

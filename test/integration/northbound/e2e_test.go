@@ -21,10 +21,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/mlsysops-go/mlsysops/agents/cluster/fluidity"
 	"github.com/mlsysops-go/mlsysops/cmd/mls/commands"
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
 	"github.com/mlsysops-go/mlsysops/internal/description"
+	"github.com/mlsysops-go/mlsysops/internal/members"
 	"github.com/mlsysops-go/mlsysops/internal/state"
 	"github.com/mlsysops-go/mlsysops/internal/testbed"
 	"github.com/mlsysops-go/mlsysops/northbound/api"
@@ -313,7 +313,7 @@ func gone(t *testing.T, store *state.Store, karmada client.Client, member kubern
 			where = fmt.Sprintf("Karmada: %v", err)
 			return false, nil
 		}
-		_, err = member.CoreV1().Namespaces().Get(ctx, fluidity.Namespace(name), metav1.GetOptions{})
+		_, err = member.CoreV1().Namespaces().Get(ctx, members.Namespace(name), metav1.GetOptions{})
 		if !apierrors.IsNotFound(err) {
 			where = fmt.Sprintf("member namespace: %v", err)
 			return false, nil

@@ -24,10 +24,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/mlsysops-go/mlsysops/agents/cluster"
-	"github.com/mlsysops-go/mlsysops/agents/cluster/fluidity"
 	"github.com/mlsysops-go/mlsysops/agents/continuum"
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
 	"github.com/mlsysops-go/mlsysops/internal/description"
+	"github.com/mlsysops-go/mlsysops/internal/members"
 	"github.com/mlsysops-go/mlsysops/internal/testbed"
 )
 
@@ -180,7 +180,7 @@ func (a *agents) waitStatus(t *testing.T, name, what string, within time.Duratio
 
 func runningPods(t *testing.T, cs kubernetes.Interface, app, comp string) []corev1.Pod {
 	t.Helper()
-	pods, err := cs.CoreV1().Pods(fluidity.Namespace(app)).List(context.Background(), metav1.ListOptions{LabelSelector: mlsysopsv1.LabelComponent + "=" + comp})
+	pods, err := cs.CoreV1().Pods(members.Namespace(app)).List(context.Background(), metav1.ListOptions{LabelSelector: mlsysopsv1.LabelComponent + "=" + comp})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,11 +234,11 @@ func TestGPUAppLandsOnTheOnlyMatchingNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		_, err := cloud.CoreV1().Namespaces().Get(ctx, fluidity.Namespace(app.Name), metav1.GetOptions{})
+		_, err := cloud.CoreV1().Namespaces().Get(ctx, members.Namespace(app.Name), metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
 	if err != nil {
-		t.Errorf("namespace %s still in cloud-1 after removal", fluidity.Namespace(app.Name))
+		t.Errorf("namespace %s still in cloud-1 after removal", members.Namespace(app.Name))
 	}
 }
 

@@ -29,6 +29,7 @@ import (
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
 	"github.com/mlsysops-go/mlsysops/internal/mape"
 	"github.com/mlsysops-go/mlsysops/internal/mechanism"
+	"github.com/mlsysops-go/mlsysops/internal/members"
 	"github.com/mlsysops-go/mlsysops/internal/policy"
 	"github.com/mlsysops-go/mlsysops/internal/testbed"
 )
@@ -151,7 +152,7 @@ func fluidityPlan(app, comp string, actions ...map[string]any) map[string]any {
 // terminating ones included.
 func nodesOf(t *testing.T, cs kubernetes.Interface, app, comp string) []string {
 	t.Helper()
-	pods, err := cs.CoreV1().Pods(fluidity.Namespace(app)).List(context.Background(), metav1.ListOptions{LabelSelector: mlsysopsv1.LabelComponent + "=" + comp})
+	pods, err := cs.CoreV1().Pods(members.Namespace(app)).List(context.Background(), metav1.ListOptions{LabelSelector: mlsysopsv1.LabelComponent + "=" + comp})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +184,7 @@ func waitPodsOn(t *testing.T, cs kubernetes.Interface, app, comp string, nodes .
 
 func deployment(t *testing.T, cs kubernetes.Interface, app, comp string) *appsv1.Deployment {
 	t.Helper()
-	d, err := cs.AppsV1().Deployments(fluidity.Namespace(app)).Get(context.Background(), comp, metav1.GetOptions{})
+	d, err := cs.AppsV1().Deployments(members.Namespace(app)).Get(context.Background(), comp, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -459,7 +460,7 @@ func TestClusterPlacementPlan(t *testing.T) {
 		t.Errorf("%d running worker pods in %s, want 1", n, second)
 	}
 	err := wait.PollUntilContextTimeout(context.Background(), time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		_, err := a.member(t, first).CoreV1().Namespaces().Get(ctx, fluidity.Namespace(app.Name), metav1.GetOptions{})
+		_, err := a.member(t, first).CoreV1().Namespaces().Get(ctx, members.Namespace(app.Name), metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
 	if err != nil {
