@@ -80,11 +80,15 @@ generate:
 verify:
 	bash hack/verify-generated.sh
 
+## lint: gofmt, go vet (both builds) and the layering rule: no package outside
+## agents/ imports an agents/ package, and the node-only agent links no
+## Kubernetes, Karmada or Redis client (hack/check-imports.sh)
 lint:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags nodeagent ./...
+	bash hack/check-imports.sh
 
 clean:
 	-$(TESTBED) down --state $(STATE) --port-base $(PORT_BASE)
