@@ -6,10 +6,13 @@ import (
 	"log/slog"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
@@ -45,7 +48,10 @@ func NewControllers(cfg *rest.Config, cluster string, log *slog.Logger) (*Contro
 	// carries this agent's keys.
 	ctrl.SetLogger(logr.FromSlogHandler(log.Handler()))
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 scheme,
+		Scheme: scheme,
+		// Nothing here reads managed fields; a cluster of a thousand
+		// nodes and their pods holds them twice over otherwise.
+		Cache:                  cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
 		Logger:                 logr.FromSlogHandler(log.Handler()),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
@@ -54,6 +60,22 @@ func NewControllers(cfg *rest.Config, cluster string, log *slog.Logger) (*Contro
 		return nil, fmt.Errorf("controller manager for %s: %w", cluster, err)
 	}
 	apps := NewAppReconciler(mgr.GetClient(), cluster, log)
+	// The placement index follows the manager's own informers: no watch
+	// beyond those the controller reads anyway.
+	informer := func(obj client.Object) (handlerAdder, error) {
+		return mgr.GetCache().GetInformer(context.Background(), obj, cache.BlockUntilSynced(false))
+	}
+	var infs []handlerAdder
+	for _, obj := range []client.Object{&corev1.Node{}, &corev1.Pod{}, &mlsysopsv1.MLSysOpsNode{}} {
+		inf, err := informer(obj)
+		if err != nil {
+			return nil, fmt.Errorf("placement index of %s: %w", cluster, err)
+		}
+		infs = append(infs, inf)
+	}
+	if err := apps.feed.feed(infs[0], infs[1], infs[2]); err != nil {
+		return nil, fmt.Errorf("placement index of %s: %w", cluster, err)
+	}
 	if err := apps.SetupWithManager(mgr); err != nil {
 		return nil, err
 	}

@@ -57,19 +57,11 @@ func (a *assumed) add(app, comp string, nodes []string, replicas int32, perPod c
 	a.entries[app+"/"+comp] = e
 }
 
-// onto returns nodes with the replicas assumed for components other than
-// app/comp, and not yet visible, added to what the nodes' pods request.
-// Entries whose pods all show, or that are too old, go. The caller holds
-// mu; nodes are not modified.
-func (a *assumed) onto(nodes []placement.Node, app, comp string, now time.Time) []placement.Node {
-	if len(a.entries) == 0 {
-		return nodes
-	}
-	index := make(map[string]int, len(nodes))
-	for i := range nodes {
-		index[nodes[i].Name()] = i
-	}
-	out := slices.Clone(nodes)
+// usage returns what the replicas assumed for components other than
+// app/comp, and not yet visible on their nodes, take there. Entries whose
+// pods all show, or that are too old, go. The caller holds mu.
+func (a *assumed) usage(nodes *placement.Index, app, comp string, now time.Time) placement.Usage {
+	out := placement.Usage{}
 	for key, e := range a.entries {
 		if now.After(e.until) {
 			delete(a.entries, key)
@@ -77,11 +69,10 @@ func (a *assumed) onto(nodes []placement.Node, app, comp string, now time.Time) 
 		}
 		shown := true
 		for node, want := range e.perNode {
-			i, ok := index[node]
-			if !ok {
+			if !nodes.Has(node) {
 				continue
 			}
-			missing := want - visible(out[i].Pods, e.app, e.comp)
+			missing := want - nodes.LivePods(node, e.app, e.comp)
 			if missing <= 0 {
 				continue
 			}
@@ -89,18 +80,7 @@ func (a *assumed) onto(nodes []placement.Node, app, comp string, now time.Time) 
 			if e.app == app && e.comp == comp {
 				continue
 			}
-			req := corev1.ResourceList{}
-			for name, q := range out[i].Requested {
-				req[name] = q.DeepCopy()
-			}
-			for range missing {
-				for name, q := range e.perPod {
-					cur := req[name]
-					cur.Add(q)
-					req[name] = cur
-				}
-			}
-			out[i].Requested = req
+			out.Add(node, e.perPod, int64(missing))
 		}
 		if shown {
 			delete(a.entries, key)
@@ -118,17 +98,6 @@ func (a *assumed) forget(app string) {
 			delete(a.entries, key)
 		}
 	}
-}
-
-// visible counts the live pods of a component among pods.
-func visible(pods []*corev1.Pod, app, comp string) int32 {
-	var n int32
-	for _, p := range pods {
-		if p.DeletionTimestamp.IsZero() && p.Labels[mlsysopsv1.LabelApp] == app && p.Labels[mlsysopsv1.LabelComponent] == comp {
-			n++
-		}
-	}
-	return n
 }
 
 // unschedulableOn returns the nodes chosen for a component (as its

@@ -75,16 +75,16 @@ func TestChooseAvoidsNodesTheSchedulerFoundFull(t *testing.T) {
 	cur := placedDeployment(t, app, "n1")
 	full := map[string]string{"n1": "could not take a replica (kube-scheduler: 1 Insufficient cpu)"}
 
-	got, why, _ := r.choose(app, comp, cur, placementNodes(node("n1", true), node("n2", true)), nil, full)
+	got, why, _ := r.choose(app, comp, cur, indexOf(node("n1", true), node("n2", true)), nil, nil, full)
 	if !cmp.Equal(got, []string{"n2"}) || why != "" {
 		t.Errorf("choose = %v, %q; want n2", got, why)
 	}
-	got, why, _ = r.choose(app, comp, cur, placementNodes(node("n1", true)), nil, full)
+	got, why, _ = r.choose(app, comp, cur, indexOf(node("n1", true)), nil, nil, full)
 	if got != nil || !strings.Contains(why, "kube-scheduler: 1 Insufficient cpu") {
 		t.Errorf("choose = %v, %q; want none, with the scheduler's reason", got, why)
 	}
 	// A plan's pin on such a node goes, saying why.
-	got, _, unpinned := r.choose(app, comp, cur, placementNodes(node("n1", true), node("n2", true)), &fluidity.Override{Plan: "p", Nodes: []string{"n1"}}, full)
+	got, _, unpinned := r.choose(app, comp, cur, indexOf(node("n1", true), node("n2", true)), nil, &fluidity.Override{Plan: "p", Nodes: []string{"n1"}}, full)
 	if !cmp.Equal(got, []string{"n2"}) || unpinned != "node n1: "+full["n1"] {
 		t.Errorf("pinned to a full node: %v, unpinned %q; want n2", got, unpinned)
 	}
@@ -102,7 +102,7 @@ func TestAssumedPlacements(t *testing.T) {
 		return n
 	}
 	a, b := withCPU("a", "900m"), withCPU("b", "1")
-	nodes := placementNodes(a, b)
+	nodes := indexOf(a, b)
 
 	// The worker (500m) goes on the node with most room left.
 	got, _, _ := r.decide(app, comp, nil, nodes, nil, nil)
@@ -120,28 +120,31 @@ func TestAssumedPlacements(t *testing.T) {
 		t.Errorf("second placement on %v, want a (b holds the assumed worker)", got)
 	}
 	// A component does not count against itself.
-	view := r.assumed.onto(nodes, app.Name, "worker", time.Now())
-	if q := view[1].Requested[corev1.ResourceCPU]; !q.IsZero() {
-		t.Errorf("worker's own view of b: %s requested, want nothing", q.String())
+	r.assumed.mu.Lock()
+	view := r.assumed.usage(nodes, app.Name, "worker", time.Now())
+	r.assumed.mu.Unlock()
+	if q := view.List("b")[corev1.ResourceCPU]; !q.IsZero() {
+		t.Errorf("worker's own view of b: %s assumed, want nothing", q.String())
 	}
 
 	// Once the worker's pod shows on b, it counts as a pod, not twice.
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "w", Labels: map[string]string{mlsysopsv1.LabelApp: app.Name, mlsysopsv1.LabelComponent: "worker"}}}
-	shown := placementNodes(a, b)
-	shown[1].Pods = []*corev1.Pod{pod}
+	nodes.UpsertPod(&corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "mls-x", Name: "w", Labels: map[string]string{mlsysopsv1.LabelApp: app.Name, mlsysopsv1.LabelComponent: "worker"}},
+		Spec:       corev1.PodSpec{NodeName: "b"},
+	})
 	r.assumed.mu.Lock()
-	view = r.assumed.onto(shown, app.Name, "third", time.Now())
+	view = r.assumed.usage(nodes, app.Name, "third", time.Now())
 	_, stillWorker := r.assumed.entries[app.Name+"/worker"]
 	r.assumed.mu.Unlock()
-	if q := view[1].Requested[corev1.ResourceCPU]; !q.IsZero() || stillWorker {
+	if q := view.List("b")[corev1.ResourceCPU]; !q.IsZero() || stillWorker {
 		t.Errorf("after the pod shows: b has %s assumed (entry kept: %v), want nothing", q.String(), stillWorker)
 	}
 	// Too old, an assumption goes.
 	r.assumed.mu.Lock()
-	view = r.assumed.onto(nodes, app.Name, "third", time.Now().Add(2*assumeFor))
+	view = r.assumed.usage(nodes, app.Name, "third", time.Now().Add(2*assumeFor))
 	left := len(r.assumed.entries)
 	r.assumed.mu.Unlock()
-	if q := view[0].Requested[corev1.ResourceCPU]; !q.IsZero() || left != 0 {
+	if q := view.List("a")[corev1.ResourceCPU]; !q.IsZero() || left != 0 {
 		t.Errorf("after %v: a has %s assumed, %d entries left; want none", 2*assumeFor, q.String(), left)
 	}
 }

@@ -95,17 +95,18 @@ func (p *ProxyCapacity) read(ctx context.Context) ([]placement.Cluster, error) {
 		if c.Spec.Provider != "" {
 			pc.CloudProvider = c.Spec.Provider
 		}
-		// AsOf is when the report arrived (the continuum's clock, not the
-		// cluster agent's) or when the read began.
-		if nodes, at, ok := p.Reports.nodes(c.Name); ok && pc.Ready {
-			pc.Nodes, pc.AsOf = nodes, at
+		// The index's AsOf is when the report arrived (the continuum's
+		// clock, not the cluster agent's) or when the read began.
+		if idx, ok := p.Reports.index(c.Name); ok && pc.Ready {
+			pc.Index = idx
 		} else if pc.Ready {
 			start := time.Now()
 			nodes, err := p.members.Nodes(ctx, c.Name)
 			if err != nil {
 				pc.Ready = false
 			} else {
-				pc.Nodes, pc.AsOf = nodes, start
+				pc.Index = placement.NewIndexOf(nodes)
+				pc.Index.SetAsOf(start)
 			}
 		}
 		out = append(out, pc)

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
@@ -66,9 +65,8 @@ type AppReconciler struct {
 	// retry is how soon an Unschedulable application is tried again.
 	retry time.Duration
 	// assumed holds the placements the capacity reports do not show yet;
-	// decide serialises the decisions, so each sees those before it.
+	// it serialises the decisions, so each sees those before it.
 	assumed *placement.Assumed
-	decide  sync.Mutex
 }
 
 // AssumeTTL is how long a placement is counted against its clusters'
@@ -256,13 +254,7 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 // less what earlier placements, not reported yet, take, and assumes what
 // this one takes.
 func (r *AppReconciler) place(name string, req placement.AppRequest, clusters []placement.Cluster) (placement.ClusterDecision, error) {
-	r.decide.Lock()
-	defer r.decide.Unlock()
-	d, err := placement.PlaceApp(req, r.assumed.Apply(clusters))
-	if err == nil && d.Feasible() {
-		r.assumed.Assume(name, d)
-	}
-	return d, err
+	return r.assumed.PlaceApp(name, req, clusters)
 }
 
 // sweep forgets the mirrored statuses of the applications that are no

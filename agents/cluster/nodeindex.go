@@ -1,0 +1,100 @@
+package cluster
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
+	"github.com/mlsysops-go/mlsysops/internal/placement"
+)
+
+// handlerAdder is an informer, from client-go or controller-runtime.
+type handlerAdder interface {
+	AddEventHandler(handler cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error)
+}
+
+// indexFeed keeps a placement index of the member cluster up to date from
+// its informers, change by change, so that placing a component reads
+// what is already counted instead of summing every pod of the cluster.
+type indexFeed struct {
+	index *placement.Index
+	// changed, when set, hears of every change.
+	changed func()
+	regs    []cache.ResourceEventHandlerRegistration
+}
+
+// feed registers the handlers: nodes and pods are required, descs (the
+// MLSysOpsNode informer) may be nil.
+func (f *indexFeed) feed(nodes, pods, descs handlerAdder) error {
+	poke := func() {
+		if f.changed != nil {
+			f.changed()
+		}
+	}
+	handlers := []struct {
+		inf    handlerAdder
+		upsert func(any)
+		del    func(any)
+	}{
+		{nodes, func(o any) {
+			if n, ok := o.(*corev1.Node); ok {
+				f.index.UpsertNode(n)
+			}
+		}, func(o any) {
+			if n, ok := o.(*corev1.Node); ok {
+				f.index.DeleteNode(n.Name)
+			}
+		}},
+		{pods, func(o any) {
+			if p, ok := o.(*corev1.Pod); ok {
+				f.index.UpsertPod(p)
+			}
+		}, func(o any) {
+			if p, ok := o.(*corev1.Pod); ok {
+				f.index.DeletePod(p.Namespace, p.Name)
+			}
+		}},
+		{descs, func(o any) {
+			if d, ok := o.(*mlsysopsv1.MLSysOpsNode); ok && d.Namespace == mlsysopsv1.Namespace {
+				f.index.SetDescription(d.Name, &d.Spec)
+			}
+		}, func(o any) {
+			if d, ok := o.(*mlsysopsv1.MLSysOpsNode); ok && d.Namespace == mlsysopsv1.Namespace {
+				f.index.SetDescription(d.Name, nil)
+			}
+		}},
+	}
+	for _, h := range handlers {
+		if h.inf == nil {
+			continue
+		}
+		upsert, del := h.upsert, h.del
+		reg, err := h.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(o any) { upsert(o); poke() },
+			UpdateFunc: func(_, o any) { upsert(o); poke() },
+			DeleteFunc: func(o any) {
+				if t, ok := o.(cache.DeletedFinalStateUnknown); ok {
+					o = t.Obj
+				}
+				del(o)
+				poke()
+			},
+		})
+		if err != nil {
+			return err
+		}
+		f.regs = append(f.regs, reg)
+	}
+	return nil
+}
+
+// synced reports whether the index holds everything the informers listed
+// when they started.
+func (f *indexFeed) synced() bool {
+	for _, r := range f.regs {
+		if !r.HasSynced() {
+			return false
+		}
+	}
+	return len(f.regs) > 0
+}
