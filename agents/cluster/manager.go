@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -13,6 +14,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
@@ -65,16 +67,37 @@ func NewControllers(cfg *rest.Config, cluster string, log *slog.Logger) (*Contro
 	informer := func(obj client.Object) (handlerAdder, error) {
 		return mgr.GetCache().GetInformer(context.Background(), obj, cache.BlockUntilSynced(false))
 	}
-	var infs []handlerAdder
-	for _, obj := range []client.Object{&corev1.Node{}, &corev1.Pod{}, &mlsysopsv1.MLSysOpsNode{}} {
-		inf, err := informer(obj)
-		if err != nil {
-			return nil, fmt.Errorf("placement index of %s: %w", cluster, err)
-		}
-		infs = append(infs, inf)
-	}
-	if err := apps.feed.feed(infs[0], infs[1], infs[2]); err != nil {
+	nodes, err := informer(&corev1.Node{})
+	if err != nil {
 		return nil, fmt.Errorf("placement index of %s: %w", cluster, err)
+	}
+	pods, err := informer(&corev1.Pod{})
+	if err != nil {
+		return nil, fmt.Errorf("placement index of %s: %w", cluster, err)
+	}
+	if err := apps.feed.feed(nodes, pods, nil); err != nil {
+		return nil, fmt.Errorf("placement index of %s: %w", cluster, err)
+	}
+	// Node descriptions add CPU frequencies and container runtimes; their
+	// API may come later than the controller (the cluster agent installs
+	// it), so they are followed once it exists.
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		for {
+			descs, err := informer(&mlsysopsv1.MLSysOpsNode{})
+			if err == nil {
+				if err := apps.feed.feedDescriptions(descs); err != nil {
+					log.Warn("placement without node descriptions", "err", err)
+				}
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(10 * time.Second):
+			}
+		}
+	})); err != nil {
+		return nil, err
 	}
 	if err := apps.SetupWithManager(mgr); err != nil {
 		return nil, err

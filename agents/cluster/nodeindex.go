@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"sync"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
 
@@ -20,12 +22,24 @@ type indexFeed struct {
 	index *placement.Index
 	// changed, when set, hears of every change.
 	changed func()
-	regs    []cache.ResourceEventHandlerRegistration
+
+	mu   sync.Mutex
+	regs []cache.ResourceEventHandlerRegistration
 }
 
 // feed registers the handlers: nodes and pods are required, descs (the
 // MLSysOpsNode informer) may be nil.
 func (f *indexFeed) feed(nodes, pods, descs handlerAdder) error {
+	return f.register(nodes, pods, descs, true)
+}
+
+// feedDescriptions follows an MLSysOpsNode informer as well; synced does
+// not wait for it.
+func (f *indexFeed) feedDescriptions(descs handlerAdder) error {
+	return f.register(nil, nil, descs, false)
+}
+
+func (f *indexFeed) register(nodes, pods, descs handlerAdder, required bool) error {
 	poke := func() {
 		if f.changed != nil {
 			f.changed()
@@ -83,7 +97,11 @@ func (f *indexFeed) feed(nodes, pods, descs handlerAdder) error {
 		if err != nil {
 			return err
 		}
-		f.regs = append(f.regs, reg)
+		if required {
+			f.mu.Lock()
+			f.regs = append(f.regs, reg)
+			f.mu.Unlock()
+		}
 	}
 	return nil
 }
@@ -91,6 +109,8 @@ func (f *indexFeed) feed(nodes, pods, descs handlerAdder) error {
 // synced reports whether the index holds everything the informers listed
 // when they started.
 func (f *indexFeed) synced() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	for _, r := range f.regs {
 		if !r.HasSynced() {
 			return false
