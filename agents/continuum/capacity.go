@@ -79,6 +79,14 @@ func (p *ProxyCapacity) Clusters(ctx context.Context) ([]placement.Cluster, erro
 	return out, nil
 }
 
+// Invalidate makes the next Clusters read the members again (a member
+// became Ready or started serving the MLSysOps API).
+func (p *ProxyCapacity) Invalidate() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cached = nil
+}
+
 func (p *ProxyCapacity) read(ctx context.Context) ([]placement.Cluster, error) {
 	list, err := p.karmada.ClusterV1alpha1().Clusters().List(ctx, metav1.ListOptions{})
 	if err != nil {

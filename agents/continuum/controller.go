@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	clusterv1alpha1 "github.com/karmada-io/karmada/pkg/apis/cluster/v1alpha1"
 	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
 	workv1alpha2 "github.com/karmada-io/karmada/pkg/apis/work/v1alpha2"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -22,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -127,6 +129,16 @@ func (r *AppReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}))).
 		Owns(&policyv1alpha1.PropagationPolicy{}).
 		Watches(&workv1alpha2.ResourceBinding{}, byBinding).
+		// A member that becomes Ready, or starts serving the MLSysOps API,
+		// can take the applications that fit nowhere: they are tried at
+		// once rather than at their next retry (the first application
+		// after start-up used to wait for it).
+		Watches(&clusterv1alpha1.Cluster{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			if inv, ok := r.capacity.(interface{ Invalidate() }); ok {
+				inv.Invalidate()
+			}
+			return kube.EveryAppRequest(mgr.GetClient(), mlsysopsv1.Namespace)(ctx, o)
+		}), builder.WithPredicates(clusterPlaceable)).
 		// Resync reconciles every application on demand.
 		WatchesRawSource(source.Channel(r.resync.C, kube.EveryApp(mgr.GetClient(), mlsysopsv1.Namespace))).
 		Named("continuum-placement").
@@ -293,6 +305,23 @@ func (r *AppReconciler) sweep(ctx context.Context, reader client.Reader) {
 		case <-time.After(r.retry):
 		}
 	}
+}
+
+// clusterPlaceable passes the cluster events that change whether
+// applications can be placed there: creation, deletion, and updates of
+// readiness or of the MLSysOps API's presence.
+var clusterPlaceable = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		a, okA := e.ObjectOld.(*clusterv1alpha1.Cluster)
+		b, okB := e.ObjectNew.(*clusterv1alpha1.Cluster)
+		if !okA || !okB {
+			return true
+		}
+		ready := func(c *clusterv1alpha1.Cluster) bool {
+			return meta.IsStatusConditionTrue(c.Status.Conditions, clusterv1alpha1.ClusterConditionReady)
+		}
+		return ready(a) != ready(b) || HasAppAPI(a) != HasAppAPI(b)
+	},
 }
 
 func currentClusters(pp *policyv1alpha1.PropagationPolicy) []string {

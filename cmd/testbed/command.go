@@ -21,6 +21,7 @@ type options struct {
 	portBase     int
 	binDir       string
 	purge        bool
+	profile      string
 }
 
 func (o *options) addFlags(fs *pflag.FlagSet) {
@@ -28,11 +29,13 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.state, "state", testbed.DefaultStateDir, "folder for data, certificates, logs, pid files, the kubeconfig and the env file")
 	fs.IntVar(&o.portBase, "port-base", testbed.DefaultPortBase, "first loopback port; the testbed uses ports from here up to port-base+100+10*clusters")
 	fs.StringVar(&o.binDir, "bin", "bin", "folder with the binaries `make deps` builds")
+	fs.StringVar(&o.profile, "profile", string(testbed.ProfileDefault), "default (quick failure detection, a node agent per node) or scale (thousands of KWOK nodes: slow heartbeats, light member control planes, no node agents)")
 }
 
 func (o *options) testbed() (*testbed.Testbed, error) {
 	return testbed.New(testbed.Options{
 		Descriptions: o.descriptions, StateDir: o.state, PortBase: o.portBase, BinDir: o.binDir, Out: os.Stdout,
+		Profile: testbed.Profile(o.profile),
 	})
 }
 
@@ -109,6 +112,7 @@ func newCommand() *cobra.Command {
 		},
 	})
 	root.AddCommand(newBenchCommand(o))
+	root.AddCommand(newGenCommand())
 	return root
 }
 

@@ -35,6 +35,8 @@ type compiled struct {
 	runtime   string
 	nvidiaRC  bool
 	replicas  int32
+	// tolerations the component's pods carry.
+	tolerations []corev1.Toleration
 }
 
 type resCheck struct {
@@ -111,10 +113,17 @@ var nodeFilters = []nodeFilter{
 		why:    func(*compiled, *entry, int) string { return "are cordoned" },
 	},
 	{
-		name:   "taints",
-		reject: func(_ *compiled, e *entry, _ vec) int { return boolDetail(len(e.taints) > 0) },
-		why: func(_ *compiled, e *entry, _ int) string {
-			return "have the untolerated taint " + e.taints[0]
+		name: "taints",
+		reject: func(c *compiled, e *entry, _ vec) int {
+			for i := range e.hard {
+				if !tolerates(c.tolerations, &e.hard[i]) {
+					return i + 1
+				}
+			}
+			return 0
+		},
+		why: func(_ *compiled, e *entry, detail int) string {
+			return "have the untolerated taint " + e.taints[detail-1]
 		},
 	},
 	{
@@ -266,6 +275,15 @@ func (c *compiled) score(e *entry, used vec) int64 {
 		total += e.perf
 	}
 	return int64(math.Round(total))
+}
+
+func tolerates(tols []corev1.Toleration, t *corev1.Taint) bool {
+	for i := range tols {
+		if tols[i].ToleratesTaint(t) {
+			return true
+		}
+	}
+	return false
 }
 
 // scorePerf is the score's term for a CPU performance indicator.

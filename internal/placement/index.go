@@ -53,8 +53,10 @@ type entry struct {
 	labelsKey string
 	ready     bool
 	cordon    bool
-	// taints are the NoSchedule and NoExecute taints, as key=value:effect.
+	// taints are the NoSchedule and NoExecute taints, as key=value:effect
+	// and parsed (hard).
 	taints []string
+	hard   []corev1.Taint
 	alloc  vec
 	// base is what is requested on the node beyond its indexed pods (a
 	// report's or a caller's total); used is base plus the pods.
@@ -139,18 +141,20 @@ func (x *Index) UpsertNode(n *corev1.Node) {
 func (x *Index) upsertNodeLocked(n *corev1.Node) *entry {
 	e := x.entryLocked(n.Name)
 	var taints []string
+	var hard []corev1.Taint
 	for _, t := range n.Spec.Taints {
 		if t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute {
 			taints = append(taints, t.ToString())
+			hard = append(hard, t)
 		}
 	}
-	x.setLocked(e, nodeReady(n), n.Spec.Unschedulable, taints, n.Labels, vecOf(n.Status.Allocatable))
+	x.setLocked(e, nodeReady(n), n.Spec.Unschedulable, taints, hard, n.Labels, vecOf(n.Status.Allocatable))
 	e.node, e.labelsKey = n, ""
 	return e
 }
 
 // setLocked sets what a node is, reindexing its labels when they changed.
-func (x *Index) setLocked(e *entry, ready, cordon bool, taints []string, labels map[string]string, alloc vec) {
+func (x *Index) setLocked(e *entry, ready, cordon bool, taints []string, hard []corev1.Taint, labels map[string]string, alloc vec) {
 	if !e.present {
 		e.present = true
 		i, _ := slices.BinarySearchFunc(x.sorted, e.name, func(a *entry, name string) int { return strings.Compare(a.name, name) })
@@ -160,7 +164,7 @@ func (x *Index) setLocked(e *entry, ready, cordon bool, taints []string, labels 
 		x.unindexLabelsLocked(e)
 		x.indexLabelsLocked(e, labels)
 	}
-	e.ready, e.cordon, e.taints, e.alloc = ready, cordon, taints, alloc
+	e.ready, e.cordon, e.taints, e.hard, e.alloc = ready, cordon, taints, hard, alloc
 	e.gpuNode = labels[mlsysopsv1.LabelGPUPresent] == "true"
 	e.fpgaNode = labels[mlsysopsv1.LabelFPGAPresent] == "true"
 }
@@ -212,7 +216,7 @@ func (x *Index) deleteNodeLocked(name string) {
 	if i, ok := slices.BinarySearchFunc(x.sorted, name, func(a *entry, name string) int { return strings.Compare(a.name, name) }); ok {
 		x.sorted = slices.Delete(x.sorted, i, i+1)
 	}
-	e.present, e.node, e.alloc, e.base, e.taints = false, nil, nil, nil, nil
+	e.present, e.node, e.alloc, e.base, e.taints, e.hard = false, nil, nil, nil, nil, nil
 	e.used = nil
 	for _, p := range e.pods {
 		e.used = e.used.addTo(p.req, 1)

@@ -261,7 +261,7 @@ func (x *Index) explainLocked(c *compiled, o placeOpts, universe []*entry, cands
 		k := key{filter: f, detail: detail}
 		switch nodeFilters[f].name {
 		case "taints":
-			k.variant = e.taints[0]
+			k.variant = e.taints[detail-1]
 		case "labels":
 			have, ok := e.labels[c.reqs[detail-1].Key]
 			if ok {

@@ -145,6 +145,7 @@ type reportedNode struct {
 	name          string
 	ready, cordon bool
 	taints        []string
+	hard          []corev1.Taint
 	alloc, used   vec
 	// labels of their own, or the shape's plus the host name (built only
 	// when they changed, which labelsKey tells).
@@ -157,6 +158,7 @@ type reportedShape struct {
 	labels map[string]string
 	alloc  vec
 	taints []string
+	hard   []corev1.Taint
 	key    string
 }
 
@@ -172,11 +174,11 @@ func (x *Index) ApplyReport(rep *messaging.CapacityReport, at time.Time) error {
 		if err != nil {
 			return fmt.Errorf("shapes[%d].allocatable: %w", i, err)
 		}
-		taints, err := normalTaints(s.Taints)
+		taints, hard, err := normalTaints(s.Taints)
 		if err != nil {
 			return fmt.Errorf("shapes[%d].taints%w", i, err)
 		}
-		shapes[i] = &reportedShape{labels: s.Labels, alloc: alloc, taints: taints, key: shapeKey(s.Labels, nil, nil)}
+		shapes[i] = &reportedShape{labels: s.Labels, alloc: alloc, taints: taints, hard: hard, key: shapeKey(s.Labels, nil, nil)}
 	}
 	nodes := make([]reportedNode, len(rep.Nodes))
 	for i, nc := range rep.Nodes {
@@ -190,13 +192,13 @@ func (x *Index) ApplyReport(rep *messaging.CapacityReport, at time.Time) error {
 			return fmt.Errorf("nodes[%d] (%s).shape: %d is not one of the %d shapes", i, nc.Name, nc.Shape, len(shapes))
 		case nc.Shape > 0:
 			n.shape = shapes[nc.Shape-1]
-			n.alloc, n.taints = n.shape.alloc, n.shape.taints
+			n.alloc, n.taints, n.hard = n.shape.alloc, n.shape.taints, n.shape.hard
 			n.labelsKey = n.shape.key + "\x02" + nc.Name
 		default:
 			if n.alloc, err = vecOfStrings(nc.Allocatable); err != nil {
 				return fmt.Errorf("nodes[%d] (%s).allocatable: %w", i, nc.Name, err)
 			}
-			if n.taints, err = normalTaints(nc.Taints); err != nil {
+			if n.taints, n.hard, err = normalTaints(nc.Taints); err != nil {
 				return fmt.Errorf("nodes[%d] (%s).taints%w", i, nc.Name, err)
 			}
 			n.labels = nc.Labels
@@ -224,7 +226,7 @@ func (x *Index) ApplyReport(rep *messaging.CapacityReport, at time.Time) error {
 				labels[mlsysopsv1.LabelHostname] = n.name
 			}
 		}
-		x.setLocked(e, n.ready, n.cordon, n.taints, labels, n.alloc)
+		x.setLocked(e, n.ready, n.cordon, n.taints, n.hard, labels, n.alloc)
 		e.labelsKey, e.node = n.labelsKey, nil
 		e.base = n.used
 		e.used = n.used
@@ -257,21 +259,23 @@ func vecOfStrings(m map[string]string) (vec, error) {
 	return v, nil
 }
 
-// normalTaints reads taints written as key[=value]:effect and writes them
-// back as corev1.Taint.ToString does; the error starts with the
-// position ("[2]: ...").
-func normalTaints(in []string) ([]string, error) {
+// normalTaints reads the hard (NoSchedule, NoExecute) taints written as
+// key[=value]:effect, and writes them back as corev1.Taint.ToString does;
+// the error starts with the position ("[2]: ...").
+func normalTaints(in []string) ([]string, []corev1.Taint, error) {
 	var out []string
+	var hard []corev1.Taint
 	for j, t := range in {
 		taint, err := parseTaint(t)
 		if err != nil {
-			return nil, fmt.Errorf("[%d]: %w", j, err)
+			return nil, nil, fmt.Errorf("[%d]: %w", j, err)
 		}
 		if taint.Effect == corev1.TaintEffectNoSchedule || taint.Effect == corev1.TaintEffectNoExecute {
 			out = append(out, taint.ToString())
+			hard = append(hard, taint)
 		}
 	}
-	return out, nil
+	return out, hard, nil
 }
 
 // parseTaint reads key[=value]:effect, as corev1.Taint.ToString writes it.

@@ -285,10 +285,20 @@ func (tb *Testbed) agents() ([]*AgentProcess, AgentsConfig, error) {
 		RedisAddr:   tb.redis.Addr(), RedisPassword: tb.redis.Password(), Kubeconfig: tb.l.path("kubeconfig"),
 		ListenBase: tb.l.port(portAgents),
 		// The northbound API pings agents and sets their mode.
-		Args: []string{"--xmpp-controllers", northboundXMPPUser + "@" + tb.ejabberd.Domain()},
+		Args: append([]string{"--xmpp-controllers", northboundXMPPUser + "@" + tb.ejabberd.Domain()}, tb.settings().agentArgs...),
 	}
 	as, err := PlanAgents(tb.set, cfg)
-	return as, cfg, err
+	if err != nil || tb.settings().nodeAgents {
+		return as, cfg, err
+	}
+	// The profile runs no node agents.
+	kept := as[:0]
+	for _, a := range as {
+		if a.Layer != LayerNode {
+			kept = append(kept, a)
+		}
+	}
+	return kept, cfg, nil
 }
 
 // The agent executables the testbed builds into its bin folder, as

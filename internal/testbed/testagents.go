@@ -25,6 +25,9 @@ type TestAgentsOptions struct {
 	// Args are added to every agent's command line (after the defaults,
 	// so they win).
 	Args []string
+	// Descriptions is the description folder; empty is the checkout's
+	// descriptions/ (the shared testbed's).
+	Descriptions string
 }
 
 // TestAgents are the real agent processes of the shared testbed's
@@ -87,6 +90,9 @@ func StartTestAgents(t testing.TB, env *Env, opts TestAgentsOptions) *TestAgents
 		t.Fatal(err)
 	}
 	descs := filepath.Join(root, "descriptions")
+	if opts.Descriptions != "" {
+		descs = opts.Descriptions
+	}
 	set, err := description.LoadDir(descs)
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +108,7 @@ func StartTestAgents(t testing.TB, env *Env, opts TestAgentsOptions) *TestAgents
 		XMPPAddr: env.XMPPAddr, XMPPDomain: env.XMPPDomain, XMPPCAFile: env.XMPPCAFile,
 		Provisioner: provision.NewHTTPAPI(env.XMPPAdminURL, env.XMPPAdminJID, env.XMPPAdminPassword, admin),
 		RedisAddr:   env.RedisAddr, RedisPassword: env.RedisPassword, Kubeconfig: env.Kubeconfig,
-		ListenBase: FreePorts(t, 2+len(set.Clusters)+len(set.Nodes)),
+		ListenBase: FreePorts(t, 2+len(set.Clusters)+agentPorts(opts.Nodes, len(set.Nodes))),
 		// Quick liveness, so failures are noticed within seconds.
 		// Profiles on the loopback listener, for benchmarks.
 		Args: append([]string{"--heartbeat-interval", "500ms", "--log-level", "debug", "--profiling",
@@ -138,6 +144,15 @@ func StartTestAgents(t testing.TB, env *Env, opts TestAgentsOptions) *TestAgents
 		t.Fatal(err)
 	}
 	return a
+}
+
+// agentPorts is how many ports node agents take: the ports follow the
+// continuum's and the clusters' in plan order.
+func agentPorts(nodeAgents bool, nodes int) int {
+	if nodeAgents {
+		return nodes
+	}
+	return 0
 }
 
 // Get returns the agent of a layer and name (LayerCluster, "cloud-1").
@@ -176,6 +191,28 @@ func (a *TestAgents) Start(layer, name string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := StartAgents(ctx, []*AgentProcess{ag}, nil); err != nil {
+		a.t.Fatal(err)
+	}
+}
+
+// StopAll stops every agent (for a comparison without them); StartAll
+// starts them again.
+func (a *TestAgents) StopAll() {
+	a.t.Helper()
+	for i := len(a.All) - 1; i >= 0; i-- {
+		if err := a.All[i].Stop(10 * time.Second); err != nil {
+			a.t.Fatal(err)
+		}
+	}
+}
+
+// StartAll starts every agent that is not running, layer by layer, and
+// waits until they are ready.
+func (a *TestAgents) StartAll() {
+	a.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := StartAgents(ctx, a.All, nil); err != nil {
 		a.t.Fatal(err)
 	}
 }

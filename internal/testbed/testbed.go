@@ -46,6 +46,9 @@ type Options struct {
 	// test binary they are always left out: the shared test testbed's
 	// tests run their own agents and controllers.
 	SkipAgents bool
+	// Profile tunes the control planes and agents for the size of the
+	// continuum (profile.go); empty is ProfileDefault.
+	Profile Profile
 }
 
 // Defaults for Options.
@@ -67,6 +70,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Descriptions == "" {
 		errs = append(errs, errors.New("descriptions directory: must not be empty"))
+	}
+	if err := o.Profile.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
@@ -369,7 +375,8 @@ func (tb *Testbed) prepare() (*plan, error) {
 	}
 
 	p := &plan{etcd: tb.etcd()}
-	kcmControllers := "*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-route,-persistentvolume-binder,-persistentvolume-expander,-attachdetach"
+	kcmControllers := kcmMemberControllers
+	prof := tb.settings()
 	for _, e := range entries {
 		port := tb.l.port(portHostAPIServer)
 		var extra []string
@@ -382,6 +389,7 @@ func (tb *Testbed) prepare() (*plan, error) {
 		default:
 			port = tb.l.memberPort(tb.memberIndex(e.name), memberAPIServer)
 			tokenFile = tokens
+			extra = prof.memberAPIServer
 		}
 		p.apiservers = append(p.apiservers, tb.apiServerProcess(apiServer{name: componentPrefix(e.name), port: port, tokens: tokenFile, extra: extra, certFile: apiCert, keyFile: apiKey}))
 		kcmKubeconfig, err := kubeconfigFor(e, kcmCert, kcmKey, "kcm")
@@ -404,13 +412,13 @@ func (tb *Testbed) prepare() (*plan, error) {
 				return nil, err
 			}
 			p.managers = append(p.managers,
-				tb.kcmProcess(e.name, tb.l.memberPort(i, memberKCM), kcmKubeconfig, kcmControllers,
-					"--node-monitor-grace-period=20s", "--node-monitor-period=2s",
-					// Hundreds of applications arrive at once in the
-					// benchmarks: the defaults (20 QPS) would be the
-					// bottleneck, not MLSysOps.
-					"--kube-api-qps=200", "--kube-api-burst=400",
-					"--concurrent-deployment-syncs=10", "--concurrent-replicaset-syncs=10", "--concurrent-namespace-syncs=10"),
+				tb.kcmProcess(e.name, tb.l.memberPort(i, memberKCM), kcmKubeconfig, prof.memberKCMControllers,
+					append(prof.memberKCM,
+						// Hundreds of applications arrive at once in the
+						// benchmarks: the defaults (20 QPS) would be the
+						// bottleneck, not MLSysOps.
+						"--kube-api-qps=200", "--kube-api-burst=400",
+						"--concurrent-deployment-syncs=10", "--concurrent-replicaset-syncs=10", "--concurrent-namespace-syncs=10")...),
 				tb.schedulerProcess(e.name, tb.l.memberPort(i, memberScheduler), schedKubeconfig),
 				tb.kwokProcess(e.name, i, adminKubeconfig))
 		}
@@ -446,7 +454,7 @@ func (tb *Testbed) prepare() (*plan, error) {
 		}, servesTLS(tb.l.url(portKarmadaWebhook)+"/", c.ca.CertFile)),
 	}
 	p.karmadaCtl = []*proc.Process{
-		tb.process("karmada-controller-manager", "karmada-controller-manager", []string{
+		tb.process("karmada-controller-manager", "karmada-controller-manager", append([]string{
 			"--kubeconfig=" + karmadaKubeconfig,
 			"--leader-elect=false",
 			"--metrics-bind-address=" + tb.l.addr(portKarmadaCMMetric),
@@ -462,7 +470,7 @@ func (tb *Testbed) prepare() (*plan, error) {
 			"--cluster-api-qps=200", "--cluster-api-burst=400",
 			"--rate-limiter-qps=200", "--rate-limiter-bucket-size=1000",
 			"--concurrent-resourcebinding-syncs=10", "--concurrent-work-syncs=10", "--concurrent-resource-template-syncs=10",
-		}, httpReady("http://"+tb.l.addr(portKarmadaCMHealth)+"/healthz")),
+		}, prof.karmadaCM...), httpReady("http://"+tb.l.addr(portKarmadaCMHealth)+"/healthz")),
 		tb.process("karmada-scheduler", "karmada-scheduler", []string{
 			"--kubeconfig=" + karmadaKubeconfig,
 			"--leader-elect=false",
@@ -498,7 +506,7 @@ func (tb *Testbed) kwokProcess(cluster string, i int, kubeconfig string) *proc.P
 		"--manage-nodes-with-label-selector=" + KWOKLabel + "=fake",
 		"--cidr=10." + strconv.Itoa(100+i) + ".0.0/16",
 		"--node-ip=10." + strconv.Itoa(100+i) + ".255.254",
-		"--node-lease-duration-seconds=20",
+		tb.settings().kwokLeaseFlag(),
 		"--server-address=" + fmt.Sprintf("127.0.0.1:%d", tb.l.memberPort(i, memberKwok)),
 	}, httpReady(fmt.Sprintf("http://127.0.0.1:%d/healthz", tb.l.memberPort(i, memberKwok))))
 }
@@ -619,6 +627,10 @@ func (tb *Testbed) Up(ctx context.Context) (*Env, error) {
 		if err := tb.startAgents(ctx); err != nil {
 			return nil, fmt.Errorf("agents: %w", err)
 		}
+		if err := tb.waitPlaceable(ctx, 3*time.Minute); err != nil {
+			return nil, err
+		}
+		tb.progress("%s", "placement", "every member cluster serves the MLSysOps API")
 	}
 	fmt.Fprintf(tb.opts.Out, "ready in %.1fs. Use it with:\n  . %s\n  kubectl --context karmada-apiserver get clusters\n",
 		time.Since(start).Seconds(), tb.rel(tb.l.path("env")))
