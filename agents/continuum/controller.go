@@ -384,7 +384,7 @@ func (r *AppReconciler) setPlaced(ctx context.Context, app *mlsysopsv1.MLSysOpsA
 	sort.Strings(sorted)
 	// Written as the next pass would derive it before any member reports
 	// (see updateRunningPhase), so that pass writes nothing.
-	msg := fmt.Sprintf("placed on %v; 0 of %d components ready", sorted, len(app.Spec.Components))
+	msg := fmt.Sprintf("placed on %v; 0 of %d components ready", sorted, len(app.Spec.Components)*len(sorted))
 	return r.updateStatus(ctx, app, func(st *mlsysopsv1.MLSysOpsAppStatus) {
 		st.Phase, st.Message = mlsysopsv1.AppDeploying, msg
 		st.Components = nil
@@ -451,7 +451,9 @@ func (r *AppReconciler) memberComponents(ctx context.Context, app *mlsysopsv1.ML
 // updateRunningPhase derives the phase of a placed application from the
 // component status its clusters report.
 func (r *AppReconciler) updateRunningPhase(ctx context.Context, app *mlsysopsv1.MLSysOpsApp, clusters []string, comps []mlsysopsv1.ComponentStatus) error {
-	want := len(app.Spec.Components)
+	// Every component runs on every cluster of the placement, and each
+	// cluster reports its own.
+	want := len(app.Spec.Components) * len(clusters)
 	ready, reported, stopped := 0, 0, 0
 	for _, c := range comps {
 		reported++

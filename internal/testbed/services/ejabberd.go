@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"text/template"
 	"time"
 
@@ -70,7 +71,56 @@ func NewEjabberd(dir string, portBase int, domain string) *Ejabberd {
 		PIDFile: filepath.Join(dir, "ejabberd.pid"),
 		Ready:   e.Healthy,
 	}
+	// Run as the ejabberd user from the start rather than through
+	// ejabberdctl's su, whose PAM session resets the open-files limit to
+	// 1024: a thousand agents need a descriptor each. The server gets
+	// this process's limit, raised to its maximum in Start.
+	if u, err := user.Lookup(ejabberdUser); err == nil && os.Geteuid() == 0 {
+		e.proc.User = ejabberdUser
+		e.proc.Env = []string{"HOME=" + u.HomeDir, "USER=" + ejabberdUser, "LOGNAME=" + ejabberdUser}
+	}
 	return e
+}
+
+// ejabberdUser is the account Debian's ejabberd runs as.
+const ejabberdUser = "ejabberd"
+
+// raiseFileLimit raises this process's open-files limit to its maximum, so
+// that the servers it starts inherit it (Go gives children the limit the
+// process started with unless it is set explicitly).
+func raiseFileLimit() error {
+	var l syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
+		return err
+	}
+	l.Cur = l.Max
+	return syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l)
+}
+
+// FileLimit returns the open-files limit of the running server (its Erlang
+// VM's), 0 when it is not running.
+func (e *Ejabberd) FileLimit() int {
+	pid, ok := e.proc.Pid()
+	if !ok {
+		return 0
+	}
+	for _, p := range append([]int{pid}, proc.Descendants(pid)...) {
+		cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p))
+		if err != nil || !strings.Contains(string(cmd), "beam.smp") {
+			continue
+		}
+		limits, err := os.ReadFile(fmt.Sprintf("/proc/%d/limits", p))
+		if err != nil {
+			return 0
+		}
+		for _, line := range strings.Split(string(limits), "\n") {
+			if f := strings.Fields(line); strings.HasPrefix(line, "Max open files") && len(f) > 3 {
+				n, _ := strconv.Atoi(f[3])
+				return n
+			}
+		}
+	}
+	return 0
 }
 
 func (e *Ejabberd) ctlArgs() []string {
@@ -125,6 +175,9 @@ func (e *Ejabberd) Start(ctx context.Context) error {
 		return nil
 	}
 	_ = e.proc.Stop(5 * time.Second)
+	if err := raiseFileLimit(); err != nil {
+		return fmt.Errorf("ejabberd: open-files limit: %w", err)
+	}
 	if err := e.proc.Start(); err != nil {
 		return err
 	}

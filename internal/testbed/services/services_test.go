@@ -2,6 +2,7 @@ package services_test
 
 import (
 	"context"
+	"syscall"
 
 	"github.com/redis/go-redis/v9"
 
@@ -71,6 +72,15 @@ func TestEjabberdLifecycle(t *testing.T) {
 	out, err := e.Ctl(ctx, "registered_users", e.Domain())
 	if err != nil || out != "admin" {
 		t.Fatalf("registered_users = %q, %v", out, err)
+	}
+	// The server may open as many files as this process may: a thousand
+	// agents need a descriptor each (through su it had 1024).
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.FileLimit(); got != int(lim.Max) {
+		t.Errorf("ejabberd may open %d files, want this process's maximum %d", got, lim.Max)
 	}
 	if err := e.Stop(ctx); err != nil {
 		t.Fatal(err)

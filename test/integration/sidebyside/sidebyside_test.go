@@ -444,6 +444,7 @@ func TestSideBySideSmoke(t *testing.T) {
 				if len(res.Latencies) != 10 {
 					t.Fatalf("%d applications Running, want 10", len(res.Latencies))
 				}
+				t.Logf("%s %s: 10 applications Running in %.1f s (p50 %.1f s, p99 %.1f s)", s.Name, p, res.Total.Seconds(), res.Percentile(0.5).Seconds(), res.Percentile(0.99).Seconds())
 				for i := range 10 {
 					h.checkPlaced(t, p, s, fmt.Sprintf("%s-%04d", prefix, i))
 				}
