@@ -11,7 +11,21 @@ PORT_BASE ?= 16000
 TEST_STATE ?= .testbed-test
 TEST_PORT_BASE ?= 17000
 TEST_TIMEOUT ?= 60m
+# The scale testbed of the benchmarks on generated continua and of their
+# smoke tests (test/integration/sidebyside, test/integration/scale).
+SCALE_STATE ?= .testbed-scale
+SCALE_PORT_BASE ?= 19000
+# PROFILE=scale: `make up` on generated descriptions (SCALE_CLUSTERS
+# clusters of SCALE_NODES KWOK nodes, written once into $(STATE)/descriptions)
+# with light member control planes and no node agents.
+PROFILE ?= default
+SCALE_CLUSTERS ?= 10
+SCALE_NODES ?= 1000
+ifeq ($(PROFILE),scale)
+DESCRIPTIONS = $(STATE)/descriptions
+endif
 TESTBED := $(GO) run ./cmd/testbed
+SCALE_ENV := MLSYSOPS_SCALE_STATE=$(abspath $(SCALE_STATE)) MLSYSOPS_SCALE_PORT_BASE=$(SCALE_PORT_BASE)
 
 .PHONY: all deps up down status build test test-unit test-integration bench generate verify lint clean
 
@@ -22,8 +36,12 @@ deps:
 	bash hack/deps.sh
 
 ## up: start (or reuse) the local continuum and the MLSysOps components
+## (PROFILE=scale: a generated continuum of SCALE_CLUSTERS x SCALE_NODES)
 up:
-	$(TESTBED) up --descriptions $(DESCRIPTIONS) --state $(STATE) --port-base $(PORT_BASE)
+ifeq ($(PROFILE),scale)
+	@test -d $(DESCRIPTIONS)/nodes || $(TESTBED) gen-descriptions --out $(DESCRIPTIONS) --clusters $(SCALE_CLUSTERS) --nodes $(SCALE_NODES)
+endif
+	$(TESTBED) up --profile $(PROFILE) --descriptions $(DESCRIPTIONS) --state $(STATE) --port-base $(PORT_BASE)
 
 ## down: stop everything `make up` started
 down:
@@ -31,7 +49,7 @@ down:
 
 ## status: one line per component
 status:
-	$(TESTBED) status --descriptions $(DESCRIPTIONS) --state $(STATE) --port-base $(PORT_BASE)
+	$(TESTBED) status --profile $(PROFILE) --descriptions $(DESCRIPTIONS) --state $(STATE) --port-base $(PORT_BASE)
 
 ## build: compile every package, and build the agents into $(BIN): mlsysops-agent
 ## (every layer) and mlsysops-agent-node (node layer only, static, for node agents)
@@ -46,9 +64,10 @@ build:
 test: lint verify
 	@status=0; \
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v /test/integration) || status=$$?; \
-	MLSYSOPS_TESTBED_STATE=$(abspath $(TEST_STATE)) MLSYSOPS_TESTBED_PORT_BASE=$(TEST_PORT_BASE) \
+	MLSYSOPS_TESTBED_STATE=$(abspath $(TEST_STATE)) MLSYSOPS_TESTBED_PORT_BASE=$(TEST_PORT_BASE) $(SCALE_ENV) \
 	  $(GO) test -race -count=1 -p 1 -timeout $(TEST_TIMEOUT) ./test/integration/... || status=$$?; \
 	$(TESTBED) down --state $(TEST_STATE) --port-base $(TEST_PORT_BASE) >/dev/null || true; \
+	$(TESTBED) down --state $(SCALE_STATE) --port-base $(SCALE_PORT_BASE) >/dev/null || true; \
 	exit $$status
 
 ## test-unit: tests that need no testbed
@@ -58,18 +77,24 @@ test-unit:
 ## test-integration: tests against the shared testbed (real apiservers, Karmada, ejabberd, Redis)
 test-integration:
 	@status=0; \
-	MLSYSOPS_TESTBED_STATE=$(abspath $(TEST_STATE)) MLSYSOPS_TESTBED_PORT_BASE=$(TEST_PORT_BASE) \
+	MLSYSOPS_TESTBED_STATE=$(abspath $(TEST_STATE)) MLSYSOPS_TESTBED_PORT_BASE=$(TEST_PORT_BASE) $(SCALE_ENV) \
 	  $(GO) test -race -count=1 -p 1 -timeout $(TEST_TIMEOUT) ./test/integration/... ./internal/testbed/... || status=$$?; \
 	$(TESTBED) down --state $(TEST_STATE) --port-base $(TEST_PORT_BASE) >/dev/null || true; \
+	$(TESTBED) down --state $(SCALE_STATE) --port-base $(SCALE_PORT_BASE) >/dev/null || true; \
 	exit $$status
 
-## bench: Go benchmarks and load scripts (some on the shared test testbed); each prints its figures
+## bench: Go benchmarks and load scripts (some on the shared test testbed, the
+## side-by-side and the 500-application burst on the scale testbed); each
+## prints its figures; then the testbed's own (time to ready, the first
+## application, memory) and the scale profile's at several sizes
 bench:
 	@status=0; \
-	MLSYSOPS_TESTBED_STATE=$(abspath $(TEST_STATE)) MLSYSOPS_TESTBED_PORT_BASE=$(TEST_PORT_BASE) \
-	  $(GO) test -run '^$$' -bench . -benchmem -count=1 -timeout 90m ./... || status=$$?; \
+	MLSYSOPS_TESTBED_STATE=$(abspath $(TEST_STATE)) MLSYSOPS_TESTBED_PORT_BASE=$(TEST_PORT_BASE) $(SCALE_ENV) \
+	  $(GO) test -run '^$$' -bench . -benchmem -count=1 -timeout 240m -p 1 ./... || status=$$?; \
 	$(TESTBED) down --state $(TEST_STATE) --port-base $(TEST_PORT_BASE) >/dev/null || true; \
+	$(TESTBED) down --state $(SCALE_STATE) --port-base $(SCALE_PORT_BASE) >/dev/null || true; \
 	$(TESTBED) bench --descriptions $(DESCRIPTIONS) --state .testbed-bench --port-base 18000 || status=$$?; \
+	$(TESTBED) scale-bench --state .testbed-scale-bench --port-base 18500 || status=$$?; \
 	exit $$status
 
 ## generate: regenerate deepcopy code and CRDs from the API types
@@ -92,4 +117,4 @@ lint:
 
 clean:
 	-$(TESTBED) down --state $(STATE) --port-base $(PORT_BASE)
-	rm -rf bin $(TEST_STATE) .testbed-bench
+	rm -rf bin $(TEST_STATE) .testbed-bench $(SCALE_STATE) .testbed-scale-bench .testbed-scale-bench-descriptions

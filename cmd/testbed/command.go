@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"text/tabwriter"
 	"time"
@@ -113,6 +114,7 @@ func newCommand() *cobra.Command {
 	})
 	root.AddCommand(newBenchCommand(o))
 	root.AddCommand(newGenCommand())
+	root.AddCommand(newScaleBenchCommand(o))
 	return root
 }
 
@@ -141,6 +143,13 @@ func newBenchCommand(o *options) *cobra.Command {
 				return err
 			}
 			cold := time.Since(start)
+			// The first application after start-up, at once, as a user
+			// following the README would.
+			first, err := firstApp(ctx, env, filepath.Join(filepath.Dir(o.descriptions), "examples", "apps", "gpu-inference.yaml"), "llm-inference")
+			if err != nil {
+				return fmt.Errorf("first application: %w", err)
+			}
+			fmt.Printf("BenchmarkFirstApp app=llm-inference path=northbound submit_to_running_s=%.2f\n", first.Seconds())
 			// Let start-up transients settle before reading memory.
 			time.Sleep(10 * time.Second)
 			mem, err := tb.Memory()

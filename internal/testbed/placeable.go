@@ -10,6 +10,7 @@ import (
 	karmadaclientset "github.com/karmada-io/karmada/pkg/generated/clientset/versioned"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
 
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
 )
@@ -23,6 +24,12 @@ func (tb *Testbed) waitPlaceable(ctx context.Context, timeout time.Duration) err
 	if err != nil {
 		return err
 	}
+	return WaitPlaceable(ctx, cfg, tb.clusters, timeout)
+}
+
+// WaitPlaceable waits until Karmada (at cfg) sees the MLSysOps API in
+// every cluster named: until then applications fit nowhere.
+func WaitPlaceable(ctx context.Context, cfg *rest.Config, clusters []string, timeout time.Duration) error {
 	kc, err := karmadaclientset.NewForConfig(cfg)
 	if err != nil {
 		return err
@@ -44,7 +51,7 @@ func (tb *Testbed) waitPlaceable(ctx context.Context, timeout time.Duration) err
 			}
 		}
 		missing = missing[:0]
-		for _, name := range tb.clusters {
+		for _, name := range clusters {
 			if !has[name] {
 				missing = append(missing, name)
 			}

@@ -2,12 +2,14 @@ package testbed
 
 import (
 	"context"
+	"encoding/json"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -28,6 +30,9 @@ type TestAgentsOptions struct {
 	// Descriptions is the description folder; empty is the checkout's
 	// descriptions/ (the shared testbed's).
 	Descriptions string
+	// Only, when set, runs node agents for these nodes alone (the others
+	// run elsewhere, or not at all); Nodes is then implied.
+	Only []string
 }
 
 // TestAgents are the real agent processes of the shared testbed's
@@ -96,6 +101,17 @@ func StartTestAgents(t testing.TB, env *Env, opts TestAgentsOptions) *TestAgents
 	set, err := description.LoadDir(descs)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if opts.Only != nil {
+		// Agents are planned (and given ports) for these nodes alone.
+		only := *set
+		only.Nodes = nil
+		for _, n := range set.Nodes {
+			if slices.Contains(opts.Only, n.Name) {
+				only.Nodes = append(only.Nodes, n)
+			}
+		}
+		set, opts.Nodes = &only, true
 	}
 	admin, err := adminClient(env)
 	if err != nil {
@@ -215,6 +231,47 @@ func (a *TestAgents) StartAll() {
 	if err := StartAgents(ctx, a.All, nil); err != nil {
 		a.t.Fatal(err)
 	}
+}
+
+// WaitCapacityReports waits until the continuum agent holds a fresh
+// capacity report, with its node list, of every cluster named: agents
+// just started have not sent them yet, and placement reads the members
+// through Karmada meanwhile.
+func (a *TestAgents) WaitCapacityReports(clusters []string) {
+	a.t.Helper()
+	var cont *AgentProcess
+	for _, ag := range a.All {
+		if ag.Layer == LayerContinuum {
+			cont = ag
+		}
+	}
+	if cont == nil || cont.URL() == "" {
+		a.t.Fatal("no continuum agent with a status endpoint")
+	}
+	deadline := time.Now().Add(3 * time.Minute)
+	for time.Now().Before(deadline) {
+		var st struct {
+			Reports map[string]struct {
+				Fresh  bool `json:"fresh"`
+				Listed int  `json:"nodes_listed"`
+			} `json:"capacity_reports"`
+		}
+		if resp, err := http.Get(cont.URL() + "/status"); err == nil {
+			err = json.NewDecoder(resp.Body).Decode(&st)
+			resp.Body.Close()
+			fresh := 0
+			for _, c := range clusters {
+				if r := st.Reports[c]; err == nil && r.Fresh && r.Listed > 0 {
+					fresh++
+				}
+			}
+			if fresh == len(clusters) {
+				return
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	a.t.Fatalf("the continuum agent has no fresh capacity report of each of %v after 3 minutes", clusters)
 }
 
 // Log returns the last n lines of an agent's log.

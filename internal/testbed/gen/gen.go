@@ -279,3 +279,18 @@ MLSysOpsNode:
       application_traffic_permission: true
   permitted_actions: [cpu_frequency]
 `))
+
+// NodeDescription is the description of one node, named name, of cluster,
+// of a kind the seed picks from the mix of a type of cluster ("cloud",
+// "edge" or "far-edge"): for adding generated nodes to hand-written
+// descriptions.
+func NodeDescription(name, cluster, clusterType string, seed uint64) ([]byte, error) {
+	mix, ok := mixes[clusterType]
+	if !ok {
+		return nil, fmt.Errorf("cluster type %q: want cloud, edge or far-edge", clusterType)
+	}
+	r := rand.New(rand.NewPCG(seed, seed^0x5eed))
+	var b strings.Builder
+	err := nodeTmpl.Execute(&b, nodeDoc{Name: name, Cluster: cluster, Datacenter: cluster + "-dc", Kind: pick(r, mix), Lon: "23.7275", Lat: "37.9838"})
+	return []byte(b.String()), err
+}

@@ -46,6 +46,7 @@ func BenchmarkSideBySide(b *testing.B) {
 	env := testbed.ScaleTestbed(b, testbed.ScaleSize{Clusters: 2, Nodes: 60})
 	agents := testbed.StartTestAgents(b, env.Env, testbed.TestAgentsOptions{Descriptions: env.Descriptions, Args: []string{"--child-grace-period", "0"}})
 	h := newHarness(b, env.Env)
+	agents.WaitCapacityReports(env.Clusters)
 	h.cleanup(b)
 	for _, n := range benchSizes(b) {
 		for i, s := range shapes(env.Clusters) {
@@ -69,6 +70,8 @@ func BenchmarkSideBySide(b *testing.B) {
 					h.cleanup(b)
 					if p == PathRaw {
 						agents.StartAll()
+						h.placeable(b)
+						agents.WaitCapacityReports(env.Clusters)
 					}
 				}
 				raw := results[PathRaw]

@@ -93,11 +93,22 @@ func newHarness(tb testing.TB, env *testbed.Env) *harness {
 	if h.api, err = nbclient.New(nbclient.Config{URL: env.NorthboundURL, Token: env.NorthboundToken}); err != nil {
 		tb.Fatal(err)
 	}
+	h.placeable(tb)
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: rawNamespace}}
 	if err := kc.Create(context.Background(), ns); err != nil && !apierrors.IsAlreadyExists(err) {
 		tb.Fatal(err)
 	}
 	return h
+}
+
+// placeable waits until Karmada sees the MLSysOps API in every member:
+// the agents (re)started install it, and until then applications fit
+// nowhere.
+func (h *harness) placeable(tb testing.TB) {
+	tb.Helper()
+	if err := testbed.WaitPlaceable(context.Background(), h.env.RESTConfig(tb, testbed.ContextKarmada), h.env.Clusters, 5*time.Minute); err != nil {
+		tb.Fatal(err)
+	}
 }
 
 // appSpec is application i of a run: each component one replica of a
@@ -432,8 +443,9 @@ func shapes(clusters []string) []Shape {
 // same pods on both sides, and nothing left behind.
 func TestSideBySideSmoke(t *testing.T) {
 	env := testbed.Shared(t)
-	testbed.StartTestAgents(t, env, testbed.TestAgentsOptions{Nodes: true})
+	ta := testbed.StartTestAgents(t, env, testbed.TestAgentsOptions{Nodes: true})
 	h := newHarness(t, env)
+	ta.WaitCapacityReports(env.Clusters)
 	h.cleanup(t)
 	t.Cleanup(func() { h.cleanup(t) })
 	for i, s := range shapes(env.Clusters) {
