@@ -66,7 +66,11 @@ func BenchmarkSideBySide(b *testing.B) {
 						agents.StopAll()
 					}
 					prefix := fmt.Sprintf("b%d-%d-%s", n, i, shortPath(p))
+					w0 := h.writes(b)
 					results[p] = h.run(b, p, s, n, prefix, time.Duration(n)*3*time.Second+10*time.Minute)
+					byKind, total := h.writes(b).since(w0)
+					b.ReportMetric(total/float64(n), shortPath(p)+"-api-writes/app")
+					fmt.Printf("side-by-side n=%d %s %s: %.1f API writes per application; most: %s\n", n, s.Name, p, total/float64(n), byKind.top(12))
 					h.cleanup(b)
 					if p == PathRaw {
 						agents.StartAll()
