@@ -12,6 +12,6 @@
 // reports), controller.go (the placement controller), choose.go (its
 // choice of nodes), workloads.go (the Deployments and Services it writes
 // and the application's status), pending.go and override.go (pods that
-// cannot be scheduled, fluidity overrides), mechanism.go (the fluidity mechanism), fluidity/ (rendering
-// of workloads and plans).
+// cannot be scheduled, fluidity overrides), mechanism.go (the fluidity
+// mechanism), fluidity/ (rendering of workloads and plans).
 package cluster
