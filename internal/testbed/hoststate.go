@@ -44,6 +44,8 @@ var sharedPaths = []string{
 	"/var/log/containers", // the kubelet's symlinks to container logs
 	"/var/lib/cni",        // libcni's result cache
 	"/run/containerd",     // shim sockets (s/)
+	"/run/netns",          // ip netns: a bind mount of itself
+	"/run/xtables.lock",   // iptables' lock
 }
 
 // hostRecord is the shared record.
@@ -136,6 +138,13 @@ func releaseHostState(state string) error {
 			}
 		}
 		for _, p := range r.Created {
+			if p == "/run/netns" {
+				// Others may keep namespaces there: only an empty one goes.
+				if entries, err := os.ReadDir(p); err != nil || len(entries) > 0 {
+					continue
+				}
+				_ = syscall.Unmount(p, syscall.MNT_DETACH)
+			}
 			if err := os.RemoveAll(p); err != nil {
 				errs = append(errs, err)
 			}
