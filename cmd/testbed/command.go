@@ -182,9 +182,9 @@ func newBenchCommand(o *options) *cobra.Command {
 				fmt.Fprintf(w, "%s\t%.1f\n", m.Name, float64(m.RSSBytes)/(1<<20))
 			}
 			w.Flush()
-			fmt.Printf("BenchmarkTestbed clusters=%d nodes=%d cold_up_s=%.1f warm_up_s=%.1f total_rss_mib=%.0f processes=%d\n",
-				len(env.Clusters), len(env.Nodes), cold.Seconds(), warm.Seconds(), float64(total)/(1<<20), len(mem))
-			return nil
+			fmt.Printf("BenchmarkTestbed clusters=%d nodes=%d real_nodes=%d cold_up_s=%.1f warm_up_s=%.1f total_rss_mib=%.0f processes=%d\n",
+				len(env.Clusters), len(env.Nodes), len(env.RealNodes), cold.Seconds(), warm.Seconds(), float64(total)/(1<<20), len(mem))
+			return benchRealNodes(ctx, tb, env, mem)
 		},
 	}
 }

@@ -74,3 +74,6 @@ func (tb *Testbed) ensureImages(ctx context.Context) *builtImages {
 	}()
 	return b
 }
+
+// ImagesDir is the folder with the images the real nodes import.
+func (tb *Testbed) ImagesDir() string { return tb.imagesDir() }

@@ -571,6 +571,7 @@ func (tb *Testbed) startRealNodes(ctx context.Context, real []*realNode, imgs *b
 }
 
 func (tb *Testbed) startRealNode(ctx context.Context, n *realNode, peers []int, m *images.Manifest, archive, pause string) error {
+	start := time.Now()
 	if err := tb.net.setupNode(n.index, peers); err != nil {
 		return err
 	}
@@ -640,6 +641,12 @@ func (tb *Testbed) startRealNode(ctx context.Context, n *realNode, peers []int, 
 		}
 		return fmt.Errorf("real node %s not Ready%s (see %s)", n.name, detail, kubeletLog)
 	}
+	tb.readyMu.Lock()
+	if tb.readyIn == nil {
+		tb.readyIn = map[string]time.Duration{}
+	}
+	tb.readyIn[n.name] = time.Since(start)
+	tb.readyMu.Unlock()
 	tb.progress("Ready (%s, containerd %s, pods %s)", "node "+n.name, tb.net.NodeIP(n.index), tb.rel(tb.nodeSocket(n)), tb.net.PodSubnet(n.index))
 	return nil
 }
