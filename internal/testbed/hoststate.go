@@ -83,7 +83,10 @@ func withHostRecord(fn func(r *hostRecord) error) error {
 		return err
 	}
 	if len(r.Users) == 0 {
-		return os.Remove(file)
+		if err := os.Remove(file); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		return nil
 	}
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
