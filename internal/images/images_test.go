@@ -306,3 +306,42 @@ func TestLookup(t *testing.T) {
 		t.Errorf("Lookup(): %d %v", len(all), err)
 	}
 }
+
+// A cgo image (the model server's kind): the dynamically linked binary,
+// the shared libraries it needs with the dynamic loader, and extra files,
+// for the build machine's platform.
+func TestCGOImage(t *testing.T) {
+	extra := filepath.Join(t.TempDir(), "model.onnx")
+	if err := os.WriteFile(extra, []byte("weights"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	im := Image{Name: "cgohello", Package: "./internal/images/testdata/cgohello", Binary: "cgohello", CGO: true,
+		Platforms: []string{"linux/" + runtime.GOARCH}, Files: []File{{Src: extra, Dst: "/models/model.onnx", Mode: 0o644}}}
+	built, err := Build(context.Background(), Options{Root: repoRoot(t), Images: []Image{im}, Version: "v1", Revision: "r", Created: fixed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	im2, err := built[0].Index.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := built[0].Index.Image(im2.Manifests[0].Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := filesOf(t, img)
+	var libc, loader bool
+	for f := range files {
+		libc = libc || strings.Contains(f, "libc.so")
+		loader = loader || strings.Contains(f, "ld-linux")
+	}
+	if !libc || !loader {
+		t.Errorf("no libc (%v) or loader (%v) in the cgo image: %v", libc, loader, files)
+	}
+	if h, ok := files["models/model.onnx"]; !ok || h.Mode != 0o644 {
+		t.Errorf("extra file: %+v", h)
+	}
+	if _, ok := files["usr/local/bin/cgohello"]; !ok {
+		t.Error("no binary")
+	}
+}
