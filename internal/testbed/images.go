@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"syscall"
 	"time"
 
 	"github.com/mlsysops-go/mlsysops/internal/images"
@@ -42,6 +43,23 @@ func (tb *Testbed) ensureImages(ctx context.Context) *builtImages {
 		}
 		dir := tb.imagesDir()
 		b.archive = filepath.Join(dir, images.ArchiveFile)
+		// Testbeds of one checkout (make up, the tests) share bin/images:
+		// one builds, the others wait and use what it wrote.
+		if err := os.MkdirAll(tb.opts.BinDir, 0o755); err != nil {
+			b.err = err
+			return
+		}
+		lock, err := os.OpenFile(dir+".lock", os.O_CREATE|os.O_RDWR, 0o644)
+		if err != nil {
+			b.err = err
+			return
+		}
+		defer lock.Close()
+		if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+			b.err = err
+			return
+		}
+		defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
 		git, err := images.GitInfo(ctx, root)
 		if err != nil {
 			b.err = err
