@@ -1,6 +1,7 @@
 package testbed_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -168,8 +169,20 @@ func TestProjectImageRunsOnRealNode(t *testing.T) {
 	podNS := podNetNS(t, env, "cloud-1", running.Status.PodIP)
 	var status int
 	err = inNetNS(podNS, func() error {
-		c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-		resp, err := c.Get("https://" + env.Network.KubernetesServiceIP + ":443/readyz")
+		// Dialled here, on the thread in the pod's namespace (an
+		// http.Transport would dial from another goroutine).
+		conn, err := net.DialTimeout("tcp", env.Network.KubernetesServiceIP+":443", 10*time.Second)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+		tc := tls.Client(conn, &tls.Config{InsecureSkipVerify: true})
+		req, _ := http.NewRequest(http.MethodGet, "https://"+env.Network.KubernetesServiceIP+"/readyz", nil)
+		if err := req.Write(tc); err != nil {
+			return err
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(tc), req)
 		if err != nil {
 			return err
 		}
@@ -395,9 +408,10 @@ func execIn(ctx context.Context, cfg *rest.Config, cs kubernetes.Interface, ns, 
 	if err != nil {
 		return "", err
 	}
-	var out bytes.Buffer
-	err = ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out, Stderr: &out})
-	return out.String(), err
+	// Two streams, two buffers: they are written concurrently.
+	var stdout, stderr bytes.Buffer
+	err = ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &stdout, Stderr: &stderr})
+	return stdout.String() + stderr.String(), err
 }
 
 func namespace(t *testing.T, cs kubernetes.Interface, prefix string) string {
