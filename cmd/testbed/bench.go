@@ -23,11 +23,10 @@ const benchPods = 5
 // benchRealNodes reports each real node's time to Ready (from the cold
 // up), the resident memory of its kubelet and containerd, pod create to
 // Running on a real node, and each image's build time and size.
-func benchRealNodes(ctx context.Context, tb *testbed.Testbed, env *testbed.Env, mem []testbed.ComponentMemory) error {
+func benchRealNodes(ctx context.Context, tb *testbed.Testbed, env *testbed.Env, mem []testbed.ComponentMemory, times map[string]time.Duration) error {
 	if len(env.RealNodes) == 0 {
 		return nil
 	}
-	times := tb.RealNodeReadyTimes()
 	rss := map[string]float64{}
 	for _, m := range mem {
 		rss[m.Name] = float64(m.RSSBytes) / (1 << 20)

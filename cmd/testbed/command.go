@@ -162,6 +162,9 @@ func newBenchCommand(o *options) *cobra.Command {
 				return err
 			}
 			cold := time.Since(start)
+			// Each real node's time to Ready in the cold up (the warm up
+			// below measures reused nodes).
+			readyIn := tb.RealNodeReadyTimes()
 			// Let start-up transients settle before reading memory.
 			time.Sleep(10 * time.Second)
 			mem, err := tb.Memory()
@@ -184,7 +187,7 @@ func newBenchCommand(o *options) *cobra.Command {
 			w.Flush()
 			fmt.Printf("BenchmarkTestbed clusters=%d nodes=%d real_nodes=%d cold_up_s=%.1f warm_up_s=%.1f total_rss_mib=%.0f processes=%d\n",
 				len(env.Clusters), len(env.Nodes), len(env.RealNodes), cold.Seconds(), warm.Seconds(), float64(total)/(1<<20), len(mem))
-			return benchRealNodes(ctx, tb, env, mem)
+			return benchRealNodes(ctx, tb, env, mem, readyIn)
 		},
 	}
 }
