@@ -27,13 +27,20 @@ endif
 TESTBED := $(GO) run ./cmd/testbed
 SCALE_ENV := MLSYSOPS_SCALE_STATE=$(abspath $(SCALE_STATE)) MLSYSOPS_SCALE_PORT_BASE=$(SCALE_PORT_BASE)
 
-.PHONY: all deps up down status build test test-unit test-integration bench generate verify lint clean
+.PHONY: all deps images up down status build test test-unit test-integration bench generate verify lint clean
 
 all: build
 
 ## deps: install Debian packages and build the control-plane binaries into bin/ (idempotent)
 deps:
 	bash hack/deps.sh
+
+## images: the project's container images (agent, agent-node, northbound, pause;
+## linux/amd64 and linux/arm64) as an OCI layout and archive in $(BIN)/images;
+## PUSH=REGISTRY also pushes them as REGISTRY/mlsysops/<name>:<version>
+PUSH ?=
+images:
+	$(GO) run ./cmd/images --out $(BIN)/images $(if $(PUSH),--push $(PUSH))
 
 ## up: start (or reuse) the local continuum and the MLSysOps components
 ## (PROFILE=scale: a generated continuum of SCALE_CLUSTERS x SCALE_NODES)

@@ -35,7 +35,7 @@ type compiled struct {
 	runtime   string
 	nvidiaRC  bool
 	replicas  int32
-	// tolerations the component's pods carry.
+	// tolerations the component's pods carry (resources.Tolerations).
 	tolerations []corev1.Toleration
 }
 
@@ -46,7 +46,8 @@ type resCheck struct {
 }
 
 func compile(app *mlsysopsv1.MLSysOpsAppSpec, comp *mlsysopsv1.Component) (*compiled, error) {
-	c := &compiled{reqs: resources.NodeSelectorRequirements(app, comp), perPod: PodRequests(comp), replicas: Replicas(app, comp)}
+	c := &compiled{reqs: resources.NodeSelectorRequirements(app, comp), perPod: PodRequests(comp), replicas: Replicas(app, comp),
+		tolerations: resources.Tolerations(comp)}
 	c.ints = make([]int64, len(c.reqs))
 	for i, r := range c.reqs {
 		if err := checkRequirement(r); err != nil {

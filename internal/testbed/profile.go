@@ -44,6 +44,9 @@ type settings struct {
 	karmadaCM []string
 	// nodeAgents says whether a node agent runs per node.
 	nodeAgents bool
+	// realNodes says whether the described real nodes run (containerd
+	// and a kubelet each; realnode.go), unless Options.KWOKOnly.
+	realNodes bool
 	// agentArgs are added to every agent's command line.
 	agentArgs []string
 	// nodesReadyTimeout bounds the wait for each cluster's nodes.
@@ -58,6 +61,7 @@ func (p Profile) settings(nodes int) settings {
 		memberKCM:            []string{"--node-monitor-grace-period=20s", "--node-monitor-period=2s"},
 		kwokLease:            20 * time.Second,
 		nodeAgents:           true,
+		realNodes:            true,
 		nodesReadyTimeout:    time.Minute,
 	}
 	if p != ProfileScale {
@@ -92,6 +96,10 @@ func (p Profile) settings(nodes int) settings {
 	// runs them on purpose): nodes without agents are not taken out of
 	// placement.
 	s.nodeAgents = false
+	// KWOK nodes only: a kubelet and containerd per member would cost
+	// more than the thousand KWOK nodes of the cluster, and the light
+	// controller managers above lack what kubelets need.
+	s.realNodes = false
 	s.agentArgs = []string{"--child-grace-period", "0"}
 	s.nodesReadyTimeout = time.Minute + time.Duration(nodes)*50*time.Millisecond
 	return s
