@@ -21,25 +21,13 @@ type ComponentMemory struct {
 // Memory reports the resident memory of every running component whose pid
 // file is in the state folder.
 func (tb *Testbed) Memory() ([]ComponentMemory, error) {
-	files, _ := filepath.Glob(tb.l.path("pids", "*.pid"))
-	files = append(files, tb.l.path("redis", "redis.pid"), tb.l.path("ejabberd", "ejabberd.pid"))
-	var out []ComponentMemory
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-		if err != nil {
-			continue
-		}
-		var total int64
-		for _, p := range append([]int{pid}, proc.Descendants(pid)...) {
-			total += rss(p)
-		}
-		if total > 0 {
-			out = append(out, ComponentMemory{Name: strings.TrimSuffix(filepath.Base(f), ".pid"), RSSBytes: total})
-		}
+	us, err := tb.Usage()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ComponentMemory, len(us))
+	for i, u := range us {
+		out[i] = ComponentMemory{Name: u.Name, RSSBytes: u.RSSBytes}
 	}
 	return out, nil
 }
