@@ -49,7 +49,9 @@ var testAgentBinary struct {
 }
 
 // TestAgentBinary builds the agent (every layer) and the node-only agent
-// from this checkout once per test binary and returns their paths.
+// from this checkout once per test binary and returns their paths. When
+// the test binary runs with the race detector (RaceDetector), so do the
+// agents.
 func TestAgentBinary(t testing.TB) (full, node string) {
 	t.Helper()
 	testAgentBinary.once.Do(func() {
@@ -67,8 +69,13 @@ func TestAgentBinary(t testing.TB) (full, node string) {
 		testAgentBinary.nodePath = filepath.Join(dir, "mlsysops-agent-node")
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
-		if testAgentBinary.err = BuildAgent(ctx, root, testAgentBinary.path); testAgentBinary.err == nil {
-			testAgentBinary.err = BuildNodeAgent(ctx, root, testAgentBinary.nodePath)
+		switch {
+		case RaceDetector:
+			testAgentBinary.err = BuildRaceAgents(ctx, root, testAgentBinary.path, testAgentBinary.nodePath)
+		default:
+			if testAgentBinary.err = BuildAgent(ctx, root, testAgentBinary.path); testAgentBinary.err == nil {
+				testAgentBinary.err = BuildNodeAgent(ctx, root, testAgentBinary.nodePath)
+			}
 		}
 	})
 	if testAgentBinary.err != nil {
