@@ -212,6 +212,34 @@ func Redis(t testing.TB) *services.Redis {
 	return r
 }
 
+// Postgres starts a PostgreSQL private to the test (its own cluster and
+// port), for tests that need a database or restart or crash it. It is
+// stopped and its folder removed when the test ends.
+func Postgres(t testing.TB) *services.Postgres {
+	t.Helper()
+	// PostgreSQL runs as its own user, which must reach the folder.
+	dir, err := os.MkdirTemp("", "mlsysops-postgres-")
+	if err == nil {
+		err = os.Chmod(dir, 0o755)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := services.NewPostgres(filepath.Join(dir, "postgres"), FreePorts(t, 1), services.RandomSecret())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := p.Start(ctx); err != nil {
+		os.RemoveAll(dir)
+		t.Fatalf("private postgres: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = p.Stop(context.Background())
+		_ = p.Kill()
+		os.RemoveAll(dir)
+	})
+	return p
+}
+
 // Ejabberd starts an ejabberd private to the test (its own folders, ports
 // and Erlang node), for tests that restart or crash it. It is stopped and
 // its folder removed when the test ends.
