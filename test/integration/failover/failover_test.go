@@ -375,9 +375,13 @@ func TestAgentKilledMidDeployment(t *testing.T) {
 		},
 		{
 			victim: testbed.LayerNode + "/cloud-gpu-h100-1", example: "gpu-inference.yaml", cluster: "cloud-1",
+			// The application is placed on the cluster; its components
+			// land on the node while the node agent is down. (Killed once
+			// the Deployments exist, the node agent mostly died after
+			// KWOK had run every pod.)
 			midway: func(ctx context.Context, a *mlsysopsv1.MLSysOpsApp) bool {
-				deps, err := w.members["cloud-1"].AppsV1().Deployments(members.Namespace(a.Name)).List(ctx, metav1.ListOptions{})
-				return err == nil && len(deps.Items) > 0
+				var pp policyv1alpha1.PropagationPolicy
+				return w.karmada.Get(ctx, types.NamespacedName{Namespace: a.Namespace, Name: a.Name}, &pp) == nil
 			},
 		},
 	}
