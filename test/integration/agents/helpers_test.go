@@ -179,6 +179,7 @@ func startHierarchy(t testing.TB, only ...string) *hierarchy {
 		for _, a := range as {
 			_ = a.Stop(10 * time.Second)
 		}
+		testbed.CheckRaces(t, as)
 		if t.Failed() {
 			for _, a := range as {
 				t.Logf("--- log of %s:\n%s", a.Process.Name, tail(a.LogFile, 60))
