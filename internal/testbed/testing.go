@@ -255,7 +255,7 @@ func Ejabberd(t testing.TB) *services.Ejabberd {
 		t.Fatal(err)
 	}
 	e := services.NewEjabberd(filepath.Join(dir, "ejabberd"), FreePorts(t, 10), DefaultXMPPDomain)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	if err := e.Start(ctx); err != nil {
 		t.Fatalf("private ejabberd: %v", err)

@@ -84,6 +84,11 @@ func processRuns(pid int, exe string) bool {
 	if err != nil {
 		return false
 	}
+	if len(cmdline) == 0 {
+		// An exec under way (the wrappers of Start exec one another):
+		// only kernel threads show no command line for longer.
+		return true
+	}
 	// Scripts show their interpreter first and themselves second.
 	args := bytes.Split(cmdline, []byte{0})
 	for _, a := range args[:min(2, len(args))] {

@@ -155,7 +155,9 @@ func (e *Ejabberd) Start(ctx context.Context) error {
 	if err := e.proc.Start(); err != nil {
 		return err
 	}
-	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	// A bound, not a measure: on a loaded machine the Erlang VM and each
+	// ejabberdctl call take many seconds.
+	wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	// The listener comes up before the admin account exists; wait for the
 	// port first, then create the account, then check the API.
