@@ -105,9 +105,19 @@ func LayersBuilt() string {
 	return "layers: " + strings.Join(names, ", ")
 }
 
-// ToMap converts a typed value to upstream-style data through JSON, as
-// policies see descriptions.
-func ToMap(v any) map[string]any {
+// SystemDescription is an agent's own description in the upstream form
+// policies see, {kind: spec with its name}, from its typed or generic spec.
+func SystemDescription(kind, name string, spec any) map[string]any {
+	m := toMap(spec)
+	if m == nil {
+		m = map[string]any{}
+	}
+	m["name"] = name
+	return map[string]any{kind: m}
+}
+
+// toMap converts a typed value to upstream-style data through JSON.
+func toMap(v any) map[string]any {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return nil

@@ -9,7 +9,9 @@
 // Files: layer.go (the layer: construction, run loop, controllers),
 // nodes.go (messages from node agents), components.go (messages to them),
 // crs.go (MLSysOpsNode and MLSysOpsCluster objects), capacity.go (capacity
-// reports), controller.go, pending.go and override.go (the placement
-// controller), mechanism.go (the fluidity mechanism), fluidity/ (rendering
-// of workloads and plans).
+// reports), controller.go (the placement controller), choose.go (its
+// choice of nodes), workloads.go (the Deployments and Services it writes
+// and the application's status), pending.go and override.go (pods that
+// cannot be scheduled, fluidity overrides), mechanism.go (the fluidity
+// mechanism), fluidity/ (rendering of workloads and plans).
 package cluster

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/mlsysops-go/mlsysops/agents/agent"
+	"github.com/mlsysops-go/mlsysops/agents/internal/backends"
 	"github.com/mlsysops-go/mlsysops/internal/agentconfig"
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
 	"github.com/mlsysops-go/mlsysops/internal/description"
@@ -51,24 +52,6 @@ type clusterLayer struct {
 
 var _ agent.Layer = (*clusterLayer)(nil)
 
-func newStore(a *agent.Agent, env agentconfig.LookupEnv) (*state.Store, error) {
-	pw, err := agent.RedisPassword(a.Conn, env)
-	if err != nil {
-		return nil, err
-	}
-	return state.Open(state.Config{Addrs: []string{a.Conn.RedisAddr}, Password: pw, DB: a.Conn.RedisDB},
-		state.Options{Prefix: a.Conn.RedisPrefix, Logger: a.Log})
-}
-
-// backendsReady is the layer's readiness: Redis answers and so does the member
-// cluster's Kubernetes API.
-func backendsReady(ctx context.Context, s *state.Store, cfg *rest.Config) error {
-	if err := s.Client().Ping(ctx).Err(); err != nil {
-		return fmt.Errorf("redis: %w", err)
-	}
-	return kube.Readyz(ctx, cfg, "kubernetes API")
-}
-
 func init() { agent.RegisterLayer(agentconfig.LayerCluster, newClusterLayer) }
 
 func newClusterLayer(_ context.Context, a *agent.Agent, env agentconfig.LookupEnv) (agent.Layer, error) {
@@ -99,7 +82,7 @@ func newClusterLayer(_ context.Context, a *agent.Agent, env agentconfig.LookupEn
 	if err != nil {
 		return nil, err
 	}
-	store, err := newStore(a, env)
+	store, err := backends.Store(a, env)
 	if err != nil {
 		return nil, err
 	}
@@ -125,12 +108,7 @@ func (c *clusterLayer) Children() []string {
 }
 
 func (c *clusterLayer) SystemDescription() map[string]any {
-	spec := agent.ToMap(c.desc.Spec)
-	if spec == nil {
-		spec = map[string]any{}
-	}
-	spec["name"] = c.desc.Name
-	return map[string]any{mlsysopsv1.KindCluster: spec}
+	return agent.SystemDescription(mlsysopsv1.KindCluster, c.desc.Name, c.desc.Spec)
 }
 
 func (c *clusterLayer) Mechanisms(a *agent.Agent) (*mechanism.Set, error) {
@@ -205,7 +183,7 @@ func (c *clusterLayer) poke() {
 }
 
 func (c *clusterLayer) Ready(ctx context.Context) error {
-	return backendsReady(ctx, c.store, c.kcfg)
+	return backends.Ready(ctx, c.store, c.kcfg, "kubernetes API")
 }
 
 func (c *clusterLayer) Status() map[string]any {

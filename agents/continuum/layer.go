@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/mlsysops-go/mlsysops/agents/agent"
+	"github.com/mlsysops-go/mlsysops/agents/internal/backends"
 	"github.com/mlsysops-go/mlsysops/internal/agentconfig"
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
 	"github.com/mlsysops-go/mlsysops/internal/description"
@@ -73,7 +74,7 @@ func newContinuumLayer(_ context.Context, a *agent.Agent, env agentconfig.Lookup
 	if err != nil {
 		return nil, fmt.Errorf("karmada client: %w", err)
 	}
-	store, err := newStore(a, env)
+	store, err := backends.Store(a, env)
 	if err != nil {
 		return nil, err
 	}
@@ -120,12 +121,7 @@ func (c *continuumLayer) Children() []string {
 }
 
 func (c *continuumLayer) SystemDescription() map[string]any {
-	spec := agent.ToMap(c.desc.Spec)
-	if spec == nil {
-		spec = map[string]any{}
-	}
-	spec["name"] = c.desc.Name
-	return map[string]any{mlsysopsv1.KindContinuum: spec}
+	return agent.SystemDescription(mlsysopsv1.KindContinuum, c.desc.Name, c.desc.Spec)
 }
 
 func (c *continuumLayer) Mechanisms(a *agent.Agent) (*mechanism.Set, error) {
@@ -190,7 +186,7 @@ func (c *continuumLayer) handleCapacity(_ context.Context, env *messaging.Envelo
 }
 
 func (c *continuumLayer) Ready(ctx context.Context) error {
-	return backendsReady(ctx, c.store, c.kcfg)
+	return backends.Ready(ctx, c.store, c.kcfg, "karmada API")
 }
 
 func (c *continuumLayer) Status() map[string]any {
@@ -295,24 +291,6 @@ func (c *continuumLayer) start(ctx context.Context) error {
 		}()
 	}
 	return ctrls.Start(ctx)
-}
-
-func newStore(a *agent.Agent, env agentconfig.LookupEnv) (*state.Store, error) {
-	pw, err := agent.RedisPassword(a.Conn, env)
-	if err != nil {
-		return nil, err
-	}
-	return state.Open(state.Config{Addrs: []string{a.Conn.RedisAddr}, Password: pw, DB: a.Conn.RedisDB},
-		state.Options{Prefix: a.Conn.RedisPrefix, Logger: a.Log})
-}
-
-// backendsReady is the layer's readiness: Redis answers and so does the
-// Karmada API.
-func backendsReady(ctx context.Context, s *state.Store, cfg *rest.Config) error {
-	if err := s.Client().Ping(ctx).Err(); err != nil {
-		return fmt.Errorf("redis: %w", err)
-	}
-	return kube.Readyz(ctx, cfg, "karmada API")
 }
 
 // upsertView writes the MLSysOpsContinuum CR in Karmada. It stays in the

@@ -86,12 +86,7 @@ func (n *nodeLayer) ChildLayer() messaging.Layer { return "" }
 func (n *nodeLayer) Children() []string          { return nil }
 
 func (n *nodeLayer) SystemDescription() map[string]any {
-	spec := agent.ToMap(n.desc.Spec)
-	if spec == nil {
-		spec = map[string]any{}
-	}
-	spec["name"] = n.desc.Name
-	return map[string]any{generic.KindNode: spec}
+	return agent.SystemDescription(generic.KindNode, n.desc.Name, n.desc.Spec)
 }
 
 func (n *nodeLayer) Mechanisms(a *agent.Agent) (*mechanism.Set, error) {
