@@ -83,11 +83,12 @@ test-integration:
 ## bench: Go benchmarks (some on the shared test testbed) and the testbed's time
 ## to ready and memory; every figure goes to $(BENCH_RESULTS) with its command,
 ## time and the machine's load, and the tables of $(BENCH_DOCS) are rewritten
-## from it. One run of each benchmark (-count=1).
+## from it. One run of each benchmark (-count=1), one package at a time (-p 1:
+## the integration ones share a testbed, and two at once would measure each other).
 bench:
 	@status=0; mkdir -p $(dir $(BENCH_RESULTS)); \
 	MLSYSOPS_TESTBED_STATE=$(abspath $(TEST_STATE)) MLSYSOPS_TESTBED_PORT_BASE=$(TEST_PORT_BASE) \
-	  $(BENCHFIG) run --out $(BENCH_RESULTS) -- $(GO) test -json -run '^$$' -bench . -benchmem -count=1 -timeout 90m ./... || status=$$?; \
+	  $(BENCHFIG) run --out $(BENCH_RESULTS) -- $(GO) test -json -p 1 -run '^$$' -bench . -benchmem -count=1 -timeout 120m ./... || status=$$?; \
 	$(TESTBED) down --state $(TEST_STATE) --port-base $(TEST_PORT_BASE) >/dev/null || true; \
 	$(BENCHFIG) run --append --out $(BENCH_RESULTS) -- $(TESTBED) bench --descriptions $(DESCRIPTIONS) --state $(BENCH_STATE) --port-base $(BENCH_PORT_BASE) || status=$$?; \
 	$(BENCHFIG) render --results $(BENCH_RESULTS) $(BENCH_DOCS) || status=$$?; \
