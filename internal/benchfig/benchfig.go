@@ -223,13 +223,19 @@ func (c *Collector) output(pkg, text string) {
 }
 
 func (c *Collector) line(pkg, line string) {
-	figs, ok := ParseLine(line, c.Procs)
+	// Only go test adds the GOMAXPROCS suffix; other commands' names (a
+	// node "edge-2") are kept whole.
+	procs := 0
+	if pkg != "" {
+		procs = c.Procs
+	}
+	figs, ok := ParseLine(line, procs)
 	if !ok {
 		return
 	}
 	now, load := c.Now().UTC(), c.ReadLoad()
 	for _, f := range figs {
-		f.Package, f.Command, f.Time, f.Load = pkg, c.Command, now, load
+		f.Package, f.Command, f.Time, f.Load, f.Procs = pkg, c.Command, now, load, c.Procs
 		c.Found(f)
 	}
 }

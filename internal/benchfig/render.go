@@ -22,7 +22,12 @@ var section = regexp.MustCompile(`(?s)(<!-- bench:([a-z0-9-]+) -->\n).*?(<!-- /b
 var Tables = map[string]func(*Results) (string, error){
 	"node-agent":      nodeAgentTable,
 	"northbound-list": northboundListTable,
-	"figures":         figuresTable,
+	"figures":         func(r *Results) (string, error) { return figuresTable(r, "") },
+	// The testbed's own figures (cmd/testbed bench): time to ready,
+	// memory, real nodes, images.
+	"testbed": func(r *Results) (string, error) {
+		return figuresTable(r, "BenchmarkTestbed", "BenchmarkRealNode", "BenchmarkImage")
+	},
 }
 
 // Render rewrites every marked section of a Markdown document from r.
@@ -161,10 +166,20 @@ func northboundListTable(r *Results) (string, error) {
 	return b.String() + "\n" + l.provenance() + "\n", nil
 }
 
-// figuresTable lists every figure of the results, a row per benchmark.
-func figuresTable(r *Results) (string, error) {
-	if len(r.Figures) == 0 {
-		return "", errors.New("no figures (run make bench)")
+// figuresTable lists the figures of the results whose benchmark starts
+// with one of prefixes ("" for all), a row per benchmark.
+func figuresTable(r *Results, prefixes ...string) (string, error) {
+	var figs []Figure
+	for _, f := range r.Figures {
+		for _, p := range prefixes {
+			if strings.HasPrefix(f.Benchmark, p) {
+				figs = append(figs, f)
+				break
+			}
+		}
+	}
+	if len(figs) == 0 {
+		return "", fmt.Errorf("no figures of %q (run make bench)", prefixes)
 	}
 	type row struct {
 		bench, pkg string
@@ -172,7 +187,7 @@ func figuresTable(r *Results) (string, error) {
 	}
 	var rows []*row
 	byName := map[string]*row{}
-	for _, f := range r.Figures {
+	for _, f := range figs {
 		rw, ok := byName[f.Benchmark]
 		if !ok {
 			rw = &row{bench: f.Benchmark, pkg: strings.TrimPrefix(f.Package, "github.com/mlsysops-go/mlsysops/")}
@@ -202,6 +217,6 @@ func figuresTable(r *Results) (string, error) {
 		fmt.Fprintf(&b, "| %s | `%s` | %s | %d | %s on %d CPUs |\n", pkg, rw.bench, strings.Join(vals, ", "), f.Iterations,
 			strconv.FormatFloat(f.Load.Load1, 'f', 1, 64), f.Load.CPUs)
 	}
-	l := &lookup{r: r, seen: r.Figures}
+	l := &lookup{r: r, seen: figs}
 	return b.String() + "\n" + l.provenance() + "\n", nil
 }
