@@ -117,7 +117,7 @@ func StopSharedCluster(t testing.TB, name string) {
 func RestoreShared(t testing.TB) {
 	t.Helper()
 	if err := withShared(func(tb *Testbed) error {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), sharedUpTimeout)
 		defer cancel()
 		_, err := tb.Up(ctx)
 		return err
@@ -125,6 +125,14 @@ func RestoreShared(t testing.TB) {
 		t.Fatalf("restore the shared testbed: %v", err)
 	}
 }
+
+// sharedUpTimeout bounds an up of the shared testbed so that a hang fails
+// instead of waiting for the package's timeout; it is not a measure. The
+// first up of a checkout also builds the images the real nodes import:
+// 546 s for that build alone on this machine with two testbeds and other
+// builds beside it (load average 50 on 2 cores), where a 10-minute bound
+// killed the import that followed.
+const sharedUpTimeout = 30 * time.Minute
 
 // upShared brings the shared testbed up, trying a second time when the
 // first attempt fails: a package whose every test fails on one transient
@@ -135,7 +143,7 @@ func upShared() (*Env, error) {
 	var err error
 	for attempt := 1; attempt <= 2; attempt++ {
 		err = withShared(func(tb *Testbed) error {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+			ctx, cancel := context.WithTimeout(context.Background(), sharedUpTimeout)
 			defer cancel()
 			var err error
 			env, err = tb.Up(ctx)

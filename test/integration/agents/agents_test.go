@@ -95,12 +95,21 @@ func TestAgents(t *testing.T) {
 				t.Errorf("registry entry of %s: %+v", nodeAllowed, ag)
 			}
 		}
-		for _, n := range []string{nodeAllowed, nodeForbidden} {
-			st, err := h.status(n)
-			if err != nil || !st.Registered {
-				t.Errorf("%s: registered=%v err=%v", n, st.Registered, err)
+		// The parent writes the registry before its acknowledgement reaches
+		// the node (on a loaded machine the node may even time out and
+		// subscribe again): the node's own view is waited for.
+		eventually(t, "every node agent registered by its own account", time.Minute, func() error {
+			for _, n := range []string{nodeAllowed, nodeForbidden} {
+				st, err := h.status(n)
+				if err != nil {
+					return err
+				}
+				if !st.Registered {
+					return fmt.Errorf("%s: not registered yet", n)
+				}
 			}
-		}
+			return nil
+		})
 	})
 
 	t.Run("telemetry", func(t *testing.T) {
