@@ -143,8 +143,27 @@ func TestRender(t *testing.T) {
 		t.Errorf("rendering twice changed the document (%v)", err)
 	}
 
+	// A figure the results lack is a dash, and the table says which.
+	partial := &Results{}
+	partial.Add(r.Figures[0], r.Figures[1])
+	got, err = Render(doc, partial)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"| first page of 100 | 2.04 ms | 9.50 ms | 500 |\n",
+		"| last page of 100 | — | — | — |\n",
+		"\n— not measured: `bench/results.json` has no figure of `BenchmarkListWith10000Apps/phase-Running-page-100` p50-ms, `BenchmarkListWith10000Apps/phase-Running-page-100` p99-ms, ",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("rendered from partial results:\n%s\nwant it to contain %q", got, want)
+		}
+	}
+	if got, err := Render("<!-- bench:figures -->\n<!-- /bench:figures -->", &Results{}); err != nil || !strings.Contains(got, "No figures in `bench/results.json` yet") {
+		t.Errorf("figures table of no results = %q, %v; want it to say there are none", got, err)
+	}
+
 	for name, tc := range map[string]struct{ doc, want string }{
-		"a figure missing": {"<!-- bench:node-agent -->\n<!-- /bench:node-agent -->", "not in the results (run make bench): BenchmarkNodeAgent/node-only MiB-binary"},
 		"unknown table":    {"<!-- bench:nope -->\n<!-- /bench:nope -->", `no table named "nope"`},
 		"mismatched end":   {"<!-- bench:figures -->\n<!-- /bench:node-agent -->", "section bench:figures ends with /bench:node-agent"},
 	} {

@@ -61,20 +61,51 @@ type lookup struct {
 	seen    []Figure
 }
 
-func (l *lookup) get(benchmark, unit string) Figure {
+// get returns the figure of benchmark in unit; ok is false when the
+// results lack it (its cell then says so, see cell).
+func (l *lookup) get(benchmark, unit string) (Figure, bool) {
 	f, ok := l.r.Find(benchmark, unit)
 	if !ok {
-		l.missing = append(l.missing, benchmark+" "+unit)
+		l.missing = append(l.missing, "`"+benchmark+"` "+unit)
+		return f, false
 	}
 	l.seen = append(l.seen, f)
-	return f
+	return f, true
 }
 
-func (l *lookup) err() error {
-	if len(l.missing) > 0 {
-		return fmt.Errorf("not in the results (run make bench): %s", strings.Join(l.missing, ", "))
+// cell formats the figure of benchmark in unit followed by suffix, or a
+// dash when it was not measured.
+func (l *lookup) cell(benchmark, unit, suffix string) string {
+	f, ok := l.get(benchmark, unit)
+	if !ok {
+		return "—"
 	}
-	return nil
+	return Value(f.Value) + suffix
+}
+
+// footer says where the table's figures come from and which ones the
+// results lack: a table is never filled with figures from elsewhere.
+func (l *lookup) footer() string {
+	var b strings.Builder
+	if len(l.seen) > 0 {
+		b.WriteString("\n" + l.provenance() + "\n")
+	}
+	if len(l.missing) > 0 {
+		fmt.Fprintf(&b, "\n— not measured: `bench/results.json` has no figure of %s (run `make bench`).\n", strings.Join(dedupe(l.missing), ", "))
+	}
+	return b.String()
+}
+
+func dedupe(in []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, s := range in {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // provenance says where the figures of a table come from.
@@ -134,16 +165,17 @@ func nodeAgentTable(r *Results) (string, error) {
 		{"BenchmarkNodeAgent/node-only", "mlsysops-agent-node", ""},
 		{"BenchmarkNodeAgent/full", "mlsysops-agent", "¹"},
 	} {
-		get := func(unit string) Figure { return l.get(row.bench, unit) }
-		fmt.Fprintf(&b, "| `%s` | %s MiB | %s MiB | %s MiB | %s MiB | %s MiB%s | %s ms | %s%% | %s |\n", row.binary,
-			Value(get("MiB-binary").Value), Value(get("MiB-idle-RSS").Value), Value(get("MiB-idle-anon").Value),
-			Value(get("MiB-idle-file").Value), Value(get("MiB-idle-PSS").Value), row.pssNote,
-			Value(get("ms-to-registered").Value), Value(get("%CPU-idle").Value), runs(get("ms-to-registered").Iterations))
+		c := func(unit, suffix string) string { return l.cell(row.bench, unit, suffix) }
+		n := "—"
+		if f, ok := l.get(row.bench, "ms-to-registered"); ok {
+			n = runs(f.Iterations)
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s%s | %s | %s | %s |\n", row.binary,
+			c("MiB-binary", " MiB"), c("MiB-idle-RSS", " MiB"), c("MiB-idle-anon", " MiB"),
+			c("MiB-idle-file", " MiB"), c("MiB-idle-PSS", " MiB"), row.pssNote,
+			c("ms-to-registered", " ms"), c("%CPU-idle", "%"), n)
 	}
-	if err := l.err(); err != nil {
-		return "", err
-	}
-	return b.String() + "\n" + l.provenance() + "\n", nil
+	return b.String() + l.footer(), nil
 }
 
 func northboundListTable(r *Results) (string, error) {
@@ -157,13 +189,13 @@ func northboundListTable(r *Results) (string, error) {
 		{"upstream-list_all-10000", "`/apps/list_all/` (10,000)"},
 	} {
 		name := "BenchmarkListWith10000Apps/" + row.sub
-		p50 := l.get(name, "p50-ms")
-		fmt.Fprintf(&b, "| %s | %s ms | %s ms | %d |\n", row.label, Value(p50.Value), Value(l.get(name, "p99-ms").Value), p50.Iterations)
+		n := "—"
+		if f, ok := l.get(name, "p50-ms"); ok {
+			n = strconv.FormatInt(f.Iterations, 10)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", row.label, l.cell(name, "p50-ms", " ms"), l.cell(name, "p99-ms", " ms"), n)
 	}
-	if err := l.err(); err != nil {
-		return "", err
-	}
-	return b.String() + "\n" + l.provenance() + "\n", nil
+	return b.String() + l.footer(), nil
 }
 
 // figuresTable lists the figures of the results whose benchmark starts
@@ -179,7 +211,7 @@ func figuresTable(r *Results, prefixes ...string) (string, error) {
 		}
 	}
 	if len(figs) == 0 {
-		return "", fmt.Errorf("no figures of %q (run make bench)", prefixes)
+		return "No figures in `bench/results.json` yet (run `make bench`).\n", nil
 	}
 	type row struct {
 		bench, pkg string
