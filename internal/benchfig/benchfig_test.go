@@ -164,8 +164,8 @@ func TestRender(t *testing.T) {
 	}
 
 	for name, tc := range map[string]struct{ doc, want string }{
-		"unknown table":    {"<!-- bench:nope -->\n<!-- /bench:nope -->", `no table named "nope"`},
-		"mismatched end":   {"<!-- bench:figures -->\n<!-- /bench:node-agent -->", "section bench:figures ends with /bench:node-agent"},
+		"unknown table":  {"<!-- bench:nope -->\n<!-- /bench:nope -->", `no table named "nope"`},
+		"mismatched end": {"<!-- bench:figures -->\n<!-- /bench:node-agent -->", "section bench:figures ends with /bench:node-agent"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := Render(tc.doc, r); err == nil || !strings.Contains(err.Error(), tc.want) {
