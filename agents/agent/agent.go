@@ -74,16 +74,17 @@ type Agent struct {
 	domain  string
 	started time.Time
 
-	reg        *prometheus.Registry
-	msg        *messaging.Client
-	engine     *mape.Engine
-	sampler    *telemetry.Sampler
-	mechs      *mechanism.Set
-	registry   registry // nil on nodes
-	layer      layer
-	resub      chan struct{}
-	registered atomic.Bool
-	mode       atomic.Int64
+	reg         *prometheus.Registry
+	msg         *messaging.Client
+	loginReport *loginReporter // nil when failures cannot be reported
+	engine      *mape.Engine
+	sampler     *telemetry.Sampler
+	mechs       *mechanism.Set
+	registry    registry // nil on nodes
+	layer       layer
+	resub       chan struct{}
+	registered  atomic.Bool
+	mode        atomic.Int64
 
 	mu    sync.Mutex
 	known map[string]record.Agent // accepted children, for the registry
@@ -121,12 +122,21 @@ func New(ctx context.Context, opts *agentconfig.Options, conn *Connection, env a
 		a.parent = conn.Parent
 	}
 
-	pw, err := password(conn.XMPPPasswordFile, env, "MLSYSOPS_XMPP_PASSWORD", "NODE_PASSWORD")
+	// A password file is read at every login (a rotated Secret applies
+	// without a restart); a missing one makes the agent unready and
+	// reported, not dead.
+	pw := ""
+	if conn.XMPPPasswordFile == "" {
+		if pw, err = password("", env, "MLSYSOPS_XMPP_PASSWORD", "NODE_PASSWORD"); err != nil {
+			return nil, err
+		}
+		if pw == "" {
+			return nil, errors.New("no XMPP password: set --xmpp-password-file (a Secret mount) or $MLSYSOPS_XMPP_PASSWORD")
+		}
+	}
+	a.loginReport, err = newLoginReporter(conn, opts.Layer, a.name, a.log)
 	if err != nil {
 		return nil, err
-	}
-	if pw == "" {
-		return nil, errors.New("no XMPP password: set --xmpp-password-file (a Secret mount) or $MLSYSOPS_XMPP_PASSWORD")
 	}
 	controllers := append([]string(nil), conn.Controllers...)
 	if cn := conn.ContinuumName; cn != "" && opts.Layer == agentconfig.LayerNode {
@@ -139,8 +149,9 @@ func New(ctx context.Context, opts *agentconfig.Options, conn *Connection, env a
 		listed[c] = true
 	}
 	a.msg, err = messaging.New(messaging.Config{
-		JID: a.jid, Password: pw, Layer: messaging.Layer(opts.Layer),
-		Server: conn.XMPPServer, CAFile: conn.XMPPCAFile,
+		JID: a.jid, Password: pw, PasswordFile: conn.XMPPPasswordFile, Layer: messaging.Layer(opts.Layer),
+		OnAuthFailure: a.loginReport.report,
+		Server:        conn.XMPPServer, CAFile: conn.XMPPCAFile,
 		Parent: a.parent, Controllers: controllers, Children: children,
 		AcceptSubscribe:   func(from string) bool { return listed[from] },
 		HeartbeatInterval: conn.HeartbeatInterval,
@@ -225,6 +236,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		start("http", srv)
 	}
 	start("messaging", a.msg.Run)
+	start("login reports", a.loginReport.run)
 	start("mape", a.engine.Run)
 	start("peers", a.watchPeers)
 	if a.parent != "" {

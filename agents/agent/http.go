@@ -81,6 +81,9 @@ func (a *Agent) pingTargets(ctx context.Context) []string {
 // ready is XMPP connected and the layer's dependencies reachable.
 func (a *Agent) ready(ctx context.Context) error {
 	if !a.msg.Connected() {
+		if p := a.msg.AuthStatus().Problem(); p != "" {
+			return errors.New(p)
+		}
 		return errors.New("XMPP not connected")
 	}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
@@ -94,7 +97,8 @@ func (a *Agent) Status() map[string]any {
 	out := map[string]any{
 		"name": a.name, "layer": a.opts.Layer, "jid": a.jid, "parent": a.parent,
 		"registered": a.registered.Load(), "connected": a.msg.Connected(), "mode": a.mode.Load(),
-		"peers": a.msg.PeerStates(), "children": a.msg.Children(),
+		"xmpp_login": a.msg.AuthStatus(),
+		"peers":      a.msg.PeerStates(), "children": a.msg.Children(),
 		"policies": a.engine.Policies(), "plans": plans, "applications": a.engine.Applications(),
 		"interval_seconds": a.sampler.Interval().Seconds(), "intervals": durationsSeconds(a.sampler.Intervals()),
 		"mechanisms": a.mechs.Names(), "uptime_seconds": time.Since(a.started).Seconds(),
