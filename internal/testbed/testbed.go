@@ -571,11 +571,7 @@ func (tb *Testbed) Up(ctx context.Context) (*Env, error) {
 	}()
 	go func() {
 		defer svcWG.Done()
-		if ejErr = tb.ejabberd.Start(ctx); ejErr == nil {
-			tb.progress("ready on %s (domain %s)", "ejabberd", tb.ejabberd.C2SAddr(), tb.ejabberd.Domain())
-		} else {
-			ejErr = fmt.Errorf("%w; see %s", ejErr, tb.ejabberd.LogFile())
-		}
+		ejErr = tb.startXMPP(ctx)
 	}()
 
 	steps := []struct {
@@ -691,10 +687,11 @@ func (tb *Testbed) stopStale(p *plan) error {
 	for _, pr := range p.all() {
 		want[pr.PIDFile] = true
 	}
-	if as, _, err := tb.agents(); err == nil && !tb.opts.SkipAgents {
+	if as, cfg, err := tb.agents(); err == nil && !tb.opts.SkipAgents {
 		for _, a := range as {
 			want[a.PIDFile] = true
 		}
+		want[AccountsProcess(cfg).PIDFile] = true
 	}
 	files, _ := filepath.Glob(tb.l.path("pids", "*.pid"))
 	for _, f := range files {
@@ -747,6 +744,10 @@ func (tb *Testbed) Down(ctx context.Context, purge bool) error {
 	}
 	tb.progress("stopped", "redis")
 	tb.progress("stopped", "ejabberd")
+	if err := tb.stopPostgres(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	tb.progress("stopped", "postgres")
 	if len(errs) == 0 && purge {
 		if err := os.RemoveAll(tb.l.state); err != nil {
 			errs = append(errs, err)
@@ -799,6 +800,10 @@ func (tb *Testbed) Status(ctx context.Context) ([]ComponentStatus, error) {
 	if err != nil {
 		return nil, err
 	}
+	pg, err := tb.newPostgres()
+	if err != nil {
+		return nil, err
+	}
 	var out []ComponentStatus
 	for _, pr := range p.all() {
 		s := ComponentStatus{Name: pr.Name, LogFile: tb.rel(pr.LogFile)}
@@ -821,6 +826,7 @@ func (tb *Testbed) Status(ctx context.Context) ([]ComponentStatus, error) {
 		log     string
 	}{
 		{"redis", tb.redis.Pid, tb.redis.Healthy, tb.redis.LogFile()},
+		{"postgres", pg.Pid, pg.Healthy, pg.LogFile()},
 		{"ejabberd", tb.ejabberd.Pid, tb.ejabberd.Healthy, tb.ejabberd.LogFile()},
 		{northboundName, tb.northboundPid, tb.northboundHealthy, tb.l.path("logs", northboundName+".log")},
 	} {
@@ -837,8 +843,8 @@ func (tb *Testbed) Status(ctx context.Context) ([]ComponentStatus, error) {
 		}
 		out = append(out, s)
 	}
-	if as, _, err := tb.agents(); err == nil && !tb.opts.SkipAgents {
-		for _, a := range as {
+	if as, cfg, err := tb.agents(); err == nil && !tb.opts.SkipAgents {
+		for _, a := range append([]*AgentProcess{{Process: AccountsProcess(cfg)}}, as...) {
 			s := ComponentStatus{Name: a.Process.Name, LogFile: tb.rel(a.LogFile)}
 			if s.Pid, s.Running = a.Pid(); s.Running {
 				cctx, cancel := context.WithTimeout(ctx, 3*time.Second)

@@ -133,6 +133,9 @@ func (e *Ejabberd) AdminJID() string { return "admin@" + e.domain }
 // directory.
 func (e *Ejabberd) AdminPassword() string { return e.adminPW }
 
+// AdminPasswordFile holds AdminPassword (mode 0600).
+func (e *Ejabberd) AdminPasswordFile() string { return filepath.Join(e.dir, "admin.password") }
+
 // CAFile is the PEM file of the CA that signed the server certificate (SANs:
 // the domain, localhost and 127.0.0.1).
 func (e *Ejabberd) CAFile() string { return filepath.Join(e.dir, "tls", "ca.crt") }
@@ -150,14 +153,22 @@ func (e *Ejabberd) Running() bool { _, ok := e.proc.Pid(); return ok }
 // server unless it is already healthy, and makes sure the admin account
 // exists.
 func (e *Ejabberd) Start(ctx context.Context) error {
-	if err := e.prepare(); err != nil {
+	changed, err := e.prepare()
+	if err != nil {
 		return fmt.Errorf("ejabberd: %w", err)
 	}
 	if err := e.ensureSchema(ctx); err != nil {
 		return fmt.Errorf("ejabberd: %w", err)
 	}
-	if _, ok := e.proc.Pid(); ok && e.Healthy(ctx) == nil {
-		return nil
+	if _, ok := e.proc.Pid(); ok {
+		if !changed && e.Healthy(ctx) == nil {
+			return nil
+		}
+		// Running with another configuration (say, Mnesia where it now
+		// keeps its data in SQL), or not answering.
+		if err := e.Stop(ctx); err != nil {
+			return err
+		}
 	}
 	_ = e.proc.Stop(5 * time.Second)
 	if err := e.proc.Start(); err != nil {
@@ -176,10 +187,12 @@ func (e *Ejabberd) Start(ctx context.Context) error {
 	return e.proc.WaitReady(wctx)
 }
 
-func (e *Ejabberd) prepare() error {
+// prepare writes the server's files; it reports whether its configuration
+// changed.
+func (e *Ejabberd) prepare() (bool, error) {
 	for _, d := range []string{"etc", "spool", "logs", "tls"} {
 		if err := os.MkdirAll(filepath.Join(e.dir, d), 0o750); err != nil {
-			return err
+			return false, err
 		}
 	}
 	pwFile := filepath.Join(e.dir, "admin.password")
@@ -188,32 +201,32 @@ func (e *Ejabberd) prepare() error {
 	} else {
 		e.adminPW = RandomSecret()
 		if err := os.WriteFile(pwFile, []byte(e.adminPW), 0o600); err != nil {
-			return err
+			return false, err
 		}
 	}
 	tlsDir := filepath.Join(e.dir, "tls")
 	ca, err := pki.LoadOrCreateCA(tlsDir, "ca", "mlsysops-xmpp-ca")
 	if err != nil {
-		return err
+		return false, err
 	}
 	certFile, keyFile, err := ca.Issue(tlsDir, "server", pki.CertSpec{
 		CommonName: e.domain, DNSNames: []string{e.domain, "localhost"},
 		IPs: []net.IP{net.ParseIP("127.0.0.1")}, Server: true,
 	})
 	if err != nil {
-		return err
+		return false, err
 	}
 	// ejabberd wants certificate and key in one file it can read.
 	var pem bytes.Buffer
 	for _, f := range []string{certFile, keyFile} {
 		b, err := os.ReadFile(f)
 		if err != nil {
-			return err
+			return false, err
 		}
 		pem.Write(b)
 	}
 	if err := os.WriteFile(filepath.Join(e.dir, "etc", "server.pem"), pem.Bytes(), 0o600); err != nil {
-		return err
+		return false, err
 	}
 	var conf bytes.Buffer
 	vars := map[string]any{
@@ -223,7 +236,7 @@ func (e *Ejabberd) prepare() error {
 	if e.sql != nil {
 		host, port, err := net.SplitHostPort(e.sql.Addr)
 		if err != nil {
-			return fmt.Errorf("SQL server %q: %w", e.sql.Addr, err)
+			return false, fmt.Errorf("SQL server %q: %w", e.sql.Addr, err)
 		}
 		// YAML double-quoted strings: JSON quoting is a subset.
 		q := func(s string) string { b, _ := json.Marshal(s); return string(b) }
@@ -231,21 +244,24 @@ func (e *Ejabberd) prepare() error {
 			"User": q(e.sql.User), "Password": q(e.sql.Password)}
 	}
 	if err := ejabberdConfig.Execute(&conf, vars); err != nil {
-		return err
+		return false, err
 	}
-	if err := os.WriteFile(filepath.Join(e.dir, "etc", "ejabberd.yml"), conf.Bytes(), 0o640); err != nil {
-		return err
+	confFile := filepath.Join(e.dir, "etc", "ejabberd.yml")
+	old, _ := os.ReadFile(confFile)
+	changed := !bytes.Equal(old, conf.Bytes())
+	if err := os.WriteFile(confFile, conf.Bytes(), 0o640); err != nil {
+		return false, err
 	}
 	ctlCfg := fmt.Sprintf("# Written by the MLSysOps testbed.\nERLANG_NODE=%s\nERL_DIST_PORT=%d\nINET_DIST_INTERFACE=127.0.0.1\nERL_OPTIONS=\"-env ERL_CRASH_DUMP_BYTES 0\"\n",
 		e.node, e.portBase+ejDistOffset)
 	// Erlang reads inetrc from the config dir and complains when it is missing.
 	if err := os.WriteFile(filepath.Join(e.dir, "etc", "inetrc"), []byte("{lookup, [file, native]}.\n"), 0o644); err != nil {
-		return err
+		return false, err
 	}
 	if err := os.WriteFile(filepath.Join(e.dir, "etc", "ejabberdctl.cfg"), []byte(ctlCfg), 0o640); err != nil {
-		return err
+		return false, err
 	}
-	return chownTree(e.dir, "ejabberd")
+	return changed, chownTree(e.dir, "ejabberd")
 }
 
 // ensureSchema creates ejabberd's tables in its SQL database unless they
