@@ -36,22 +36,15 @@ func Described(set *description.Set, domain, passwordDir string, extra []string)
 	if set.Continuum != nil {
 		cont = agent(agentconfig.LayerContinuum, set.Continuum.Name)
 	}
-	clusters := map[string]string{}
 	for _, c := range set.Clusters {
 		j := agent(agentconfig.LayerCluster, c.Name)
-		clusters[c.Name] = j
 		if cont != "" {
 			d.Links = append(d.Links, [2]string{cont, j})
 		}
 	}
 	for _, n := range set.Nodes {
-		j := agent(agentconfig.LayerNode, n.Name)
-		parent, ok := clusters[n.Spec.ClusterID]
-		if !ok {
-			errs = append(errs, fmt.Errorf("node %s: its cluster_id %q is not a described cluster, so its agent has no parent", n.Name, n.Spec.ClusterID))
-			continue
-		}
-		d.Links = append(d.Links, [2]string{parent, j})
+		// The description loader has checked that the cluster exists.
+		d.Links = append(d.Links, [2]string{agentconfig.AgentJID(agentconfig.LayerCluster, n.Spec.ClusterID, domain), agent(agentconfig.LayerNode, n.Name)})
 	}
 	for _, e := range extra {
 		j, file, _ := strings.Cut(e, "=")
