@@ -15,6 +15,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
+	"github.com/mlsysops-go/mlsysops/internal/testbed/proc"
 	"github.com/mlsysops-go/mlsysops/internal/testbed/services"
 )
 
@@ -285,6 +286,9 @@ func startEjabberd(t testing.TB, db *services.EjabberdSQL) *services.Ejabberd {
 	t.Cleanup(func() {
 		_ = e.Stop(context.Background())
 		_ = e.Kill()
+		if t.Failed() {
+			t.Logf("last lines of %s:\n%s", e.LogFile(), proc.Tail(e.LogFile(), 30))
+		}
 		os.RemoveAll(dir)
 	})
 	return e
