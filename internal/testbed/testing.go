@@ -18,6 +18,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
+	"github.com/mlsysops-go/mlsysops/internal/testbed/proc"
 	"github.com/mlsysops-go/mlsysops/internal/testbed/services"
 )
 
@@ -252,9 +253,29 @@ func Postgres(t testing.TB) *services.Postgres {
 }
 
 // Ejabberd starts an ejabberd private to the test (its own folders, ports
-// and Erlang node), for tests that restart or crash it. It is stopped and
-// its folder removed when the test ends.
+// and Erlang node), for tests that restart or crash it. It keeps its data
+// in Mnesia, ejabberd's default. It is stopped and its folder removed when
+// the test ends.
 func Ejabberd(t testing.TB) *services.Ejabberd {
+	t.Helper()
+	return startEjabberd(t, nil)
+}
+
+// EjabberdOnPostgres starts an ejabberd private to the test that keeps its
+// data in a PostgreSQL private to the test, as the testbed's ejabberd does.
+func EjabberdOnPostgres(t testing.TB) *services.Ejabberd {
+	t.Helper()
+	pg := Postgres(t)
+	db := services.EjabberdSQL{Addr: pg.Addr(), Database: "ejabberd", User: "ejabberd", Password: services.RandomSecret()}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := pg.EnsureDatabase(ctx, db.Database, db.User, db.Password); err != nil {
+		t.Fatal(err)
+	}
+	return startEjabberd(t, &db)
+}
+
+func startEjabberd(t testing.TB, db *services.EjabberdSQL) *services.Ejabberd {
 	t.Helper()
 	// ejabberd runs as its own user, which must reach the folder.
 	dir, err := os.MkdirTemp("", "mlsysops-ejabberd-")
@@ -265,6 +286,9 @@ func Ejabberd(t testing.TB) *services.Ejabberd {
 		t.Fatal(err)
 	}
 	e := services.NewEjabberd(filepath.Join(dir, "ejabberd"), FreePorts(t, 10), DefaultXMPPDomain)
+	if db != nil {
+		e.UseSQL(*db)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	if err := e.Start(ctx); err != nil {
@@ -273,6 +297,9 @@ func Ejabberd(t testing.TB) *services.Ejabberd {
 	t.Cleanup(func() {
 		_ = e.Stop(context.Background())
 		_ = e.Kill()
+		if t.Failed() {
+			t.Logf("last lines of %s:\n%s", e.LogFile(), proc.Tail(e.LogFile(), 30))
+		}
 		os.RemoveAll(dir)
 	})
 	return e

@@ -192,3 +192,55 @@ func beamOpenFiles(t *testing.T, e *services.Ejabberd) uint64 {
 	t.Fatal("no beam.smp below ejabberd")
 	return 0
 }
+
+// TestEjabberdMovesToSQL starts ejabberd on Mnesia, then on PostgreSQL as
+// an upgraded testbed would: the running server is restarted with the new
+// configuration and keeps its accounts in the database.
+func TestEjabberdMovesToSQL(t *testing.T) {
+	ctx := context.Background()
+	e := testbed.Ejabberd(t)
+	before, _ := e.Pid()
+	pg := testbed.Postgres(t)
+	db := services.EjabberdSQL{Addr: pg.Addr(), Database: "ejabberd", User: "ejabberd", Password: services.RandomSecret()}
+	if err := pg.EnsureDatabase(ctx, db.Database, db.User, db.Password); err != nil {
+		t.Fatal(err)
+	}
+	e.UseSQL(db)
+	if err := e.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if after, _ := e.Pid(); after == before {
+		t.Fatal("ejabberd was not restarted with its new configuration")
+	}
+	if out, err := e.Ctl(ctx, "register", "someone", e.Domain(), "pw"); err != nil {
+		t.Fatalf("register: %v: %s", err, out)
+	}
+	conn, err := pgx.Connect(ctx, pg.DSN(db.User, db.Password, db.Database))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var users []string
+	rows, err := conn.Query(ctx, "SELECT username FROM users ORDER BY username")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var u string
+		if err := rows.Scan(&u); err != nil {
+			t.Fatal(err)
+		}
+		users = append(users, u)
+	}
+	if len(users) != 2 || users[0] != "admin" || users[1] != "someone" {
+		t.Errorf("users in PostgreSQL = %v, want admin and someone", users)
+	}
+	// A second start with the same configuration keeps the server.
+	pid, _ := e.Pid()
+	if err := e.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := e.Pid(); again != pid {
+		t.Error("ejabberd was restarted although its configuration did not change")
+	}
+}

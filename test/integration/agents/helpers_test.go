@@ -143,8 +143,13 @@ func startHierarchy(t testing.TB, only ...string) *hierarchy {
 	stateDir := t.TempDir()
 	h.cfg = testbed.AgentsConfig{
 		Binary: bin, NodeBinary: nodeBin, Descriptions: descs, StateDir: stateDir,
-		XMPPAddr: h.ej.C2SAddr(), XMPPDomain: h.ej.Domain(), XMPPCAFile: h.ej.CAFile(), Provisioner: prov,
-		RedisAddr: h.redis.Addr(), RedisPassword: h.redis.Password(), Kubeconfig: env.Kubeconfig,
+		XMPPAddr: h.ej.C2SAddr(), XMPPDomain: h.ej.Domain(), XMPPCAFile: h.ej.CAFile(),
+		XMPPAdminURL: h.ej.APIURL(), XMPPAdminJID: h.ej.AdminJID(), XMPPAdminPasswordFile: h.ej.AdminPasswordFile(),
+		AccountsBinary: testbed.TestAccountsBinary(t), AccountsListen: "127.0.0.1:" + strconv.Itoa(testbed.FreePorts(t, 1)),
+		// Only a start, a restart of ejabberd or an agent's report make
+		// the reconciler look at the accounts during the test.
+		AccountsArgs: []string{"--interval", "1h", "--full-interval", "1h"},
+		RedisAddr:    h.redis.Addr(), RedisPassword: h.redis.Password(), Kubeconfig: env.Kubeconfig,
 		ListenBase: testbed.FreePorts(t, 4),
 		// The shared testbed's placement tests run their own controllers.
 		Args: []string{"--placement-controllers=false", "--heartbeat-interval", "500ms", "--monitoring-interval", "2s",
@@ -172,20 +177,26 @@ func startHierarchy(t testing.TB, only ...string) *hierarchy {
 		as = append(as, a)
 		h.agents[a.Name] = a
 	}
-	if err := testbed.ProvisionAgents(ctx, h.cfg, as); err != nil {
+	if err := testbed.PrepareAgents(h.cfg, as); err != nil {
 		t.Fatal(err)
 	}
+	accounts := testbed.AccountsProcess(h.cfg)
 	t.Cleanup(func() {
 		for _, a := range as {
 			_ = a.Stop(10 * time.Second)
 		}
+		_ = accounts.Stop(10 * time.Second)
 		testbed.CheckRaces(t, as)
 		if t.Failed() {
 			for _, a := range as {
 				t.Logf("--- log of %s:\n%s", a.Process.Name, tail(a.LogFile, 60))
 			}
+			t.Logf("--- log of %s:\n%s", accounts.Name, tail(accounts.LogFile, 60))
 		}
 	})
+	if _, err := testbed.StartAccounts(ctx, h.cfg); err != nil {
+		t.Fatal(err)
+	}
 	if err := testbed.StartAgents(ctx, start, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +295,14 @@ func eventually(t testing.TB, what string, timeout time.Duration, cond func() er
 // the agent's /metrics writes it), 0 when it is absent.
 func metricValue(t testing.TB, h *hierarchy, agent, series string) float64 {
 	t.Helper()
-	resp, err := http.Get(h.agents[agent].URL() + "/metrics")
+	return scrape(t, h.agents[agent].URL()+"/metrics", series)
+}
+
+// scrape returns the value of one series of a /metrics page, 0 when it
+// is absent.
+func scrape(t testing.TB, url, series string) float64 {
+	t.Helper()
+	resp, err := http.Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}
