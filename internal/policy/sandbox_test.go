@@ -55,20 +55,20 @@ func TestSandboxRefusesHugeSteps(t *testing.T) {
 		stmt string
 		want error
 	}{
-		"list repeat":        {"x = [0] * (1 << 30)", ErrMemoryLimit},
-		"int times string":   {"x = (1 << 62) * 'ab'", ErrMemoryLimit},
-		"bigint repeat":      {"x = 'a' * (1 << 80)", ErrMemoryLimit},
-		"tuple repeat":       {"x = (1, 2) * (1 << 30)", ErrMemoryLimit},
-		"augmented repeat":   {"x = 'a'\n    x *= 1 << 40", ErrMemoryLimit},
-		"list of a range":    {"x = list(range(1 << 40))", ErrMemoryLimit},
-		"any over a range":   {"x = any([False] * 3) or all(range(1, 1 << 62))", ErrMemoryLimit},
-		"join with big sep":  {"x = ('s' * 4096).join(['a'] * 100000)", ErrMemoryLimit},
-		"replace amplifies":  {"s = 'a' * 20000\n    x = s.replace('a', s)", ErrMemoryLimit},
-		"format amplifies":   {"s = 'a' * 20000\n    x = ('{}' * 20000).format(*([s] * 20000))", ErrMemoryLimit},
-		"percent amplifies":  {"s = 'a' * 20000\n    x = ('%s' * 20000) % tuple([s] * 20000)", ErrMemoryLimit},
-		"extend with range":  {"x = []\n    x.extend(range(1 << 40))", ErrMemoryLimit},
-		"endless recursion":  {"f = lambda n: f(n + 1)\n    f(0)", ErrDepthLimit},
-		"recursion via def":  {"def g(n):\n        return g(n)\n    g(0)", ErrDepthLimit},
+		"list repeat":       {"x = [0] * (1 << 30)", ErrMemoryLimit},
+		"int times string":  {"x = (1 << 62) * 'ab'", ErrMemoryLimit},
+		"bigint repeat":     {"x = 'a' * (1 << 80)", ErrMemoryLimit},
+		"tuple repeat":      {"x = (1, 2) * (1 << 30)", ErrMemoryLimit},
+		"augmented repeat":  {"x = 'a'\n    x *= 1 << 40", ErrMemoryLimit},
+		"list of a range":   {"x = list(range(1 << 40))", ErrMemoryLimit},
+		"any over a range":  {"x = any([False] * 3) or all(range(1, 1 << 62))", ErrMemoryLimit},
+		"join with big sep": {"x = ('s' * 4096).join(['a'] * 100000)", ErrMemoryLimit},
+		"replace amplifies": {"s = 'a' * 20000\n    x = s.replace('a', s)", ErrMemoryLimit},
+		"format amplifies":  {"s = 'a' * 20000\n    x = ('{}' * 20000).format(*([s] * 20000))", ErrMemoryLimit},
+		"percent amplifies": {"s = 'a' * 20000\n    x = ('%s' * 20000) % tuple([s] * 20000)", ErrMemoryLimit},
+		"extend with range": {"x = []\n    x.extend(range(1 << 40))", ErrMemoryLimit},
+		"endless recursion": {"f = lambda n: f(n + 1)\n    f(0)", ErrDepthLimit},
+		"recursion via def": {"def g(n):\n        return g(n)\n    g(0)", ErrDepthLimit},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
