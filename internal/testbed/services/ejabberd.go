@@ -241,6 +241,11 @@ func (e *Ejabberd) ensureAdmin(ctx context.Context) error {
 	var last string
 	for {
 		out, err := e.ctlRun(ctx, "register", "admin", e.domain, once)
+		if err != nil && strings.Contains(out, "successfully registered") {
+			// ejabberdctl said so and then did not exit in time (a slow
+			// machine): the account is there.
+			err = nil
+		}
 		if err != nil && strings.Contains(out, "already registered") {
 			out, err = e.ctlRun(ctx, "change_password", "admin", e.domain, once)
 		}
