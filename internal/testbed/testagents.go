@@ -2,12 +2,15 @@ package testbed
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -49,7 +52,9 @@ var testAgentBinary struct {
 }
 
 // TestAgentBinary builds the agent (every layer) and the node-only agent
-// from this checkout once per test binary and returns their paths.
+// from this checkout once per test binary and returns their paths. When
+// the test binary runs with the race detector (RaceDetector), so do the
+// agents.
 func TestAgentBinary(t testing.TB) (full, node string) {
 	t.Helper()
 	testAgentBinary.once.Do(func() {
@@ -58,17 +63,38 @@ func TestAgentBinary(t testing.TB) (full, node string) {
 			testAgentBinary.err = err
 			return
 		}
-		dir, err := os.MkdirTemp("", "mlsysops-agent-bin-")
-		if err != nil {
+		// One folder per checkout and flavour, reused by every test
+		// binary (a fresh one each time left 100+ MB behind per run). Built
+		// beside and renamed, so agents still running from an earlier
+		// build keep their file.
+		sum := sha256.Sum256([]byte(root))
+		flavour := hex.EncodeToString(sum[:6])
+		if RaceDetector {
+			flavour += "-race"
+		}
+		dir := filepath.Join(os.TempDir(), "mlsysops-agent-bin", flavour)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
 			testAgentBinary.err = err
 			return
 		}
 		testAgentBinary.path = filepath.Join(dir, "mlsysops-agent")
 		testAgentBinary.nodePath = filepath.Join(dir, "mlsysops-agent-node")
+		tmp := fmt.Sprintf(".%d", os.Getpid())
+		full, node := testAgentBinary.path+tmp, testAgentBinary.nodePath+tmp
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
-		if testAgentBinary.err = BuildAgent(ctx, root, testAgentBinary.path); testAgentBinary.err == nil {
-			testAgentBinary.err = BuildNodeAgent(ctx, root, testAgentBinary.nodePath)
+		switch {
+		case RaceDetector:
+			testAgentBinary.err = BuildRaceAgents(ctx, root, full, node)
+		default:
+			if testAgentBinary.err = BuildAgent(ctx, root, full); testAgentBinary.err == nil {
+				testAgentBinary.err = BuildNodeAgent(ctx, root, node)
+			}
+		}
+		if testAgentBinary.err == nil {
+			if testAgentBinary.err = os.Rename(full, testAgentBinary.path); testAgentBinary.err == nil {
+				testAgentBinary.err = os.Rename(node, testAgentBinary.nodePath)
+			}
 		}
 	})
 	if testAgentBinary.err != nil {
@@ -128,6 +154,7 @@ func StartTestAgents(t testing.TB, env *Env, opts TestAgentsOptions) *TestAgents
 		for i := len(a.All) - 1; i >= 0; i-- {
 			_ = a.All[i].Stop(10 * time.Second)
 		}
+		CheckRaces(t, a.All)
 		if t.Failed() {
 			for _, ag := range a.All {
 				t.Logf("--- last lines of %s:\n%s", ag.Process.Name, proc.Tail(ag.LogFile, 40))
@@ -139,6 +166,31 @@ func StartTestAgents(t testing.TB, env *Env, opts TestAgentsOptions) *TestAgents
 	}
 	return a
 }
+
+// CheckRaces fails the test for every data race an agent's log reports
+// (agents built with -race print the report and go on).
+func CheckRaces(t testing.TB, agents []*AgentProcess) {
+	t.Helper()
+	for _, ag := range agents {
+		b, err := os.ReadFile(ag.LogFile)
+		if err != nil {
+			continue
+		}
+		log := string(b)
+		i := strings.Index(log, raceReport)
+		if i < 0 {
+			continue
+		}
+		report := log[i:]
+		if end := strings.Index(report, "\n==================\n"); end > 0 {
+			report = report[:end]
+		}
+		t.Errorf("%s: %d data race(s) reported in %s; the first:\n%s", ag.Process.Name, strings.Count(log, raceReport), ag.LogFile, report)
+	}
+}
+
+// raceReport begins each report of the race detector.
+const raceReport = "WARNING: DATA RACE"
 
 // Get returns the agent of a layer and name (LayerCluster, "cloud-1").
 func (a *TestAgents) Get(layer, name string) *AgentProcess {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -116,7 +117,7 @@ func StopSharedCluster(t testing.TB, name string) {
 func RestoreShared(t testing.TB) {
 	t.Helper()
 	if err := withShared(func(tb *Testbed) error {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), sharedUpTimeout)
 		defer cancel()
 		_, err := tb.Up(ctx)
 		return err
@@ -124,6 +125,14 @@ func RestoreShared(t testing.TB) {
 		t.Fatalf("restore the shared testbed: %v", err)
 	}
 }
+
+// sharedUpTimeout bounds an up of the shared testbed so that a hang fails
+// instead of waiting for the package's timeout; it is not a measure. The
+// first up of a checkout also builds the images the real nodes import:
+// 546 s for that build alone on this machine with two testbeds and other
+// builds beside it (load average 50 on 2 cores), where a 10-minute bound
+// killed the import that followed.
+const sharedUpTimeout = 30 * time.Minute
 
 // upShared brings the shared testbed up, trying a second time when the
 // first attempt fails: a package whose every test fails on one transient
@@ -134,7 +143,7 @@ func upShared() (*Env, error) {
 	var err error
 	for attempt := 1; attempt <= 2; attempt++ {
 		err = withShared(func(tb *Testbed) error {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+			ctx, cancel := context.WithTimeout(context.Background(), sharedUpTimeout)
 			defer cancel()
 			var err error
 			env, err = tb.Up(ctx)
@@ -214,6 +223,34 @@ func Redis(t testing.TB) *services.Redis {
 	return r
 }
 
+// Postgres starts a PostgreSQL private to the test (its own cluster and
+// port), for tests that need a database or restart or crash it. It is
+// stopped and its folder removed when the test ends.
+func Postgres(t testing.TB) *services.Postgres {
+	t.Helper()
+	// PostgreSQL runs as its own user, which must reach the folder.
+	dir, err := os.MkdirTemp("", "mlsysops-postgres-")
+	if err == nil {
+		err = os.Chmod(dir, 0o755)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := services.NewPostgres(filepath.Join(dir, "postgres"), FreePorts(t, 1), services.RandomSecret())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := p.Start(ctx); err != nil {
+		os.RemoveAll(dir)
+		t.Fatalf("private postgres: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = p.Stop(context.Background())
+		_ = p.Kill()
+		os.RemoveAll(dir)
+	})
+	return p
+}
+
 // Ejabberd starts an ejabberd private to the test (its own folders, ports
 // and Erlang node), for tests that restart or crash it. It is stopped and
 // its folder removed when the test ends.
@@ -228,7 +265,7 @@ func Ejabberd(t testing.TB) *services.Ejabberd {
 		t.Fatal(err)
 	}
 	e := services.NewEjabberd(filepath.Join(dir, "ejabberd"), FreePorts(t, 10), DefaultXMPPDomain)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	if err := e.Start(ctx); err != nil {
 		t.Fatalf("private ejabberd: %v", err)
@@ -242,9 +279,20 @@ func Ejabberd(t testing.TB) *services.Ejabberd {
 }
 
 // FreePorts returns the first of n consecutive loopback TCP ports that
-// were free a moment ago.
+// were free a moment ago. They are taken above the kernel's ephemeral
+// range when there is room: there no outgoing connection takes a port
+// between this check and the caller's listen, and on a machine with
+// thousands of connections consecutive free ports are rare inside it.
 func FreePorts(t testing.TB, n int) int {
 	t.Helper()
+	if _, hi, ok := ephemeralRange(); ok && 65535-hi > 20*n {
+		for i := 0; i < 200; i++ {
+			p := hi + 1 + rand.IntN(65535-hi-n)
+			if rangeFree(p, n) {
+				return p
+			}
+		}
+	}
 	for i := 0; i < 100; i++ {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -258,6 +306,21 @@ func FreePorts(t testing.TB, n int) int {
 	}
 	t.Fatalf("no %d free consecutive ports", n)
 	return 0
+}
+
+// ephemeralRange reads the ports the kernel gives outgoing connections.
+func ephemeralRange() (lo, hi int, ok bool) {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0, 0, false
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 0, 0, false
+	}
+	lo, err1 := strconv.Atoi(f[0])
+	hi, err2 := strconv.Atoi(f[1])
+	return lo, hi, err1 == nil && err2 == nil && lo <= hi
 }
 
 func rangeFree(p, n int) bool {

@@ -3,16 +3,21 @@ package services_test
 import (
 	"context"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
+	"fmt"
 	"github.com/mlsysops-go/mlsysops/internal/testbed"
 	"github.com/mlsysops-go/mlsysops/internal/testbed/services"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/mlsysops-go/mlsysops/internal/testbed/proc"
 )
 
 // These tests start the real servers from Debian's packages (`make deps`).
@@ -91,6 +96,12 @@ func TestEjabberdLifecycle(t *testing.T) {
 	if err != nil || out != "admin" {
 		t.Fatalf("registered_users = %q, %v", out, err)
 	}
+	// The Erlang VM may hold a connection per agent.
+	if os.Geteuid() == 0 {
+		if got, want := beamOpenFiles(t, e), services.EjabberdOpenFiles(); got != want || got < 4096 {
+			t.Errorf("the server may open %d files, want %d (and at least 4096)", got, want)
+		}
+	}
 	if err := e.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -159,4 +170,88 @@ func waitDown(t *testing.T, running func() bool) {
 	if running() {
 		t.Fatal("process still running")
 	}
+}
+
+func TestPostgresRestartKeepsData(t *testing.T) {
+	ctx := context.Background()
+	p := testbed.Postgres(t)
+	start := time.Now()
+	if err := p.EnsureDatabase(ctx, "app", "app", "pw-'quoted"); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.EnsureDatabase(ctx, "app", "app", "pw-'quoted"); err != nil { // idempotent
+		t.Fatal(err)
+	}
+	t.Logf("database ready in %v", time.Since(start))
+	exec := func(sql string, args ...any) error {
+		conn, err := pgx.Connect(ctx, p.DSN("app", "pw-'quoted", "app"))
+		if err != nil {
+			return err
+		}
+		defer conn.Close(ctx)
+		_, err = conn.Exec(ctx, sql, args...)
+		return err
+	}
+	if err := exec("CREATE TABLE t (v text); INSERT INTO t VALUES ('kept')"); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	waitDown(t, p.Running)
+	if err := p.Healthy(ctx); err == nil {
+		t.Fatal("killed postgres still answers")
+	}
+	if err := p.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, p.DSN("app", "pw-'quoted", "app"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var v string
+	if err := conn.QueryRow(ctx, "SELECT v FROM t").Scan(&v); err != nil || v != "kept" {
+		t.Fatalf("after a crash t holds %q, %v", v, err)
+	}
+	if _, err := pgx.Connect(ctx, p.DSN("app", "wrong", "app")); err == nil {
+		t.Fatal("a wrong password was accepted")
+	}
+	if err := p.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if p.Running() {
+		t.Fatal("still running after Stop")
+	}
+}
+
+// beamOpenFiles returns the soft open-files limit of the server's Erlang
+// VM (beam.smp, below the ejabberdctl process).
+func beamOpenFiles(t *testing.T, e *services.Ejabberd) uint64 {
+	t.Helper()
+	pid, ok := e.Pid()
+	if !ok {
+		t.Fatal("ejabberd is not running")
+	}
+	for _, p := range proc.Descendants(pid) {
+		exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", p))
+		if err != nil || filepath.Base(exe) != "beam.smp" {
+			continue
+		}
+		limits, err := os.ReadFile(fmt.Sprintf("/proc/%d/limits", p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(limits), "\n") {
+			if f := strings.Fields(line); strings.HasPrefix(line, "Max open files") && len(f) > 3 {
+				n, err := strconv.ParseUint(f[3], 10, 64)
+				if err != nil {
+					t.Fatalf("%s", line)
+				}
+				return n
+			}
+		}
+	}
+	t.Fatal("no beam.smp below ejabberd")
+	return 0
 }

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -33,40 +32,9 @@ const (
 	testerLocal   = "agt-tester"
 )
 
-var binaries struct {
-	once       sync.Once
-	full, node string
-	err        error
-}
-
-// agentBinaries builds, once per test binary, the agent (every layer) and
-// the node-only agent, which node agents run as the testbed runs them.
-func agentBinaries(t testing.TB) (full, node string) {
-	t.Helper()
-	binaries.once.Do(func() {
-		root, err := testbed.RepoRoot()
-		if err != nil {
-			binaries.err = err
-			return
-		}
-		dir, err := os.MkdirTemp("", "mlsysops-agent-bin-")
-		if err != nil {
-			binaries.err = err
-			return
-		}
-		binaries.full = filepath.Join(dir, "mlsysops-agent")
-		binaries.node = filepath.Join(dir, "mlsysops-agent-node")
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		defer cancel()
-		if binaries.err = testbed.BuildAgent(ctx, root, binaries.full); binaries.err == nil {
-			binaries.err = testbed.BuildNodeAgent(ctx, root, binaries.node)
-		}
-	})
-	if binaries.err != nil {
-		t.Fatalf("build agents: %v", binaries.err)
-	}
-	return binaries.full, binaries.node
-}
+// agentBinaries are the agent (every layer) and the node-only agent, built
+// once per test binary (with -race when the tests run with it).
+func agentBinaries(t testing.TB) (full, node string) { return testbed.TestAgentBinary(t) }
 
 const nodeYAML = `MLSysOpsNode:
   name: %s
@@ -211,6 +179,7 @@ func startHierarchy(t testing.TB, only ...string) *hierarchy {
 		for _, a := range as {
 			_ = a.Stop(10 * time.Second)
 		}
+		testbed.CheckRaces(t, as)
 		if t.Failed() {
 			for _, a := range as {
 				t.Logf("--- log of %s:\n%s", a.Process.Name, tail(a.LogFile, 60))
