@@ -134,6 +134,13 @@ func Run(ctx context.Context, o *Options, base *slog.Logger) error {
 	go authn.Run(ctx, o.TokenReload)
 
 	// Redis.
+	if o.RedisPassword == "" && o.RedisPasswordFile != "" {
+		b, err := os.ReadFile(o.RedisPasswordFile)
+		if err != nil {
+			return fmt.Errorf("Redis password: %w", err)
+		}
+		o.RedisPassword = strings.TrimSpace(string(b))
+	}
 	rdb, err := state.NewClient(o.redisConfig())
 	if err != nil {
 		return err
