@@ -497,6 +497,9 @@ func (tb *Testbed) Kill() error {
 	}
 	_ = tb.redis.Kill()
 	_ = tb.ejabberd.Kill()
+	if pg, err := tb.newPostgres(); err == nil {
+		_ = pg.Kill()
+	}
 	if err := killCgroup(tb.cgroupBase(), 20*time.Second); err != nil {
 		errs = append(errs, err)
 	}

@@ -504,7 +504,9 @@ func waitTCP(ctx context.Context, addr string, p *proc.Process) error {
 }
 
 var ejabberdConfig = template.Must(template.New("ejabberd.yml").Parse(`# Written by the MLSysOps testbed.
-loglevel: info
+# notice, not info: at info mod_http_api logs every call with its
+# arguments, the passwords of the accounts it creates included.
+loglevel: notice
 log_rotate_count: 0
 hosts:
   - "{{.Domain}}"
