@@ -127,18 +127,21 @@ func (p *Postgres) Start(ctx context.Context) error {
 	return p.proc.WaitReady(ctx)
 }
 
-// removeStaleLock removes the lock file a killed server left when the
-// process it names is gone or a zombie: PostgreSQL itself takes a zombie
-// (an orphan not yet reaped) for a live server and refuses to start.
+// removeStaleLock removes the lock files (the data folder's and the
+// socket's) a killed server left when the process they name is gone or a
+// zombie: PostgreSQL itself takes a zombie (an orphan not yet reaped) for a
+// live server and refuses to start.
 func (p *Postgres) removeStaleLock() {
-	lock := filepath.Join(p.DataDir(), "postmaster.pid")
-	b, err := os.ReadFile(lock)
-	if err != nil {
-		return
-	}
-	first, _, _ := strings.Cut(string(b), "\n")
-	if pid, err := strconv.Atoi(strings.TrimSpace(first)); err == nil && pid > 0 && !proc.PIDAlive(pid) {
-		_ = os.Remove(lock)
+	locks, _ := filepath.Glob(filepath.Join(p.SocketDir(), ".s.PGSQL.*.lock"))
+	for _, lock := range append(locks, filepath.Join(p.DataDir(), "postmaster.pid")) {
+		b, err := os.ReadFile(lock)
+		if err != nil {
+			continue
+		}
+		first, _, _ := strings.Cut(string(b), "\n")
+		if pid, err := strconv.Atoi(strings.TrimSpace(first)); err == nil && pid > 0 && !proc.PIDAlive(pid) {
+			_ = os.Remove(lock)
+		}
 	}
 }
 
