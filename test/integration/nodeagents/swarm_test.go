@@ -156,13 +156,12 @@ func startSwarm(t testing.TB, ta *testbed.TestAgents, descs string, names []stri
 			mine = append(mine, a)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	defer cancel()
-	start := time.Now()
-	if err := testbed.ProvisionAgents(ctx, cfg, mine); err != nil {
+	// Their accounts and password files are the accounts reconciler's,
+	// which StartTestAgents waited for (its first full pass covers every
+	// agent of the descriptions).
+	if err := testbed.PrepareAgents(cfg, mine); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("provisioned %d node agents in %v", len(mine), time.Since(start).Round(time.Millisecond))
 	s := &swarm{}
 	sctx, scancel := context.WithCancel(context.Background())
 	s.cancel = scancel
