@@ -51,6 +51,10 @@ type layer interface {
 	ready(ctx context.Context) error
 	// status adds the layer's view to /status.
 	status() map[string]any
+	// descriptionChanged runs when the agent's own description file
+	// changed: the layer applies what it can while running, and returns
+	// an error wrapping ErrRestart for what needs a new start.
+	descriptionChanged(ctx context.Context) error
 }
 
 // registry records a parent agent's accepted children and their liveness
@@ -234,6 +238,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		start("registry", a.syncRegistry)
 	}
 	start(string(a.opts.Layer), a.layer.run)
+	start("description", a.watchDescription)
 
 	<-ctx.Done()
 	wg.Wait()

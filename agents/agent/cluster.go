@@ -159,6 +159,18 @@ func newClusterLayer(_ context.Context, a *Agent, env agentconfig.LookupEnv) (la
 	return c, nil
 }
 
+// descriptionChanged restarts the agent: its description names its
+// children (and, for a cluster, its parent), which its messaging and
+// controllers are built with. It comes back with the new one and rebuilds
+// its view from the Kubernetes objects, Redis and its children.
+func (c *clusterLayer) descriptionChanged(context.Context) error {
+	if _, err := description.ClusterFor(c.a.conn.Descriptions, c.a.name); err != nil {
+		c.a.log.Warn("changed descriptions refused; keeping the loaded one", "err", err)
+		return nil
+	}
+	return restartFor("(cluster description)")
+}
+
 func (c *clusterLayer) childLayer() messaging.Layer { return messaging.LayerNode }
 
 func (c *clusterLayer) children() []string {

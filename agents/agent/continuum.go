@@ -105,6 +105,18 @@ func (c *continuumLayer) clusterOf(jid string) (string, bool) {
 	return "", false
 }
 
+// descriptionChanged restarts the agent: its description names its
+// children (and, for a cluster, its parent), which its messaging and
+// controllers are built with. It comes back with the new one and rebuilds
+// its view from the Kubernetes objects, Redis and its children.
+func (c *continuumLayer) descriptionChanged(context.Context) error {
+	if _, err := description.ContinuumFor(c.a.conn.Descriptions, c.a.name); err != nil {
+		c.a.log.Warn("changed descriptions refused; keeping the loaded one", "err", err)
+		return nil
+	}
+	return restartFor("(continuum description)")
+}
+
 func (c *continuumLayer) childLayer() messaging.Layer { return messaging.LayerCluster }
 
 func (c *continuumLayer) children() []string {
@@ -220,10 +232,13 @@ func (c *continuumLayer) start(ctx context.Context) error {
 		var capacity *continuumagent.ProxyCapacity
 		if capacity, err = continuumagent.NewProxyCapacity(c.kcfg); err == nil {
 			capacity.Reports = c.reports
-			ctrls, err = continuumagent.NewControllers(ctx, c.kcfg, capacity, c.a.log)
+			ctrls, err = continuumagent.NewControllersWith(ctx, c.kcfg, c.a.log,
+				continuumagent.ControllersOptions{Capacity: capacity, CheckAPIOnly: !c.a.conn.InstallAPI})
 		}
-	} else {
+	} else if c.a.conn.InstallAPI {
 		err = continuumagent.EnsureAPI(ctx, c.kcfg)
+	} else {
+		err = continuumagent.CheckAPI(ctx, c.kcfg)
 	}
 	if err != nil {
 		return fmt.Errorf("MLSysOps API in Karmada: %w", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"sort"
 	"sync"
 	"time"
@@ -75,15 +76,66 @@ func newNodeLayer(_ context.Context, a *Agent, _ agentconfig.LookupEnv) (layer, 
 	return n, nil
 }
 
+// descriptionChanged applies a new description of this node: labels,
+// hardware and the other fields go to the policies and, as the node's
+// registration, to the cluster agent, which updates the MLSysOpsNode.
+// A new cluster_id or new permitted_actions need a restart (a new parent,
+// mechanisms built with other permissions). An invalid description is
+// refused and the loaded one kept.
+func (n *nodeLayer) descriptionChanged(ctx context.Context) error {
+	a := n.a
+	desc, err := generic.LoadOwn(a.conn.Descriptions, a.name, generic.KindNode)
+	if err != nil {
+		a.log.Warn("changed description refused; keeping the loaded one", "err", err)
+		return nil
+	}
+	n.mu.Lock()
+	old := n.desc
+	n.mu.Unlock()
+	if reflect.DeepEqual(old.Spec, desc.Spec) {
+		return nil
+	}
+	if cl, _ := desc.Spec["cluster_id"].(string); cl != n.cluster {
+		return restartFor(fmt.Sprintf("cluster_id from %q to %q", n.cluster, cl))
+	}
+	if !reflect.DeepEqual(old.Spec["permitted_actions"], desc.Spec["permitted_actions"]) {
+		return restartFor("permitted_actions")
+	}
+	n.mu.Lock()
+	n.desc = desc
+	n.mu.Unlock()
+	a.engine.SetSystemDescription(n.systemDescription())
+	a.log.Info("own description changed; applied", "file", desc.File)
+	if a.registered.Load() {
+		n.sendDescription(ctx)
+	}
+	return nil
+}
+
+// sendDescription registers the node's description with its cluster.
+func (n *nodeLayer) sendDescription(ctx context.Context) {
+	a := n.a
+	body, err := json.Marshal(n.systemDescription())
+	if err == nil {
+		err = a.msg.Send(ctx, a.parent, &messaging.NodeDescriptionSubmitted{Node: a.name, Description: body})
+	}
+	if err != nil {
+		a.log.Warn("description not delivered to the cluster", "cluster", n.cluster, "err", err)
+	}
+}
+
 func (n *nodeLayer) childLayer() messaging.Layer { return "" }
 func (n *nodeLayer) children() []string          { return nil }
 
 func (n *nodeLayer) systemDescription() map[string]any {
-	spec := toMap(n.desc.Spec)
+	n.mu.Lock()
+	desc := n.desc
+	n.mu.Unlock()
+	spec := toMap(desc.Spec)
 	if spec == nil {
 		spec = map[string]any{}
 	}
-	spec["name"] = n.desc.Name
+	spec["name"] = desc.Name
 	return map[string]any{generic.KindNode: spec}
 }
 
@@ -135,13 +187,7 @@ func (n *nodeLayer) Forward(ctx context.Context, planID string, command map[stri
 // here and tells the cluster the telemetry interval.
 func (n *nodeLayer) registered(ctx context.Context) {
 	a := n.a
-	body, err := json.Marshal(n.systemDescription())
-	if err == nil {
-		err = a.msg.Send(ctx, a.parent, &messaging.NodeDescriptionSubmitted{Node: a.name, Description: body})
-	}
-	if err != nil {
-		a.log.Warn("description not delivered to the cluster", "cluster", n.cluster, "err", err)
-	}
+	n.sendDescription(ctx)
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	resp, _, err := a.msg.Request(rctx, a.parent, &messaging.NodeStateSync{Node: a.name})
 	cancel()

@@ -60,19 +60,9 @@ func EnsureAPI(ctx context.Context, cfg *rest.Config) error {
 	if err := kube.EnsureNamespace(ctx, cs, AppNamespace); err != nil {
 		return err
 	}
-	var selectors []policyv1alpha1.ResourceSelector
-	for _, crd := range list {
-		selectors = append(selectors, policyv1alpha1.ResourceSelector{
-			APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition", Name: crd.Name,
-		})
-	}
-	cpp := &policyv1alpha1.ClusterPropagationPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: CRDPropagationPolicy},
-		Spec: policyv1alpha1.PropagationSpec{
-			ResourceSelectors:  selectors,
-			Placement:          policyv1alpha1.Placement{}, // every cluster, including those joined later
-			ConflictResolution: policyv1alpha1.ConflictOverwrite,
-		},
+	cpp, err := CRDPropagation()
+	if err != nil {
+		return err
 	}
 	cpps := kc.PolicyV1alpha1().ClusterPropagationPolicies()
 	if cur, err := cpps.Get(ctx, cpp.Name, metav1.GetOptions{}); err == nil {
@@ -86,7 +76,76 @@ func EnsureAPI(ctx context.Context, cfg *rest.Config) error {
 	} else if _, err := cpps.Create(ctx, cpp, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create %s: %w", cpp.Name, err)
 	}
-	ric := &configv1alpha1.ResourceInterpreterCustomization{
+	ric := AppInterpretation()
+	rics := kc.ConfigV1alpha1().ResourceInterpreterCustomizations()
+	if cur, err := rics.Get(ctx, ric.Name, metav1.GetOptions{}); err == nil {
+		cur.Spec = ric.Spec
+		if _, err := rics.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("update %s: %w", ric.Name, err)
+		}
+	} else if !apierrors.IsNotFound(err) {
+		return err
+	} else if _, err := rics.Create(ctx, ric, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create %s: %w", ric.Name, err)
+	}
+	return nil
+}
+
+// CheckAPI checks, without writing anything, that the MLSysOps API is
+// installed in Karmada: every mlsysops.eu CRD of this version exists and is
+// established. It is what the agent does when the deployer owns the API
+// (--install-api=false), and needs only the right to read those CRDs.
+func CheckAPI(ctx context.Context, cfg *rest.Config) error {
+	ext, err := apiextensionsclientset.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	list, err := kube.ReadCRDs(crds.FS, ".")
+	if err != nil {
+		return err
+	}
+	for _, want := range list {
+		crd, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, want.Name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("CRD %s: %w (install MLSysOps with `go run ./deployments`, or run the agent with --install-api)", want.Name, err)
+		}
+		if !kube.Established(crd) {
+			return fmt.Errorf("CRD %s is not established yet", want.Name)
+		}
+	}
+	return nil
+}
+
+// CRDPropagation is the ClusterPropagationPolicy that carries the
+// mlsysops.eu CRDs to every member cluster, including those joined later.
+func CRDPropagation() (*policyv1alpha1.ClusterPropagationPolicy, error) {
+	list, err := kube.ReadCRDs(crds.FS, ".")
+	if err != nil {
+		return nil, err
+	}
+	var selectors []policyv1alpha1.ResourceSelector
+	for _, crd := range list {
+		selectors = append(selectors, policyv1alpha1.ResourceSelector{
+			APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition", Name: crd.Name,
+		})
+	}
+	return &policyv1alpha1.ClusterPropagationPolicy{
+		TypeMeta:   metav1.TypeMeta{APIVersion: policyv1alpha1.SchemeGroupVersion.String(), Kind: "ClusterPropagationPolicy"},
+		ObjectMeta: metav1.ObjectMeta{Name: CRDPropagationPolicy},
+		Spec: policyv1alpha1.PropagationSpec{
+			ResourceSelectors:  selectors,
+			Placement:          policyv1alpha1.Placement{}, // every cluster, including those joined later
+			ConflictResolution: policyv1alpha1.ConflictOverwrite,
+		},
+	}, nil
+}
+
+// AppInterpretation is the resource interpreter customization that tells
+// Karmada how to read an MLSysOpsApp's status in the members and what to
+// keep of the member's copy.
+func AppInterpretation() *configv1alpha1.ResourceInterpreterCustomization {
+	return &configv1alpha1.ResourceInterpreterCustomization{
+		TypeMeta:   metav1.TypeMeta{APIVersion: configv1alpha1.GroupVersion.String(), Kind: "ResourceInterpreterCustomization"},
 		ObjectMeta: metav1.ObjectMeta{Name: AppInterpreter},
 		Spec: configv1alpha1.ResourceInterpreterCustomizationSpec{
 			Target: configv1alpha1.CustomizationTarget{APIVersion: mlsysopsv1.SchemeGroupVersion.String(), Kind: "MLSysOpsApp"},
@@ -101,18 +160,6 @@ func EnsureAPI(ctx context.Context, cfg *rest.Config) error {
 			},
 		},
 	}
-	rics := kc.ConfigV1alpha1().ResourceInterpreterCustomizations()
-	if cur, err := rics.Get(ctx, ric.Name, metav1.GetOptions{}); err == nil {
-		cur.Spec = ric.Spec
-		if _, err := rics.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
-			return fmt.Errorf("update %s: %w", ric.Name, err)
-		}
-	} else if !apierrors.IsNotFound(err) {
-		return err
-	} else if _, err := rics.Create(ctx, ric, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("create %s: %w", ric.Name, err)
-	}
-	return nil
 }
 
 // The member's copy keeps the finalizer its cluster agent adds (removal
