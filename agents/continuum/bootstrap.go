@@ -164,22 +164,22 @@ func AppInterpretation() *configv1alpha1.ResourceInterpreterCustomization {
 
 // The member's copy keeps the finalizer its cluster agent adds (removal
 // must clean up before the object goes).
-const retainLua = `
-function Retain(desiredObj, observedObj)
+const retainLua = `function Retain(desiredObj, observedObj)
   if observedObj.metadata.finalizers ~= nil then
     desiredObj.metadata.finalizers = observedObj.metadata.finalizers
   end
   return desiredObj
-end`
+end
+`
 
 // Karmada keeps each member's status as reported.
-const reflectLua = `
-function ReflectStatus(observedObj)
+const reflectLua = `function ReflectStatus(observedObj)
   if observedObj.status == nil then
     return {}
   end
   return observedObj.status
-end`
+end
+`
 
 // HasAppAPI reports whether Karmada has seen the MLSysOpsApp API in a
 // member cluster; until then Karmada refuses to schedule applications there.
