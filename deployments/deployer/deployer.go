@@ -321,3 +321,38 @@ func daemonSetRef(ns, name string) *unstructured.Unstructured {
 func fromUnstructured(u *unstructured.Unstructured, into any) error {
 	return runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, into)
 }
+
+// WaitInstalled waits until every workload of the installation is ready:
+// in the host cluster (api "host"), the Karmada API's members ("karmada"),
+// or both (""). It is install's wait, for an install run with NoWait.
+func (d *Deployer) WaitInstalled(ctx context.Context, api string) error {
+	if d.cl == nil {
+		cl, err := Connect(ctx, d.opts)
+		if err != nil {
+			return err
+		}
+		d.cl = cl
+	}
+	if d.plan == nil {
+		if p, err := NewPlan(d.opts); err == nil {
+			d.plan = p
+		}
+	}
+	var ws []workload
+	for _, c := range []*Cluster{d.cl.Host, d.cl.Karmada} {
+		if api != "" && api != c.Name {
+			continue
+		}
+		objs, err := c.Owned(ctx)
+		if err != nil {
+			return err
+		}
+		ws = append(ws, workloads(c, objs)...)
+	}
+	o := *d.opts
+	o.NoWait = false
+	saved := d.opts
+	d.opts = &o
+	defer func() { d.opts = saved }()
+	return d.waitReady(ctx, "installed", ws)
+}

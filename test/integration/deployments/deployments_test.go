@@ -1,0 +1,515 @@
+// Package deployments_test installs MLSysOps with the deployer on the
+// shared testbed's Karmada (external services: the testbed's ejabberd and
+// Redis), checks what it wrote, in the Karmada API, the host cluster and
+// the members, the roles of each layer with SubjectAccessReviews, a second
+// run that changes nothing, and an uninstall that leaves nothing.
+package deployments_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/mlsysops-go/mlsysops/deployments/deployer"
+	"github.com/mlsysops-go/mlsysops/internal/testbed"
+)
+
+// externalOptions installs onto the shared testbed with its own services.
+func externalOptions(t *testing.T, env *testbed.Env) *deployer.Options {
+	t.Helper()
+	dir := t.TempDir()
+	write := func(name, v string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(v), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	root, err := testbed.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := deployer.NewOptionsFromEnv(func(string) (string, bool) { return "", false })
+	o.Kubeconfig = env.Kubeconfig
+	o.Descriptions = filepath.Join(root, "descriptions")
+	o.Services = deployer.ModeExternal
+	o.XMPPDomain, o.XMPPServer, o.XMPPCAFile = env.XMPPDomain, env.XMPPAddr, env.XMPPCAFile
+	o.EjabberdAPI, o.EjabberdAdmin = env.XMPPAdminURL, env.XMPPAdminJID
+	o.EjabberdAdminPasswordFile = write("ejabberd", env.XMPPAdminPassword)
+	o.RedisAddress, o.RedisPasswordFile = env.RedisAddr, write("redis", env.RedisPassword)
+	// No ML connector yet: PostgreSQL's address is only kept.
+	o.PostgresAddress, o.PostgresPasswordFile = "127.0.0.1:5432", write("postgres", "unused-password")
+	o.Timeout = 2 * time.Minute
+	if err := o.Validate(true, true); err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+// TestDryRun sends everything install writes, in both service modes, as a
+// server-side dry run to the testbed's host cluster and Karmada API: they
+// validate and admit every object (schemas, Karmada's webhooks), and
+// nothing is stored. The namespaces must exist for the objects in them to
+// be checked, so the test creates them (and only them) first.
+func TestDryRun(t *testing.T) {
+	env := testbed.Shared(t)
+	ctx := context.Background()
+	for _, kctx := range []string{testbed.ContextHost, testbed.ContextKarmada} {
+		cs := kubernetes.NewForConfigOrDie(env.RESTConfig(t, kctx))
+		for _, ns := range []string{deployer.Namespace, deployer.AppNamespace} {
+			_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+			if apierrors.IsAlreadyExists(err) {
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ns == deployer.Namespace {
+				t.Cleanup(func() { _ = cs.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+			}
+		}
+	}
+	for name, o := range map[string]*deployer.Options{"external": externalOptions(t, env), "bundled": bundledOptions(t, env)} {
+		t.Run(name, func(t *testing.T) {
+			o.DryRun = true
+			var out bytes.Buffer
+			rep, err := deployer.New(o, &out).Install(ctx)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out.String())
+			}
+			if len(rep.Results) < 60 {
+				t.Errorf("only %d objects checked", len(rep.Results))
+			}
+			t.Logf("dry run: %d objects accepted", len(rep.Results))
+			cl, err := deployer.Connect(ctx, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range []*deployer.Cluster{cl.Host, cl.Karmada} {
+				objs, err := c.Owned(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, obj := range objs {
+					if obj.GetKind() != "CustomResourceDefinition" && obj.GetKind() != "Namespace" {
+						t.Errorf("the dry run stored %s %s/%s in the %s API", obj.GetKind(), obj.GetNamespace(), obj.GetName(), c.Name)
+					}
+				}
+			}
+		})
+	}
+}
+
+func bundledOptions(t *testing.T, env *testbed.Env) *deployer.Options {
+	root, err := testbed.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := deployer.NewOptionsFromEnv(func(string) (string, bool) { return "", false })
+	o.Kubeconfig = env.Kubeconfig
+	o.Descriptions = filepath.Join(root, "descriptions")
+	o.KarmadaHostIP = "192.0.2.10"
+	o.Timeout = time.Minute
+	if err := o.Validate(true, true); err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+// TestInstall installs, checks, installs again and uninstalls.
+func TestInstall(t *testing.T) {
+	env := testbed.Shared(t)
+	ctx := context.Background()
+	o := externalOptions(t, env)
+	cl, err := deployer.Connect(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// Whatever happened, leave the shared testbed clean.
+		u := *o
+		u.Timeout = 2 * time.Minute
+		if err := deployer.New(&u, nil).Uninstall(context.Background()); err != nil {
+			t.Logf("cleanup uninstall: %v", err)
+		}
+	})
+
+	t.Run("readiness wait names what is not ready", func(t *testing.T) {
+		hostNodes, err := cl.Host.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "mlsysops.eu/continuumLayer=continuum"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(hostNodes.Items) > 0 {
+			t.Skip("the host cluster has a continuum node: covered by the full install below")
+		}
+		short := *o
+		short.Timeout = 15 * time.Second
+		var out bytes.Buffer
+		_, err = deployer.New(&short, &out).Install(ctx)
+		var nr *deployer.NotReadyError
+		if !errors.As(err, &nr) {
+			t.Fatalf("err = %v, want a NotReadyError\n%s", err, out.String())
+		}
+		msg := err.Error()
+		t.Logf("the wait's report:\n%s", msg)
+		for _, want := range []string{
+			"stage continuum not ready",
+			"DaemonSet mlsysops-framework/mlsysops-continuum-agent (host): no node matches mlsysops.eu/continuumLayer=continuum",
+			"Deployment mlsysops-framework/mlsysops-northbound (host): pod mlsysops-northbound-",
+			"not scheduled yet: no scheduler has bound it to a node",
+		} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("the error does not say %q:\n%s", want, msg)
+			}
+		}
+		// What worked stays; the later stages were not applied.
+		if ok, _ := cl.Karmada.Exists(ctx, ref("apps/v1", "DaemonSet", deployer.Namespace, "mlsysops-node-agent")); ok {
+			t.Error("the nodes stage was applied after the continuum stage failed")
+		}
+		if ok, _ := cl.Host.Exists(ctx, ref("apps/v1", "DaemonSet", deployer.Namespace, "mlsysops-continuum-agent")); !ok {
+			t.Error("the continuum agent's DaemonSet is not there")
+		}
+	})
+
+	var first *deployer.Report
+	t.Run("install", func(t *testing.T) {
+		full := *o
+		// The host cluster of the testbed has no scheduler yet: the
+		// members' readiness is waited for below.
+		full.NoWait = true
+		var out bytes.Buffer
+		start := time.Now()
+		first, err = deployer.New(&full, &out).Install(ctx)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out.String())
+		}
+		t.Logf("install: %d objects (%d created, %d changed) in %s:\n%s", len(first.Results), first.Count(deployer.Created), first.Count(deployer.Changed), time.Since(start).Round(time.Millisecond), out.String())
+		var wout bytes.Buffer
+		start = time.Now()
+		if err := deployer.New(o, &wout).WaitInstalled(ctx, "karmada"); err != nil {
+			t.Fatalf("%v\n%s", err, wout.String())
+		}
+		t.Logf("cluster and node agents ready in every member in %s:\n%s", time.Since(start).Round(time.Millisecond), wout.String())
+	})
+
+	t.Run("second run changes nothing", func(t *testing.T) {
+		again := *o
+		again.NoWait = true
+		var out bytes.Buffer
+		rep, err := deployer.New(&again, &out).Install(ctx)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out.String())
+		}
+		var changed []string
+		for _, r := range rep.Results {
+			if r.Outcome != deployer.Unchanged {
+				changed = append(changed, string(r.Outcome)+" "+r.Ref())
+			}
+		}
+		if len(changed) > 0 {
+			t.Errorf("the second run wrote %d objects:\n%s", len(changed), strings.Join(changed, "\n"))
+		}
+		if !strings.Contains(out.String(), "nothing changed") {
+			t.Errorf("the second run does not say nothing changed:\n%s", out.String())
+		}
+	})
+
+	t.Run("agents' secrets", func(t *testing.T) { testSecrets(t, env, cl) })
+	t.Run("xmpp accounts", func(t *testing.T) { testAccounts(t, env, true) })
+	t.Run("rbac", func(t *testing.T) { testRBAC(t, env) })
+
+	t.Run("uninstall", func(t *testing.T) {
+		var out bytes.Buffer
+		start := time.Now()
+		if err := deployer.New(o, &out).Uninstall(ctx); err != nil {
+			t.Fatalf("%v\n%s", err, out.String())
+		}
+		t.Logf("uninstall in %s:\n%s", time.Since(start).Round(time.Millisecond), out.String())
+		for _, c := range []*deployer.Cluster{cl.Host, cl.Karmada} {
+			objs, err := c.Owned(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, obj := range objs {
+				if obj.GetAnnotations()[deployer.PurgeKey] != "purge" {
+					t.Errorf("left in the %s API: %s %s/%s", c.Name, obj.GetKind(), obj.GetNamespace(), obj.GetName())
+				}
+			}
+		}
+		for _, member := range env.Clusters {
+			cs := kubernetes.NewForConfigOrDie(env.RESTConfig(t, member))
+			if _, err := cs.CoreV1().Namespaces().Get(ctx, deployer.Namespace, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				t.Errorf("member %s: namespace %s still there (err %v)", member, deployer.Namespace, err)
+			}
+			for _, r := range []string{"mlsysops-cluster-agent", "mlsysops-member-reader"} {
+				if _, err := cs.RbacV1().ClusterRoles().Get(ctx, r, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+					t.Errorf("member %s: ClusterRole %s still there (err %v)", member, r, err)
+				}
+			}
+		}
+		testAccounts(t, env, false)
+	})
+}
+
+// testSecrets: each member holds the passwords of its own agents only,
+// and the Redis password; the host holds the continuum's and the API's.
+func testSecrets(t *testing.T, env *testbed.Env, cl *deployer.Clusters) {
+	ctx := context.Background()
+	for _, member := range env.Clusters {
+		cs := kubernetes.NewForConfigOrDie(env.RESTConfig(t, member))
+		eventually(t, "Secrets in "+member, time.Minute, func() error {
+			list, err := cs.CoreV1().Secrets(deployer.Namespace).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return err
+			}
+			var names []string
+			for _, s := range list.Items {
+				if s.Type != corev1.SecretTypeServiceAccountToken {
+					names = append(names, s.Name)
+				}
+			}
+			sort.Strings(names)
+			want := []string{deployer.SecretAgentsPrefix + member, deployer.SecretRedis}
+			if strings.Join(names, ",") != strings.Join(want, ",") {
+				return fmt.Errorf("secrets %v, want %v", names, want)
+			}
+			return nil
+		})
+	}
+	// The cluster agent of cloud-1 and each of its nodes have a key.
+	s, err := cl.Karmada.Kube.CoreV1().Secrets(deployer.Namespace).Get(ctx, deployer.SecretAgentsPrefix+"cloud-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, jid := range []string{"cloud-1.cluster@" + env.XMPPDomain, "cloud-1@" + env.XMPPDomain, "cloud-gpu-a100-1@" + env.XMPPDomain} {
+		if len(s.Data[deployer.AgentSecretKey(jid)]) < 20 {
+			t.Errorf("no password for %s in %s", jid, s.Name)
+		}
+	}
+	if _, ok := s.Data[deployer.AgentSecretKey("edge-1@"+env.XMPPDomain)]; ok {
+		t.Error("cloud-1's Secret holds edge-1's password")
+	}
+}
+
+// testAccounts checks, through ejabberd's admin API, that every agent's
+// account exists (or, after uninstall, that none does).
+func testAccounts(t *testing.T, env *testbed.Env, want bool) {
+	client, err := adminClient(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(map[string]string{"host": env.XMPPDomain})
+	req, _ := http.NewRequest(http.MethodPost, env.XMPPAdminURL+"/registered_users", bytes.NewReader(body))
+	req.SetBasicAuth(env.XMPPAdminJID, env.XMPPAdminPassword)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var users []string
+	if err := json.NewDecoder(resp.Body).Decode(&users); err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]bool{}
+	for _, u := range users {
+		have[u] = true
+	}
+	for _, u := range []string{"mls-continuum.continuum", "northbound", "cloud-1.cluster", "edge-1.cluster", "cloud-1", "edge-t4-1", "far-edge-rpi-1"} {
+		if have[u] != want {
+			t.Errorf("account %s@%s registered = %v, want %v", u, env.XMPPDomain, have[u], want)
+		}
+	}
+}
+
+// A SubjectAccessReview check: user may (or may not) do verb on resource.
+type access struct {
+	verb, group, resource, subresource, namespace, name string
+	allowed                                             bool
+}
+
+func (a access) String() string {
+	s := a.verb + " " + a.resource
+	if a.group != "" {
+		s += "." + a.group
+	}
+	if a.subresource != "" {
+		s += "/" + a.subresource
+	}
+	if a.name != "" {
+		s += " " + a.name
+	}
+	if a.namespace != "" {
+		s += " in " + a.namespace
+	}
+	return s
+}
+
+func checkAccess(t *testing.T, cs kubernetes.Interface, where, user string, groups []string, checks []access) {
+	t.Helper()
+	for _, c := range checks {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: user, Groups: groups,
+			ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Verb: c.verb, Group: c.group, Resource: c.resource, Subresource: c.subresource, Namespace: c.namespace, Name: c.name,
+			},
+		}}
+		got, err := cs.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), sar, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("%s: %v", where, err)
+		}
+		if got.Status.Allowed != c.allowed {
+			t.Errorf("%s: %s may %s: allowed=%v, want %v", where, user, c, got.Status.Allowed, c.allowed)
+		}
+	}
+}
+
+func sa(name string) (string, []string) {
+	return "system:serviceaccount:" + deployer.Namespace + ":" + name,
+		[]string{"system:serviceaccounts", "system:serviceaccounts:" + deployer.Namespace, "system:authenticated"}
+}
+
+// testRBAC asserts per layer what each identity may do: what its code
+// calls, and not reading Secrets outside its namespace (or at all), nor
+// writing nodes or RBAC.
+func testRBAC(t *testing.T, env *testbed.Env) {
+	ctx := context.Background()
+	const (
+		mls, fw = deployer.AppNamespace, deployer.Namespace
+		mgroup  = "mlsysops.eu"
+		karmada = "policy.karmada.io"
+		rbac    = "rbac.authorization.k8s.io"
+	)
+	forbiddenEverywhere := []access{
+		{verb: "get", resource: "secrets", namespace: "kube-system"},
+		{verb: "list", resource: "secrets", namespace: "default"},
+		{verb: "get", resource: "secrets", namespace: mls},
+		{verb: "update", resource: "nodes", name: "cloud-1"},
+		{verb: "patch", resource: "nodes", subresource: "status", name: "cloud-1"},
+		{verb: "create", group: rbac, resource: "clusterroles"},
+		{verb: "create", group: rbac, resource: "clusterrolebindings"},
+		{verb: "create", group: rbac, resource: "rolebindings", namespace: fw},
+		{verb: "escalate", group: rbac, resource: "clusterroles", name: "cluster-admin"},
+	}
+	karmadaCS := kubernetes.NewForConfigOrDie(env.RESTConfig(t, testbed.ContextKarmada))
+	user, groups := sa("mlsysops-continuum-agent")
+	checkAccess(t, karmadaCS, "Karmada API", user, groups, append([]access{
+		{verb: "create", group: mgroup, resource: "mlsysopsapps", namespace: mls, allowed: true},
+		{verb: "watch", group: mgroup, resource: "mlsysopsapps", namespace: mls, allowed: true},
+		{verb: "delete", group: mgroup, resource: "mlsysopsapps", namespace: mls, allowed: true},
+		{verb: "update", group: mgroup, resource: "mlsysopsapps", subresource: "status", namespace: mls, allowed: true},
+		{verb: "update", group: mgroup, resource: "mlsysopscontinuums", subresource: "status", namespace: mls, allowed: true},
+		{verb: "create", group: karmada, resource: "propagationpolicies", namespace: mls, allowed: true},
+		{verb: "list", group: "work.karmada.io", resource: "resourcebindings", namespace: mls, allowed: true},
+		{verb: "list", group: "cluster.karmada.io", resource: "clusters", allowed: true},
+		{verb: "get", group: "cluster.karmada.io", resource: "clusters", subresource: "proxy", name: "cloud-1", allowed: true},
+		{verb: "get", group: "apiextensions.k8s.io", resource: "customresourcedefinitions", name: "mlsysopsapps.mlsysops.eu", allowed: true},
+		// Not: the API's installation, other namespaces' policies,
+		// cluster-wide policies.
+		{verb: "update", group: "apiextensions.k8s.io", resource: "customresourcedefinitions", name: "mlsysopsapps.mlsysops.eu"},
+		{verb: "create", group: karmada, resource: "clusterpropagationpolicies"},
+		{verb: "create", group: karmada, resource: "propagationpolicies", namespace: fw},
+		{verb: "create", group: mgroup, resource: "mlsysopsapps", namespace: "default"},
+		{verb: "get", resource: "secrets", namespace: fw},
+	}, forbiddenEverywhere...))
+	user, groups = sa("mlsysops-northbound")
+	checkAccess(t, karmadaCS, "Karmada API", user, groups, append([]access{
+		{verb: "list", group: mgroup, resource: "mlsysopsapps", namespace: mls, allowed: true},
+		{verb: "create", group: mgroup, resource: "mlsysopsnodes", namespace: mls, allowed: true},
+		{verb: "update", resource: "configmaps", name: "node-agents-policies", namespace: fw, allowed: true},
+		{verb: "get", group: karmada, resource: "propagationpolicies", name: "mlsysops-agent-policies", namespace: fw, allowed: true},
+		{verb: "get", group: "cluster.karmada.io", resource: "clusters", subresource: "proxy", name: "edge-1", allowed: true},
+		{verb: "create", group: mgroup, resource: "mlsysopsapps", namespace: mls},
+		{verb: "update", resource: "configmaps", name: "node-system-descriptions", namespace: fw},
+		{verb: "get", resource: "secrets", namespace: fw},
+	}, forbiddenEverywhere...))
+
+	hostCS := kubernetes.NewForConfigOrDie(env.RESTConfig(t, testbed.ContextHost))
+	checkAccess(t, hostCS, "host cluster", user, groups, append([]access{
+		{verb: "update", resource: "configmaps", name: "continuum-policies", namespace: fw, allowed: true},
+		{verb: "update", resource: "configmaps", name: "continuum-agent-config", namespace: fw},
+		{verb: "get", resource: "secrets", namespace: fw},
+	}, forbiddenEverywhere...))
+	user, groups = sa("mlsysops-continuum-agent")
+	checkAccess(t, hostCS, "host cluster", user, groups, append([]access{
+		{verb: "get", resource: "configmaps", namespace: fw},
+		{verb: "list", resource: "pods", namespace: fw},
+	}, forbiddenEverywhere...))
+
+	for _, member := range env.Clusters {
+		cs := kubernetes.NewForConfigOrDie(env.RESTConfig(t, member))
+		eventually(t, "roles propagated to "+member, time.Minute, func() error {
+			for _, r := range []string{"mlsysops-cluster-agent", "mlsysops-member-reader"} {
+				if _, err := cs.RbacV1().ClusterRoleBindings().Get(ctx, r, metav1.GetOptions{}); err != nil {
+					return err
+				}
+			}
+			_, err := cs.RbacV1().RoleBindings(mls).Get(ctx, "mlsysops-cluster-agent", metav1.GetOptions{})
+			return err
+		})
+		where := "member " + member
+		user, groups = sa("mlsysops-cluster-agent")
+		checkAccess(t, cs, where, user, groups, append([]access{
+			{verb: "create", resource: "namespaces", allowed: true},
+			{verb: "delete", resource: "namespaces", name: "mls-shop", allowed: true},
+			{verb: "create", group: "apps", resource: "deployments", namespace: "mls-shop", allowed: true},
+			{verb: "create", resource: "services", namespace: "mls-shop", allowed: true},
+			{verb: "watch", resource: "pods", allowed: true},
+			{verb: "list", resource: "nodes", allowed: true},
+			{verb: "update", group: mgroup, resource: "mlsysopsapps", namespace: mls, allowed: true},
+			{verb: "patch", group: mgroup, resource: "mlsysopsapps", subresource: "status", namespace: mls, allowed: true},
+			{verb: "create", group: mgroup, resource: "mlsysopsnodes", namespace: mls, allowed: true},
+			{verb: "update", group: mgroup, resource: "mlsysopsclusters", subresource: "status", namespace: mls, allowed: true},
+			{verb: "create", group: mgroup, resource: "mlsysopsapps", namespace: mls},
+			{verb: "create", group: mgroup, resource: "mlsysopsnodes", namespace: "default"},
+			{verb: "get", resource: "secrets", namespace: fw},
+			{verb: "create", group: "apps", resource: "daemonsets", namespace: fw},
+		}, forbiddenEverywhere...))
+		user, groups = sa("mlsysops-node-agent")
+		checkAccess(t, cs, where, user, groups, append([]access{
+			{verb: "get", resource: "pods", namespace: fw},
+			{verb: "get", resource: "nodes", name: "cloud-1"},
+			{verb: "get", resource: "secrets", namespace: fw},
+			{verb: "get", group: mgroup, resource: "mlsysopsnodes", namespace: mls},
+		}, forbiddenEverywhere...))
+		// The continuum agent's reads through Karmada's cluster proxy
+		// arrive as its Karmada identity (impersonated).
+		user, _ = sa("mlsysops-continuum-agent")
+		checkAccess(t, cs, where, user, []string{"system:authenticated"}, append([]access{
+			{verb: "list", resource: "nodes", allowed: true},
+			{verb: "list", resource: "pods", allowed: true},
+			{verb: "list", resource: "services", allowed: true},
+			{verb: "create", resource: "pods", namespace: "default"},
+		}, forbiddenEverywhere...))
+	}
+}
+
+func eventually(t *testing.T, what string, timeout time.Duration, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
