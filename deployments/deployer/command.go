@@ -28,7 +28,9 @@ Clusters: $KARMADA_HOST_KUBECONFIG and $KARMADA_API_KUBECONFIG, or $KUBECONFIG
 with the contexts karmada-host and karmada-apiserver. The descriptions are
 checked before anything is written. A second run changes nothing and says so.
 
-Without a command, install.`,
+Without a command, install.
+
+` + externalHelp(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
