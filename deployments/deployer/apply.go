@@ -163,6 +163,8 @@ var ownedKinds = []schema.GroupVersionKind{
 	{Group: "policy.karmada.io", Version: "v1alpha1", Kind: "PropagationPolicy"},
 	{Group: "policy.karmada.io", Version: "v1alpha1", Kind: "ClusterPropagationPolicy"},
 	{Group: "config.karmada.io", Version: "v1alpha1", Kind: "ResourceInterpreterCustomization"},
+	{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "ValidatingAdmissionPolicy"},
+	{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "ValidatingAdmissionPolicyBinding"},
 }
 
 // Owned lists every object of the installation in c: the kinds above

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -232,6 +233,7 @@ func TestInstall(t *testing.T) {
 	t.Run("agents' secrets", func(t *testing.T) { testSecrets(t, env, cl) })
 	t.Run("xmpp accounts", func(t *testing.T) { testAccounts(t, env, true) })
 	t.Run("rbac", func(t *testing.T) { testRBAC(t, env) })
+	t.Run("admission policy", func(t *testing.T) { testAdmission(t, env) })
 
 	t.Run("uninstall", func(t *testing.T) {
 		var out bytes.Buffer
@@ -511,5 +513,96 @@ func eventually(t *testing.T, what string, timeout time.Duration, cond func() er
 			t.Fatalf("%s: %v", what, err)
 		}
 		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// testAdmission acts as the cluster agent in a member (impersonation,
+// server-side dry runs): RBAC lets it delete any namespace, the admission
+// policy only those it labels; Deployments only inside them.
+func testAdmission(t *testing.T, env *testbed.Env) {
+	ctx := context.Background()
+	member := env.Clusters[0]
+	admin := kubernetes.NewForConfigOrDie(env.RESTConfig(t, member))
+	eventually(t, "the admission policy in "+member, time.Minute, func() error {
+		_, err := admin.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Get(ctx, "mlsysops-cluster-agent", metav1.GetOptions{})
+		return err
+	})
+	cfg := env.RESTConfig(t, member)
+	user, groups := sa("mlsysops-cluster-agent")
+	cfg.Impersonate.UserName, cfg.Impersonate.Groups = user, groups
+	agent := kubernetes.NewForConfigOrDie(cfg)
+	dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+	managed := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "mls-admission-test", Labels: map[string]string{"app.kubernetes.io/managed-by": "mlsysops"}}}
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, managed, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.CoreV1().Namespaces().Delete(context.Background(), managed.Name, metav1.DeleteOptions{}) })
+	// kube-system and default cannot be deleted by anyone: another
+	// namespace the agent does not own.
+	plain := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "admission-test-plain"}}
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, plain, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.CoreV1().Namespaces().Delete(context.Background(), plain.Name, metav1.DeleteOptions{}) })
+	dep := func(ns string) *appsv1.Deployment {
+		return &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: ns},
+			Spec: appsv1.DeploymentSpec{
+				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"a": "b"}},
+				Template: corev1.PodTemplateSpec{
+					ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"a": "b"}},
+					Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "example.org/c:1"}}},
+				},
+			},
+		}
+	}
+	eventually(t, "the policy enforced", time.Minute, func() error {
+		err := agent.CoreV1().Namespaces().Delete(ctx, plain.Name, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
+		if !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) {
+			return fmt.Errorf("delete %s as the cluster agent: %v, want a refusal", plain.Name, err)
+		}
+		if !strings.Contains(err.Error(), "may only change namespaces labelled") {
+			return fmt.Errorf("refused, but not by the policy: %v", err)
+		}
+		return nil
+	})
+	for name, c := range map[string]struct {
+		do      func() error
+		allowed bool
+	}{
+		"create a labelled namespace": {func() error {
+			_, err := agent.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "mls-new", Labels: managed.Labels}}, dry)
+			return err
+		}, true},
+		"create an unlabelled namespace": {func() error {
+			_, err := agent.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "other"}}, dry)
+			return err
+		}, false},
+		"create the applications' namespace": {func() error {
+			_, err := agent.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: deployer.AppNamespace}}, dry)
+			if apierrors.IsAlreadyExists(err) {
+				return nil
+			}
+			return err
+		}, true},
+		"delete a labelled namespace": {func() error {
+			return agent.CoreV1().Namespaces().Delete(ctx, managed.Name, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
+		}, true},
+		"a Deployment in a labelled namespace": {func() error {
+			_, err := agent.AppsV1().Deployments(managed.Name).Create(ctx, dep(managed.Name), dry)
+			return err
+		}, true},
+		"a Deployment in kube-system": {func() error {
+			_, err := agent.AppsV1().Deployments("kube-system").Create(ctx, dep("kube-system"), dry)
+			return err
+		}, false},
+	} {
+		err := c.do()
+		if c.allowed && err != nil {
+			t.Errorf("%s: %v, want allowed", name, err)
+		}
+		if !c.allowed && (err == nil || !strings.Contains(err.Error(), "may only change namespaces labelled")) {
+			t.Errorf("%s: %v, want the policy's refusal", name, err)
+		}
 	}
 }
