@@ -536,14 +536,18 @@ func testAdmission(t *testing.T, env *testbed.Env) {
 	if _, err := admin.CoreV1().Namespaces().Create(ctx, managed, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = admin.CoreV1().Namespaces().Delete(context.Background(), managed.Name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = admin.CoreV1().Namespaces().Delete(context.Background(), managed.Name, metav1.DeleteOptions{})
+	})
 	// kube-system and default cannot be deleted by anyone: another
 	// namespace the agent does not own.
 	plain := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "admission-test-plain"}}
 	if _, err := admin.CoreV1().Namespaces().Create(ctx, plain, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = admin.CoreV1().Namespaces().Delete(context.Background(), plain.Name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = admin.CoreV1().Namespaces().Delete(context.Background(), plain.Name, metav1.DeleteOptions{})
+	})
 	dep := func(ns string) *appsv1.Deployment {
 		return &appsv1.Deployment{
 			ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: ns},
