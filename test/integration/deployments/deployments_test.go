@@ -235,6 +235,62 @@ func TestInstall(t *testing.T) {
 	t.Run("rbac", func(t *testing.T) { testRBAC(t, env) })
 	t.Run("admission policy", func(t *testing.T) { testAdmission(t, env) })
 
+	t.Run("status", func(t *testing.T) {
+		var out bytes.Buffer
+		err := deployer.New(o, nil).Status(ctx, &out)
+		t.Logf("status:\n%s", out.String())
+		for _, want := range []string{
+			"ready     DaemonSet mlsysops-framework/mlsysops-cluster-agent: cloud-1 1/1 ready, 1 updated; edge-1 1/1 ready, 1 updated",
+			"ready     DaemonSet mlsysops-framework/mlsysops-node-agent: cloud-1 4/4 ready",
+		} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("status does not say %q", want)
+			}
+		}
+		// Status fails exactly when a workload is not ready (the
+		// testbed's host cluster may not run the continuum agent).
+		if notReady := strings.Contains(out.String(), "NOT READY"); notReady != (err != nil) {
+			t.Errorf("status says not ready=%v, returns %v", notReady, err)
+		}
+	})
+
+	t.Run("upgrade", func(t *testing.T) {
+		up := *o
+		up.Tag, up.NoWait = "0.1.1-test", true
+		var out bytes.Buffer
+		rep, err := deployer.New(&up, &out).Upgrade(ctx)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out.String())
+		}
+		var changed []string
+		for _, r := range rep.Results {
+			if r.Outcome == deployer.Changed {
+				changed = append(changed, r.Kind+" "+r.Name)
+			}
+		}
+		t.Logf("upgrade changed: %s", strings.Join(changed, ", "))
+		var wout bytes.Buffer
+		if err := deployer.New(&up, &wout).WaitInstalled(ctx, "karmada"); err != nil {
+			t.Fatalf("%v\n%s", err, wout.String())
+		}
+		t.Logf("rollout:\n%s", wout.String())
+		for _, member := range env.Clusters {
+			cs := kubernetes.NewForConfigOrDie(env.RESTConfig(t, member))
+			for name, image := range map[string]string{"mlsysops-cluster-agent": "docker.io/mlsysops/agent:0.1.1-test", "mlsysops-node-agent": "docker.io/mlsysops/agent-node:0.1.1-test"} {
+				ds, err := cs.AppsV1().DaemonSets(deployer.Namespace).Get(ctx, name, metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := ds.Spec.Template.Spec.Containers[0].Image; got != image {
+					t.Errorf("member %s: %s runs %s, want %s", member, name, got, image)
+				}
+				if ds.Status.UpdatedNumberScheduled != ds.Status.DesiredNumberScheduled || ds.Status.NumberAvailable != ds.Status.DesiredNumberScheduled {
+					t.Errorf("member %s: %s not rolled out: %+v", member, name, ds.Status)
+				}
+			}
+		}
+	})
+
 	t.Run("uninstall", func(t *testing.T) {
 		var out bytes.Buffer
 		start := time.Now()
