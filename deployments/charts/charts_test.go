@@ -121,19 +121,31 @@ func TestValuesRefused(t *testing.T) {
 	cases := map[string]struct {
 		chart  string
 		values map[string]any
-		want   string
+		want   []string
 	}{
-		"no clusters":       {charts.Karmada, map[string]any{}, "clusters: name the member clusters"},
-		"no redis":          {charts.Karmada, map[string]any{"clusters": map[string]any{"c": []any{"c"}}, "xmpp": map[string]any{"server": "x:1"}}, "redis.address"},
-		"bundled, no IP":    {charts.Host, map[string]any{}, "karmadaHostIP"},
-		"external, no xmpp": {charts.Host, map[string]any{"services": map[string]any{"mode": "external"}, "redis": map[string]any{"address": "r:1"}, "postgres": map[string]any{"address": "p:1"}}, "xmpp.server"},
-		"bad mode":          {charts.Host, map[string]any{"services": map[string]any{"mode": "cloud"}}, `services.mode: want bundled or external, got "cloud"`},
+		"no clusters":       {charts.Karmada, map[string]any{}, []string{"clusters: name the member clusters"}},
+		"no redis":          {charts.Karmada, map[string]any{"clusters": map[string]any{"c": []any{"c"}}, "xmpp": map[string]any{"server": "x:1"}}, []string{"redis.address"}},
+		"bundled, no IP":    {charts.Host, map[string]any{}, []string{"karmadaHostIP"}},
+		"external, no xmpp": {charts.Host, map[string]any{"services": map[string]any{"mode": "external"}, "redis": map[string]any{"address": "r:1"}, "postgres": map[string]any{"address": "p:1"}}, []string{"xmpp.server"}},
+		"bad mode":          {charts.Host, map[string]any{"services": map[string]any{"mode": "cloud"}}, []string{`services.mode: services.mode must be one of the following: "bundled", "external"`}},
+		"every problem with its path": {charts.Karmada, map[string]any{
+			"image":     map[string]any{"pullPolicy": "Sometimes"},
+			"nodeAgent": map[string]any{"cpuFrequencyControl": "yes", "cpufreq": true},
+			"clusters":  map[string]any{"Bad_Name": []any{"n"}},
+		}, []string{
+			"- image.pullPolicy: image.pullPolicy must be one of the following",
+			"- nodeAgent.cpuFrequencyControl: Invalid type. Expected: boolean, given: string",
+			"- nodeAgent: Additional property cpufreq is not allowed",
+			`- clusters: Property name of "Bad_Name" does not match`,
+		}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			_, err := charts.Render(tc.chart, tc.values)
-			if err == nil || !contains(err.Error(), tc.want) {
-				t.Errorf("err = %v, want one saying %q", err, tc.want)
+			for _, w := range tc.want {
+				if err == nil || !contains(err.Error(), w) {
+					t.Errorf("err = %v, want one saying %q", err, w)
+				}
 			}
 		})
 	}
