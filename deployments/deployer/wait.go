@@ -140,27 +140,33 @@ func localState(u *unstructured.Unstructured) state {
 	case "Deployment":
 		var dep appsv1.Deployment
 		_ = runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &dep)
-		want := int32(1)
-		if dep.Spec.Replicas != nil {
-			want = *dep.Spec.Replicas
-		}
 		s := dep.Status
-		st := state{Summary: fmt.Sprintf("%d/%d ready, %d updated", s.AvailableReplicas, want, s.UpdatedReplicas)}
-		st.Ready = s.ObservedGeneration >= gen && s.UpdatedReplicas == want && s.AvailableReplicas == want && s.Replicas == want
-		return st
+		return replicasState(dep.Spec.Replicas, s.ObservedGeneration >= gen && s.Replicas == derefOr(dep.Spec.Replicas, 1), s.AvailableReplicas, s.UpdatedReplicas)
 	case "StatefulSet":
 		var sts appsv1.StatefulSet
 		_ = runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &sts)
-		want := int32(1)
-		if sts.Spec.Replicas != nil {
-			want = *sts.Spec.Replicas
-		}
 		s := sts.Status
-		st := state{Summary: fmt.Sprintf("%d/%d ready, %d updated", s.ReadyReplicas, want, s.UpdatedReplicas)}
-		st.Ready = s.ObservedGeneration >= gen && s.ReadyReplicas == want && s.UpdatedReplicas == want
-		return st
+		return replicasState(sts.Spec.Replicas, s.ObservedGeneration >= gen, s.ReadyReplicas, s.UpdatedReplicas)
 	}
 	return state{Ready: true, Summary: "not a workload"}
+}
+
+// replicasState is the readiness of a Deployment or StatefulSet: current
+// (the controller saw the latest spec), and as many ready and updated
+// replicas as wanted.
+func replicasState(replicas *int32, current bool, ready, updated int32) state {
+	want := derefOr(replicas, 1)
+	return state{
+		Summary: fmt.Sprintf("%d/%d ready, %d updated", ready, want, updated),
+		Ready:   current && ready == want && updated == want,
+	}
+}
+
+func derefOr(p *int32, def int32) int32 {
+	if p == nil {
+		return def
+	}
+	return *p
 }
 
 // daemonSetState is the readiness of one cluster's DaemonSet.

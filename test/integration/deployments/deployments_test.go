@@ -30,7 +30,30 @@ import (
 	"github.com/mlsysops-go/mlsysops/internal/testbed"
 )
 
-// externalOptions installs onto the shared testbed with its own services.
+// baseOptions installs the repository's descriptions onto the shared
+// testbed; set the services, then check with o.Validate.
+func baseOptions(t *testing.T, env *testbed.Env) *deployer.Options {
+	t.Helper()
+	root, err := testbed.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := deployer.NewOptionsFromEnv(func(string) (string, bool) { return "", false })
+	o.Kubeconfig = env.Kubeconfig
+	o.Descriptions = filepath.Join(root, "descriptions")
+	o.Timeout = 2 * time.Minute
+	return o
+}
+
+func validated(t *testing.T, o *deployer.Options) *deployer.Options {
+	t.Helper()
+	if err := o.Validate(true, true); err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+// externalOptions uses the testbed's own ejabberd and Redis.
 func externalOptions(t *testing.T, env *testbed.Env) *deployer.Options {
 	t.Helper()
 	dir := t.TempDir()
@@ -41,13 +64,7 @@ func externalOptions(t *testing.T, env *testbed.Env) *deployer.Options {
 		}
 		return p
 	}
-	root, err := testbed.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := deployer.NewOptionsFromEnv(func(string) (string, bool) { return "", false })
-	o.Kubeconfig = env.Kubeconfig
-	o.Descriptions = filepath.Join(root, "descriptions")
+	o := baseOptions(t, env)
 	o.Services = deployer.ModeExternal
 	o.XMPPDomain, o.XMPPServer, o.XMPPCAFile = env.XMPPDomain, env.XMPPAddr, env.XMPPCAFile
 	o.EjabberdAPI, o.EjabberdAdmin = env.XMPPAdminURL, env.XMPPAdminJID
@@ -55,11 +72,15 @@ func externalOptions(t *testing.T, env *testbed.Env) *deployer.Options {
 	o.RedisAddress, o.RedisPasswordFile = env.RedisAddr, write("redis", env.RedisPassword)
 	// No ML connector yet: PostgreSQL's address is only kept.
 	o.PostgresAddress, o.PostgresPasswordFile = "127.0.0.1:5432", write("postgres", "unused-password")
-	o.Timeout = 2 * time.Minute
-	if err := o.Validate(true, true); err != nil {
-		t.Fatal(err)
-	}
-	return o
+	return validated(t, o)
+}
+
+// bundledOptions runs ejabberd, Redis and PostgreSQL in the host cluster
+// (dry runs only: the testbed pulls no public image).
+func bundledOptions(t *testing.T, env *testbed.Env) *deployer.Options {
+	o := baseOptions(t, env)
+	o.KarmadaHostIP = "192.0.2.10"
+	return validated(t, o)
 }
 
 // TestDryRun sends everything install writes, in both service modes, as a
@@ -114,22 +135,6 @@ func TestDryRun(t *testing.T) {
 			}
 		})
 	}
-}
-
-func bundledOptions(t *testing.T, env *testbed.Env) *deployer.Options {
-	root, err := testbed.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := deployer.NewOptionsFromEnv(func(string) (string, bool) { return "", false })
-	o.Kubeconfig = env.Kubeconfig
-	o.Descriptions = filepath.Join(root, "descriptions")
-	o.KarmadaHostIP = "192.0.2.10"
-	o.Timeout = time.Minute
-	if err := o.Validate(true, true); err != nil {
-		t.Fatal(err)
-	}
-	return o
 }
 
 // TestInstall installs, checks, installs again and uninstalls.
