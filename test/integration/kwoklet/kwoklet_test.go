@@ -287,7 +287,10 @@ func serverPid(t *testing.T, port int) int {
 
 type testWriter struct{ t *testing.T }
 
-func (w testWriter) Write(b []byte) (int, error) { w.t.Log(strings.TrimSpace(string(b))); return len(b), nil }
+func (w testWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(b)))
+	return len(b), nil
+}
 
 func eventually(t *testing.T, what string, timeout time.Duration, cond func() error) {
 	t.Helper()
