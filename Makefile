@@ -13,7 +13,7 @@ TEST_PORT_BASE ?= 17000
 TEST_TIMEOUT ?= 60m
 TESTBED := $(GO) run ./cmd/testbed
 
-.PHONY: all deps up down status build test test-unit test-integration bench generate verify lint clean
+.PHONY: all deps up down status build test test-unit test-integration bench generate manifests verify lint clean
 
 all: build
 
@@ -75,6 +75,10 @@ bench:
 ## generate: regenerate deepcopy code and CRDs from the API types
 generate:
 	bash hack/generate.sh
+
+## manifests: render deployments/manifests (GitOps) and the deployer's golden files again
+manifests:
+	$(GO) test ./deployments/deployer -run 'TestRenderGolden|TestManifests' -update
 
 ## verify: fail when generated files are stale
 verify:
