@@ -175,7 +175,8 @@ func TestInstall(t *testing.T) {
 		t.Logf("the wait's report:\n%s", msg)
 		for _, want := range []string{
 			"stage continuum not ready",
-			"DaemonSet mlsysops-framework/mlsysops-continuum-agent (host): no node matches mlsysops.eu/continuumLayer=continuum",
+			"DaemonSet mlsysops-framework/mlsysops-continuum-agent (host): no node matches ",
+			"mlsysops.eu/continuumLayer=continuum: label the node(s) that should run it",
 			"Deployment mlsysops-framework/mlsysops-northbound (host): pod mlsysops-northbound-",
 			"not scheduled yet: no scheduler has bound it to a node",
 		} {
