@@ -83,8 +83,9 @@ func AgentSecretKey(jid string) string {
 	return "xmpp-" + strings.ReplaceAll(jid, "@", "_at_") + ".password"
 }
 
-// agentJID mirrors the agents' own JID scheme (agents/agent.AgentJID).
-func agentJID(layer, name, domain string) string {
+// AgentJID is the agents' own JID scheme (agents/agent.AgentJID): nodes
+// use their host name, cluster and continuum agents add their layer.
+func AgentJID(layer, name, domain string) string {
 	switch layer {
 	case "cluster":
 		return name + ".cluster@" + domain
@@ -121,17 +122,17 @@ func NewPlan(o *Options) (*Plan, error) {
 	}
 	p.Continuum, p.ContinuumID = set.Continuum.Name, set.Continuum.Spec.ContinuumID
 	domain := o.XMPPDomain
-	cont := agentJID("continuum", p.Continuum, domain)
+	cont := AgentJID("continuum", p.Continuum, domain)
 	p.Accounts = append(p.Accounts,
 		Account{JID: cont, Cluster: "host", Secret: SecretContinuumXMPP, Key: AgentSecretKey(cont)},
 		Account{JID: NorthboundLocal + "@" + domain, Cluster: "host", Secret: SecretNorthboundXMPP, Key: AgentSecretKey(NorthboundLocal + "@" + domain)})
 	for _, c := range set.Clusters {
 		p.Clusters[c.Name] = append([]string(nil), c.Spec.Nodes...)
-		cj := agentJID("cluster", c.Name, domain)
+		cj := AgentJID("cluster", c.Name, domain)
 		secret := SecretAgentsPrefix + c.Name
 		p.Accounts = append(p.Accounts, Account{JID: cj, Parent: cont, Cluster: "karmada", Secret: secret, Key: AgentSecretKey(cj)})
 		for _, n := range c.Spec.Nodes {
-			nj := agentJID("node", n, domain)
+			nj := AgentJID("node", n, domain)
 			p.Accounts = append(p.Accounts, Account{JID: nj, Parent: cj, Cluster: "karmada", Secret: secret, Key: AgentSecretKey(nj)})
 		}
 	}
