@@ -33,7 +33,7 @@ var ownKind = map[agentconfig.Layer]string{
 // and compared by digest, which sees that swap as well as an edit in place.
 // A layer that returns ErrRestart ends the agent.
 func (a *Agent) watchDescription(ctx context.Context) error {
-	every := a.conn.DescriptionPollInterval
+	every := a.Conn.DescriptionPollInterval
 	if every <= 0 {
 		return nil
 	}
@@ -51,7 +51,7 @@ func (a *Agent) watchDescription(ctx context.Context) error {
 			// A ConfigMap edit that dropped this agent's key: keep the
 			// description already loaded, and say so once.
 			if last != nil {
-				a.log.Warn("own description unreadable; keeping the one loaded", "err", err)
+				a.Log.Warn("own description unreadable; keeping the one loaded", "err", err)
 			}
 			last = nil
 			continue
@@ -64,9 +64,9 @@ func (a *Agent) watchDescription(ctx context.Context) error {
 		if first {
 			// It came back unchanged or appeared after a failed read:
 			// handled like a change, the layer compares.
-			a.log.Info("own description readable again")
+			a.Log.Info("own description readable again")
 		}
-		if err := a.layer.descriptionChanged(ctx); err != nil {
+		if err := a.layer.DescriptionChanged(ctx); err != nil {
 			return err
 		}
 	}
@@ -74,7 +74,7 @@ func (a *Agent) watchDescription(ctx context.Context) error {
 
 // ownDescriptionDigest is the SHA-256 of the agent's own description file.
 func (a *Agent) ownDescriptionDigest() ([]byte, error) {
-	path, err := generic.FindOwn(a.conn.Descriptions, a.name, ownKind[a.opts.Layer])
+	path, err := generic.FindOwn(a.Conn.Descriptions, a.Name, ownKind[a.Opts.Layer])
 	if err != nil {
 		return nil, err
 	}
@@ -86,8 +86,8 @@ func (a *Agent) ownDescriptionDigest() ([]byte, error) {
 	return sum[:], nil
 }
 
-// restartFor is the error a layer returns for a description change it
+// RestartFor is the error a layer returns for a description change it
 // applies by restarting.
-func restartFor(what string) error {
+func RestartFor(what string) error {
 	return fmt.Errorf("own description changed %s: %w", what, ErrRestart)
 }

@@ -56,8 +56,8 @@ func NewControllers(cfg *rest.Config, cluster string, log *slog.Logger) (*Contro
 		// pods are in each application's own namespace, nodes are
 		// cluster-scoped: those are cached cluster-wide.
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&mlsysopsv1.MLSysOpsApp{}:  {Namespaces: map[string]cache.Config{AppNamespace: {}}},
-			&mlsysopsv1.MLSysOpsNode{}: {Namespaces: map[string]cache.Config{AppNamespace: {}}},
+			&mlsysopsv1.MLSysOpsApp{}:  {Namespaces: map[string]cache.Config{mlsysopsv1.Namespace: {}}},
+			&mlsysopsv1.MLSysOpsNode{}: {Namespaces: map[string]cache.Config{mlsysopsv1.Namespace: {}}},
 		}},
 	})
 	if err != nil {

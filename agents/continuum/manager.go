@@ -85,7 +85,7 @@ func NewControllersWith(ctx context.Context, cfg *rest.Config, log *slog.Logger,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		LeaderElection:         false,
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{AppNamespace: {}}},
+		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{mlsysopsv1.Namespace: {}}},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("controller manager: %w", err)
