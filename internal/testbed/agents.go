@@ -3,7 +3,6 @@ package testbed
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -269,65 +268,4 @@ func StartAgents(ctx context.Context, agents []*AgentProcess, progress func(name
 		}
 	}
 	return nil
-}
-
-// agents plans the testbed's agents: the binary in <bin>, accounts through
-// the testbed's ejabberd, its Redis and kubeconfig.
-func (tb *Testbed) agents() ([]*AgentProcess, AgentsConfig, error) {
-	client, err := tb.ejabberd.HTTPClient()
-	if err != nil {
-		client = &http.Client{Timeout: 10 * time.Second}
-	}
-	cfg := AgentsConfig{
-		Binary: filepath.Join(tb.opts.BinDir, agentBinary), NodeBinary: filepath.Join(tb.opts.BinDir, nodeAgentBinary), Descriptions: tb.opts.Descriptions, StateDir: tb.l.state,
-		XMPPAddr: tb.ejabberd.C2SAddr(), XMPPDomain: tb.ejabberd.Domain(), XMPPCAFile: tb.ejabberd.CAFile(),
-		Provisioner: provision.NewHTTPAPI(tb.ejabberd.APIURL(), tb.ejabberd.AdminJID(), tb.ejabberd.AdminPassword(), client),
-		RedisAddr:   tb.redis.Addr(), RedisPassword: tb.redis.Password(), Kubeconfig: tb.l.path("kubeconfig"),
-		ListenBase: tb.l.port(portAgents),
-		// The northbound API pings agents and sets their mode.
-		Args: []string{"--xmpp-controllers", northboundXMPPUser + "@" + tb.ejabberd.Domain()},
-	}
-	as, err := PlanAgents(tb.set, cfg)
-	return as, cfg, err
-}
-
-// The agent executables the testbed builds into its bin folder, as
-// `make build` does.
-const (
-	agentBinary     = "mlsysops-agent"
-	nodeAgentBinary = "mlsysops-agent-node"
-)
-
-// portAgents is the first agent's HTTP port offset; agents take the ports
-// up to portMembers.
-const portAgents = 50
-
-// startAgents builds the agent binaries and starts every agent.
-func (tb *Testbed) startAgents(ctx context.Context) error {
-	root := filepath.Dir(tb.opts.BinDir)
-	if _, err := os.Stat(filepath.Join(root, "agents", "main.go")); err != nil {
-		if r, rerr := RepoRoot(); rerr == nil {
-			root = r
-		}
-	}
-	as, cfg, err := tb.agents()
-	if err != nil {
-		return err
-	}
-	if len(as) > portMembers-portAgents {
-		return fmt.Errorf("%d agents: the testbed gives agents %d ports", len(as), portMembers-portAgents)
-	}
-	if err := BuildAgent(ctx, root, cfg.Binary); err != nil {
-		return err
-	}
-	tb.progress("built %s", agentBinary, tb.rel(cfg.Binary))
-	if err := BuildNodeAgent(ctx, root, cfg.NodeBinary); err != nil {
-		return err
-	}
-	tb.progress("built %s (node agents)", nodeAgentBinary, tb.rel(cfg.NodeBinary))
-	if err := ProvisionAgents(ctx, cfg, as); err != nil {
-		return err
-	}
-	tb.progress("%d accounts, passwords in %s", "xmpp accounts", len(as), tb.rel(tb.l.path("pki")))
-	return StartAgents(ctx, as, func(name, msg string) { tb.progress("%s", name, msg) })
 }

@@ -158,6 +158,8 @@ func New(opts Options) (*Testbed, error) {
 	}
 	tb.redis = services.NewRedis(tb.l.path("redis"), tb.l.port(portRedis), "")
 	tb.ejabberd = services.NewEjabberd(tb.l.path("ejabberd"), tb.l.port(portEjabberd), opts.XMPPDomain)
+	// The agents' pods reach ejabberd and Redis on the bridge.
+	tb.ejabberd.AlsoListenOn(tb.net.HostIP())
 	return tb, nil
 }
 
@@ -179,12 +181,11 @@ func (tb *Testbed) Up(ctx context.Context) (*Env, error) {
 	if err := tb.net.setupHost(); err != nil {
 		return nil, fmt.Errorf("testbed network (needs root and ip(8)): %w", err)
 	}
-	var imgs *builtImages
-	if len(tb.real) > 0 {
-		imgs = tb.ensureImages(ctx)
-		if err := tb.buildTestbedBinary(ctx); err != nil {
-			return nil, err
-		}
+	// The images run on the real nodes; the kwoklets run their programs
+	// on KWOK nodes.
+	imgs := tb.ensureImages(ctx)
+	if err := tb.buildTestbedBinary(ctx); err != nil {
+		return nil, err
 	}
 	p, err := tb.prepare()
 	if err != nil {
@@ -255,12 +256,15 @@ func (tb *Testbed) Up(ctx context.Context) (*Env, error) {
 	if err := tb.startNorthbound(ctx); err != nil {
 		return nil, err
 	}
+	if err := tb.startKwoklets(ctx, imgs); err != nil {
+		return nil, err
+	}
 	if err := tb.writeEnv(); err != nil {
 		return nil, err
 	}
 	if !tb.opts.SkipAgents && !testing.Testing() {
-		if err := tb.startAgents(ctx); err != nil {
-			return nil, fmt.Errorf("agents: %w", err)
+		if err := tb.installMLSysOps(ctx); err != nil {
+			return nil, fmt.Errorf("install MLSysOps: %w", err)
 		}
 	}
 	fmt.Fprintf(tb.opts.Out, "ready in %.1fs. Use it with:\n  . %s\n  kubectl --context karmada-apiserver get clusters\n",
@@ -281,10 +285,8 @@ func (tb *Testbed) stopStale(p *plan) error {
 			want[pr.PIDFile] = true
 		}
 	}
-	if as, _, err := tb.agents(); err == nil && !tb.opts.SkipAgents {
-		for _, a := range as {
-			want[a.PIDFile] = true
-		}
+	for _, k := range tb.kwokletProcesses() {
+		want[k.PIDFile] = true
 	}
 	files, _ := filepath.Glob(tb.l.path("pids", "*.pid"))
 	for _, f := range files {
@@ -455,20 +457,11 @@ func (tb *Testbed) Status(ctx context.Context) ([]ComponentStatus, error) {
 			out = append(out, s)
 		}
 	}
-	if as, _, err := tb.agents(); err == nil && !tb.opts.SkipAgents {
-		for _, a := range as {
-			s := ComponentStatus{Name: a.Process.Name, LogFile: tb.rel(a.LogFile)}
-			if s.Pid, s.Running = a.Pid(); s.Running {
-				cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-				if err := a.Ready(cctx); err != nil {
-					s.Detail = err.Error()
-				} else {
-					s.Ready = true
-				}
-				cancel()
-			}
-			out = append(out, s)
-		}
+	for _, k := range tb.kwokletProcesses() {
+		st := ComponentStatus{Name: k.Name, LogFile: tb.rel(k.LogFile)}
+		st.Pid, st.Running = k.Pid()
+		st.Ready = st.Running
+		out = append(out, st)
 	}
 	return out, nil
 }

@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
@@ -40,6 +41,17 @@ type Ejabberd struct {
 	ctl      string
 	proc     *proc.Process
 	adminPW  string
+	// also are addresses its c2s listener serves besides 127.0.0.1 (the
+	// testbed bridge's, for pods); its certificate names them.
+	also []string
+}
+
+// AlsoListenOn makes the c2s listener serve ip too (set before Start).
+func (e *Ejabberd) AlsoListenOn(ip string) { e.also = append(e.also, ip) }
+
+// C2SAddrOn is the c2s address on one of the AlsoListenOn addresses.
+func (e *Ejabberd) C2SAddrOn(ip string) string {
+	return net.JoinHostPort(ip, strconv.Itoa(e.portBase+ejC2SOffset))
 }
 
 // Ejabberd ports are offsets from the port base.
@@ -118,10 +130,11 @@ func (e *Ejabberd) Running() bool { _, ok := e.proc.Pid(); return ok }
 // server unless it is already healthy, and makes sure the admin account
 // exists.
 func (e *Ejabberd) Start(ctx context.Context) error {
-	if err := e.prepare(); err != nil {
+	changed, err := e.prepare()
+	if err != nil {
 		return fmt.Errorf("ejabberd: %w", err)
 	}
-	if _, ok := e.proc.Pid(); ok && e.Healthy(ctx) == nil {
+	if _, ok := e.proc.Pid(); ok && !changed && e.Healthy(ctx) == nil {
 		return nil
 	}
 	_ = e.proc.Stop(5 * time.Second)
@@ -141,10 +154,12 @@ func (e *Ejabberd) Start(ctx context.Context) error {
 	return e.proc.WaitReady(wctx)
 }
 
-func (e *Ejabberd) prepare() error {
+// prepare writes the configuration and certificates and reports whether
+// the configuration changed (a running server must then restart).
+func (e *Ejabberd) prepare() (bool, error) {
 	for _, d := range []string{"etc", "spool", "logs", "tls"} {
 		if err := os.MkdirAll(filepath.Join(e.dir, d), 0o750); err != nil {
-			return err
+			return false, err
 		}
 	}
 	pwFile := filepath.Join(e.dir, "admin.password")
@@ -153,53 +168,83 @@ func (e *Ejabberd) prepare() error {
 	} else {
 		e.adminPW = RandomSecret()
 		if err := os.WriteFile(pwFile, []byte(e.adminPW), 0o600); err != nil {
-			return err
+			return false, err
 		}
 	}
 	tlsDir := filepath.Join(e.dir, "tls")
 	ca, err := pki.LoadOrCreateCA(tlsDir, "ca", "mlsysops-xmpp-ca")
 	if err != nil {
-		return err
+		return false, err
 	}
-	certFile, keyFile, err := ca.Issue(tlsDir, "server", pki.CertSpec{
-		CommonName: e.domain, DNSNames: []string{e.domain, "localhost"},
-		IPs: []net.IP{net.ParseIP("127.0.0.1")}, Server: true,
-	})
+	ips := []net.IP{net.ParseIP("127.0.0.1")}
+	for _, ip := range e.also {
+		ips = append(ips, net.ParseIP(ip))
+	}
+	spec := pki.CertSpec{CommonName: e.domain, DNSNames: []string{e.domain, "localhost"}, IPs: ips, Server: true}
+	if !certNames(filepath.Join(tlsDir, "server.crt"), ips) {
+		_ = os.Remove(filepath.Join(tlsDir, "server.crt"))
+	}
+	certFile, keyFile, err := ca.Issue(tlsDir, "server", spec)
 	if err != nil {
-		return err
+		return false, err
 	}
 	// ejabberd wants certificate and key in one file it can read.
 	var pem bytes.Buffer
 	for _, f := range []string{certFile, keyFile} {
 		b, err := os.ReadFile(f)
 		if err != nil {
-			return err
+			return false, err
 		}
 		pem.Write(b)
 	}
 	if err := os.WriteFile(filepath.Join(e.dir, "etc", "server.pem"), pem.Bytes(), 0o600); err != nil {
-		return err
+		return false, err
 	}
 	var conf bytes.Buffer
 	if err := ejabberdConfig.Execute(&conf, map[string]any{
 		"Domain": e.domain, "C2SPort": e.portBase + ejC2SOffset, "APIPort": e.portBase + ejAPIOffset,
-		"Cert": filepath.Join(e.dir, "etc", "server.pem"), "Admin": e.AdminJID(),
+		"Cert": filepath.Join(e.dir, "etc", "server.pem"), "Admin": e.AdminJID(), "Also": e.also,
 	}); err != nil {
-		return err
+		return false, err
 	}
-	if err := os.WriteFile(filepath.Join(e.dir, "etc", "ejabberd.yml"), conf.Bytes(), 0o640); err != nil {
-		return err
+	confFile := filepath.Join(e.dir, "etc", "ejabberd.yml")
+	old, _ := os.ReadFile(confFile)
+	changed := !bytes.Equal(old, conf.Bytes())
+	if err := os.WriteFile(confFile, conf.Bytes(), 0o640); err != nil {
+		return false, err
 	}
 	ctlCfg := fmt.Sprintf("# Written by the MLSysOps testbed.\nERLANG_NODE=%s\nERL_DIST_PORT=%d\nINET_DIST_INTERFACE=127.0.0.1\nERL_OPTIONS=\"-env ERL_CRASH_DUMP_BYTES 0\"\n",
 		e.node, e.portBase+ejDistOffset)
 	// Erlang reads inetrc from the config dir and complains when it is missing.
 	if err := os.WriteFile(filepath.Join(e.dir, "etc", "inetrc"), []byte("{lookup, [file, native]}.\n"), 0o644); err != nil {
-		return err
+		return false, err
 	}
 	if err := os.WriteFile(filepath.Join(e.dir, "etc", "ejabberdctl.cfg"), []byte(ctlCfg), 0o640); err != nil {
-		return err
+		return false, err
 	}
-	return chownTree(e.dir, "ejabberd")
+	return changed, chownTree(e.dir, "ejabberd")
+}
+
+// certNames reports whether the PEM certificate in file names every ip.
+func certNames(file string, ips []net.IP) bool {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return false
+	}
+	blk, _ := pem.Decode(b)
+	if blk == nil {
+		return false
+	}
+	c, err := x509.ParseCertificate(blk.Bytes)
+	if err != nil {
+		return false
+	}
+	for _, ip := range ips {
+		if c.VerifyHostname(ip.String()) != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // chownTree gives dir and everything below it to the named user, because
@@ -362,6 +407,16 @@ listen:
     access: c2s
     starttls_required: true
     backlog: 1024
+{{- range .Also}}
+  - port: {{$.C2SPort}}
+    ip: "{{.}}"
+    module: ejabberd_c2s
+    max_stanza_size: 1048576
+    shaper: c2s_shaper
+    access: c2s
+    starttls_required: true
+    backlog: 1024
+{{- end}}
   - port: {{.APIPort}}
     ip: "127.0.0.1"
     module: ejabberd_http
