@@ -7,8 +7,10 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -247,5 +249,30 @@ func (tb *Testbed) startKwoklets(ctx context.Context, imgs *builtImages) error {
 		}
 	}
 	tb.progress("%d clusters, %d KWOK nodes, each in its namespace", "kwoklets", len(ps), len(tb.kwokletNodes()))
+	return nil
+}
+
+// TagRealNodeImages gives every image of bin/images a second tag in the
+// containerd of every real node (ctr images tag), as pushing a new version
+// to a registry would make it pullable: an upgrade to that tag then runs
+// on the real nodes as well as on the KWOK nodes.
+func TagRealNodeImages(ctx context.Context, env *Env, tag string) error {
+	root, err := RepoRoot()
+	if err != nil {
+		return err
+	}
+	m, err := images.LoadManifest(filepath.Join(root, "bin", "images"))
+	if err != nil {
+		return err
+	}
+	for _, n := range env.RealNodes {
+		for _, im := range m.Images {
+			repo := im.Ref[:strings.LastIndex(im.Ref, ":")]
+			cmd := exec.CommandContext(ctx, "ctr", "-a", n.Containerd, "-n", "k8s.io", "images", "tag", "--force", im.Ref, repo+":"+tag)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				return fmt.Errorf("node %s: ctr images tag %s: %w: %s", n.Name, im.Ref, err, out)
+			}
+		}
+	}
 	return nil
 }
