@@ -142,6 +142,13 @@ func runSandbox(specFile string) error {
 	if err := unix.Setuid(s.UID); err != nil {
 		return fmt.Errorf("uid %d: %w", s.UID, err)
 	}
+	// The container dies with its kwoklet, as a container dies with its
+	// node: the parent-death signal is set here, after the change of
+	// user that clears it, and survives the exec. Nothing is left behind
+	// when the testbed is killed.
+	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {
+		return fmt.Errorf("parent-death signal: %w", err)
+	}
 	prog := s.Argv[0]
 	if !strings.Contains(prog, "/") {
 		if prog, err = lookPath(prog, s.Env); err != nil {
