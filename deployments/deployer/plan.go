@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/mlsysops-go/mlsysops/internal/description"
+	"github.com/mlsysops-go/mlsysops/internal/messaging/provision"
 )
 
 // The description folders and the ConfigMaps made of them.
@@ -62,6 +63,9 @@ const (
 	SecretNorthboundToken = "mlsysops-northbound-tokens"
 	SecretKarmadaForCont  = "mlsysops-karmada-continuum"
 	SecretKarmadaForNB    = "mlsysops-karmada-northbound"
+	// SecretAccountsPasswords holds every account's password, for the
+	// accounts reconciler (one key per account, AgentSecretKey).
+	SecretAccountsPasswords = "mlsysops-accounts-passwords"
 	// SecretAgentsPrefix + <cluster> holds the passwords of that cluster's
 	// agents, one key per agent (AgentSecretKey).
 	SecretAgentsPrefix = "mlsysops-agents-"
@@ -79,9 +83,7 @@ const NorthboundLocal = "northbound"
 // "xmpp-<local>_at_<domain>.password": a valid key and file name, the same
 // scheme as the testbed's password files. The DaemonSets mount exactly the
 // key of the agent's own node (subPathExpr).
-func AgentSecretKey(jid string) string {
-	return "xmpp-" + strings.ReplaceAll(jid, "@", "_at_") + ".password"
-}
+func AgentSecretKey(jid string) string { return provision.PasswordFileName(jid) }
 
 // AgentJID is the agents' own JID scheme (agents/agent.AgentJID): nodes
 // use their host name, cluster and continuum agents add their layer.
@@ -217,11 +219,15 @@ func (p *Plan) Values(o *Options, m *Material) (host, karmada map[string]any, er
 		"image":         img,
 		"karmadaHostIP": o.KarmadaHostIP,
 		"services":      map[string]any{"mode": o.Services},
-		"xmpp":          map[string]any{"domain": o.XMPPDomain, "server": xmppServer, "caBundle": ca},
+		"xmpp":          map[string]any{"domain": o.XMPPDomain, "server": xmppServer, "caBundle": ca, "adminJID": o.adminJID()},
 		"redis":         map[string]any{"address": redisAddr},
 		"postgres":      map[string]any{"address": pgAddr, "database": o.PostgresDatabase, "user": o.PostgresUser},
 		"continuum":     map[string]any{"name": p.Continuum, "id": p.ContinuumID},
-		"descriptions":  map[string]any{"continuum": anyMap(p.Files["continuum"])},
+		"descriptions": map[string]any{"continuum": anyMap(p.Files["continuum"]),
+			"clusters": anyMap(p.Files["clusters"]), "nodes": anyMap(p.Files["nodes"])},
+	}
+	if o.Services == ModeExternal {
+		host["xmpp"].(map[string]any)["adminAPI"] = o.EjabberdAPI
 	}
 	karmada = map[string]any{
 		"image":         img,

@@ -255,6 +255,11 @@ func (p *Plan) SecretObjects(o *Options, m *Material) (host, karmada []*unstruct
 	karmada = append(karmada, secretObject(SecretRedis, "clusters", pw(m.RedisPassword)))
 	perSecret := map[string]map[string][]byte{}
 	var order []string
+	all := map[string][]byte{}
+	for _, a := range p.Accounts {
+		all[a.Key] = []byte(m.Passwords[a.JID])
+	}
+	host = append(host, secretObject(SecretAccountsPasswords, "continuum", all))
 	for _, a := range p.Accounts {
 		if a.Cluster == "host" {
 			host = append(host, secretObject(a.Secret, "continuum", map[string][]byte{a.Key: []byte(m.Passwords[a.JID])}))

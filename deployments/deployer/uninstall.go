@@ -46,6 +46,11 @@ func (d *Deployer) Uninstall(ctx context.Context) error {
 			return err
 		}
 	}
+	// The accounts reconciler would create the accounts again: it stops
+	// first.
+	if err := d.stopAccountsReconciler(ctx); err != nil {
+		return err
+	}
 	if err := d.removeAccounts(ctx); err != nil {
 		// The objects go anyway; the accounts can be removed by hand.
 		d.progress("XMPP accounts not removed: %v", err)
@@ -218,6 +223,34 @@ func (d *Deployer) purgeApps(ctx context.Context) error {
 		return left, nil
 	})
 }
+
+// stopAccountsReconciler deletes the accounts reconciler's Deployment and
+// waits until its pods are gone.
+func (d *Deployer) stopAccountsReconciler(ctx context.Context) error {
+	if d.opts.DryRun {
+		return nil
+	}
+	host := d.cl.Host.Kube
+	bg := metav1.DeletePropagationBackground
+	err := host.AppsV1().Deployments(Namespace).Delete(ctx, accountsReconciler, metav1.DeleteOptions{PropagationPolicy: &bg})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete Deployment %s/%s in the host cluster: %w", Namespace, accountsReconciler, err)
+	}
+	return d.waitGone(ctx, func(ctx context.Context) ([]string, error) {
+		pods, err := host.CoreV1().Pods(Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + accountsReconciler})
+		if err != nil {
+			return nil, err
+		}
+		var left []string
+		for _, p := range pods.Items {
+			left = append(left, ref(d.cl.Host.Name, "Pod", p.Namespace, p.Name))
+		}
+		return left, nil
+	})
+}
+
+// accountsReconciler names the accounts reconciler's Deployment and pods.
+const accountsReconciler = "mlsysops-accounts"
 
 // removeAccounts deletes the XMPP accounts whose passwords the
 // installation's Secrets hold, through the admin API the admin Secret

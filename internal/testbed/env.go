@@ -50,6 +50,13 @@ type AgentsEnv struct {
 	// XMPPAddr and RedisAddr are ejabberd's c2s and Redis on the bridge.
 	XMPPAddr  string `json:"xmppAddr"`
 	RedisAddr string `json:"redisAddr"`
+	// XMPPAdminURL is ejabberd's admin API on the bridge, where the
+	// accounts reconciler's pod reaches it.
+	XMPPAdminURL string `json:"xmppAdminURL"`
+	// PostgresAddr is the testbed's PostgreSQL (loopback: no pod uses it
+	// yet) and PostgresPasswordFile its superuser's password.
+	PostgresAddr         string `json:"postgresAddr"`
+	PostgresPasswordFile string `json:"postgresPasswordFile"`
 	// KarmadaAPIServer is the Karmada API on the bridge.
 	KarmadaAPIServer string `json:"karmadaAPIServer"`
 	// AdminPasswordFile and RedisPasswordFile hold those passwords.
@@ -131,6 +138,8 @@ func (tb *Testbed) env() *Env {
 	tb.northboundEnv(e)
 	e.Agents = AgentsEnv{
 		XMPPAddr: tb.ejabberd.C2SAddrOn(tb.net.HostIP()), RedisAddr: tb.net.HostIP() + ":" + strconv.Itoa(tb.l.port(portRedis)),
+		XMPPAdminURL: tb.ejabberd.APIURLOn(tb.net.HostIP()),
+		PostgresAddr: tb.l.addr(portPostgres), PostgresPasswordFile: tb.l.path("pki", "postgres.password"),
 		KarmadaAPIServer:  fmt.Sprintf("https://%s:%d", tb.net.HostIP(), tb.l.port(portKarmadaAPI)),
 		AdminPasswordFile: filepath.Join(tb.l.path("ejabberd"), "admin.password"), RedisPasswordFile: tb.l.path("pki", "redis.password"),
 		Descriptions: tb.opts.Descriptions, KwokletState: tb.l.path("kwoklet"), KwokletNodes: tb.kwokletNodes(),

@@ -184,14 +184,13 @@ func InstallOptions(env *Env) (*deployer.Options, error) {
 	o.Descriptions = env.Agents.Descriptions
 	o.Services = deployer.ModeExternal
 	o.XMPPDomain, o.XMPPServer, o.XMPPCAFile = env.XMPPDomain, env.Agents.XMPPAddr, env.XMPPCAFile
-	o.EjabberdAPI, o.EjabberdAdmin, o.EjabberdAdminPasswordFile = env.XMPPAdminURL, env.XMPPAdminJID, env.Agents.AdminPasswordFile
+	// The admin API on the bridge: the accounts reconciler's pod on the
+	// host's real node uses it, and so does the deployer.
+	o.EjabberdAPI, o.EjabberdAdmin, o.EjabberdAdminPasswordFile = env.Agents.XMPPAdminURL, env.XMPPAdminJID, env.Agents.AdminPasswordFile
 	o.RedisAddress, o.RedisPasswordFile = env.Agents.RedisAddr, env.Agents.RedisPasswordFile
-	// No PostgreSQL yet: its password is only kept.
-	pg := filepath.Join(env.StateDir, "pki", "postgres.password")
-	if _, err := readOrCreateSecret(pg); err != nil {
-		return nil, err
-	}
-	o.PostgresAddress, o.PostgresPasswordFile = "127.0.0.1:5432", pg
+	// The testbed's PostgreSQL (ejabberd's data); no installed component
+	// uses it yet.
+	o.PostgresAddress, o.PostgresPasswordFile, o.PostgresUser = env.Agents.PostgresAddr, env.Agents.PostgresPasswordFile, "postgres"
 	o.Registry, o.Tag, o.PullPolicy = images.DefaultRegistry, m.Version, string(corev1.PullIfNotPresent)
 	o.KarmadaAPIServer = env.Agents.KarmadaAPIServer
 	o.Timeout = 5 * time.Minute

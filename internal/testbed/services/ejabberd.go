@@ -58,8 +58,15 @@ type Ejabberd struct {
 	also []string
 }
 
-// AlsoListenOn makes the c2s listener serve ip too (set before Start).
+// AlsoListenOn makes the c2s listener and the admin API serve ip too (set
+// before Start); only the admin account may use the API.
 func (e *Ejabberd) AlsoListenOn(ip string) { e.also = append(e.also, ip) }
+
+// APIURLOn is the admin API's URL on one of the AlsoListenOn addresses
+// (where the accounts reconciler's pod reaches it).
+func (e *Ejabberd) APIURLOn(ip string) string {
+	return "https://" + net.JoinHostPort(ip, strconv.Itoa(e.portBase+ejAPIOffset)) + "/api"
+}
 
 // C2SAddrOn is the c2s address on one of the AlsoListenOn addresses.
 func (e *Ejabberd) C2SAddrOn(ip string) string {
@@ -601,6 +608,14 @@ listen:
     tls: true
     request_handlers:
       /api: mod_http_api
+{{- range .Also}}
+  - port: {{$.APIPort}}
+    ip: "{{.}}"
+    module: ejabberd_http
+    tls: true
+    request_handlers:
+      /api: mod_http_api
+{{- end}}
 disable_sasl_mechanisms:
   - "digest-md5"
   - "X-OAUTH2"

@@ -71,3 +71,11 @@ allowPrivilegeEscalation: false
 readOnlyRootFilesystem: true
 capabilities: {drop: [ALL]}
 {{- end }}
+
+{{/* ejabberd's admin API: given, or the bundled server's Service. */}}
+{{- define "mlsysops.ejabberdAPI" -}}
+{{- if .Values.xmpp.adminAPI }}{{ .Values.xmpp.adminAPI }}
+{{- else if include "mlsysops.bundled" . }}https://mlsysops-ejabberd.mlsysops-framework.svc:5443/api
+{{- else }}{{ fail "xmpp.adminAPI: ejabberd's admin API URL (external services)" }}
+{{- end }}
+{{- end }}
