@@ -53,10 +53,13 @@ type Account struct {
 
 // Names of the Secrets the deployer writes.
 const (
-	SecretRedis           = "mlsysops-redis"
-	SecretPostgres        = "mlsysops-postgres"
-	SecretEjabberdAdmin   = "mlsysops-ejabberd-admin"
-	SecretEjabberdTLS     = "mlsysops-ejabberd-tls"
+	SecretRedis         = "mlsysops-redis"
+	SecretPostgres      = "mlsysops-postgres"
+	SecretEjabberdAdmin = "mlsysops-ejabberd-admin"
+	SecretEjabberdTLS   = "mlsysops-ejabberd-tls"
+	// SecretEjabberdSQL is the bundled ejabberd's configuration file with
+	// its PostgreSQL password (sql.yml).
+	SecretEjabberdSQL     = "mlsysops-ejabberd-sql"
 	SecretXMPPCA          = "mlsysops-xmpp-ca"
 	SecretContinuumXMPP   = "mlsysops-continuum-agent"
 	SecretNorthboundXMPP  = "mlsysops-northbound-xmpp"

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/x509"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"net"
@@ -250,7 +251,8 @@ func (p *Plan) SecretObjects(o *Options, m *Material) (host, karmada []*unstruct
 	if o.Services == ModeBundled {
 		host = append(host,
 			secretObject(SecretXMPPCA, "services", map[string][]byte{"ca.crt": m.CABundle, "ca.key": m.CAKey}),
-			secretObject(SecretEjabberdTLS, "services", map[string][]byte{"tls.crt": m.ServerCert, "tls.key": m.ServerKey}))
+			secretObject(SecretEjabberdTLS, "services", map[string][]byte{"tls.crt": m.ServerCert, "tls.key": m.ServerKey}),
+			secretObject(SecretEjabberdSQL, "services", map[string][]byte{"sql.yml": ejabberdSQLConfig(m.PostgresPassword)}))
 	}
 	karmada = append(karmada, secretObject(SecretRedis, "clusters", pw(m.RedisPassword)))
 	perSecret := map[string]map[string][]byte{}
@@ -275,4 +277,12 @@ func (p *Plan) SecretObjects(o *Options, m *Material) (host, karmada []*unstruct
 		karmada = append(karmada, secretObject(name, "clusters", perSecret[name]))
 	}
 	return host, karmada
+}
+
+// ejabberdSQLConfig is the bundled ejabberd's included configuration file
+// with its PostgreSQL password (a YAML double-quoted string: JSON's
+// quoting is a subset).
+func ejabberdSQLConfig(password string) []byte {
+	q, _ := json.Marshal(password)
+	return []byte("sql_password: " + string(q) + "\n")
 }

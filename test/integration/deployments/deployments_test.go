@@ -26,6 +26,7 @@ import (
 
 	"github.com/mlsysops-go/mlsysops/deployments/deployer"
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
+	"github.com/mlsysops-go/mlsysops/internal/messaging/provision"
 	"github.com/mlsysops-go/mlsysops/internal/testbed"
 )
 
@@ -212,6 +213,7 @@ func TestInstall(t *testing.T) {
 	})
 
 	t.Run("a forbidden call is refused", func(t *testing.T) { testForbiddenCalls(t, env) })
+	t.Run("the accounts reconciler restores a lost account", func(t *testing.T) { testLostAccount(t, env, cl) })
 
 	t.Run("upgrade", func(t *testing.T) {
 		// The new tag is on the real nodes as a registry push would make
@@ -361,6 +363,63 @@ func testAccounts(t *testing.T, env *testbed.Env, want bool) {
 			t.Errorf("account %s@%s registered = %v, want %v", u, env.XMPPDomain, have[u], want)
 		}
 	}
+}
+
+// testLostAccount deletes a node agent's account behind everyone's back,
+// as an ejabberd crash that lost it would: the installed accounts
+// reconciler (its periodic pass, every 30 s) creates it again with the
+// password of the agent's Secret and links it with its cluster agent.
+func testLostAccount(t *testing.T, env *testbed.Env, cl *deployer.Clusters) {
+	ctx := context.Background()
+	client, err := adminClient(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prov := provision.NewHTTPAPI(env.XMPPAdminURL, env.XMPPAdminJID, env.XMPPAdminPassword, client)
+	node, cluster := "far-edge-rpi-1@"+env.XMPPDomain, "edge-1.cluster@"+env.XMPPDomain
+	sec, err := cl.Host.Kube.CoreV1().Secrets(deployer.Namespace).Get(ctx, deployer.SecretAccountsPasswords, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	password := string(sec.Data[deployer.AgentSecretKey(node)])
+	if password == "" {
+		t.Fatalf("Secret %s holds no password for %s", deployer.SecretAccountsPasswords, node)
+	}
+	if err := prov.DeleteAccount(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	deleted := time.Now()
+	var last error
+	for time.Since(deleted) < 3*time.Minute {
+		if last = accountInPlace(ctx, prov, node, password, cluster); last == nil {
+			t.Logf("account %s back after %s", node, time.Since(deleted).Round(time.Second))
+			return
+		}
+		time.Sleep(2 * time.Second)
+	}
+	t.Fatalf("account %s not restored within 3 minutes: %v", node, last)
+}
+
+// accountInPlace reports what is missing of an account: the account, its
+// password, its roster link with parent.
+func accountInPlace(ctx context.Context, prov *provision.HTTPAPI, account, password, parent string) error {
+	ok, err := prov.CheckPassword(ctx, account, password)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("no account with the Secret's password")
+	}
+	items, err := prov.Roster(ctx, account)
+	if err != nil {
+		return err
+	}
+	for _, it := range items {
+		if it.JID == parent {
+			return nil
+		}
+	}
+	return fmt.Errorf("roster %v has no %s", items, parent)
 }
 
 // A SubjectAccessReview check: user may (or may not) do verb on resource.
