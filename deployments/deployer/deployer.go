@@ -13,6 +13,7 @@ import (
 
 	clusterv1alpha1 "github.com/karmada-io/karmada/pkg/apis/cluster/v1alpha1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -281,7 +282,34 @@ func (d *Deployer) preflight(ctx context.Context) error {
 			d.progress("cluster %s is described but not joined: its agents start when it joins", c)
 		}
 	}
-	return nil
+	return d.waitTerminatingNamespaces(ctx)
+}
+
+// waitTerminatingNamespaces waits until namespaces of the installation
+// that are being deleted (an uninstall just before) are gone: nothing can
+// be created in them until then.
+func (d *Deployer) waitTerminatingNamespaces(ctx context.Context) error {
+	if d.opts.DryRun {
+		return nil
+	}
+	return d.waitGone(ctx, func(ctx context.Context) ([]string, error) {
+		var left []string
+		for _, c := range []*Cluster{d.cl.Host, d.cl.Karmada} {
+			for _, name := range []string{Namespace, AppNamespace} {
+				ns, err := c.Kube.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
+				if apierrors.IsNotFound(err) {
+					continue
+				}
+				if err != nil {
+					return nil, fmt.Errorf("read namespace %s in the %s API: %w", name, c.Name, err)
+				}
+				if ns.DeletionTimestamp != nil {
+					left = append(left, ref(c.Name, "Namespace", "", name)+" (terminating)")
+				}
+			}
+		}
+		return left, nil
+	})
 }
 
 // errNotInstalled says that upgrade found nothing to upgrade.

@@ -15,11 +15,13 @@ import (
 )
 
 // karmadaIdentities are the accounts of the Karmada API whose tokens go,
-// as kubeconfigs, into Secrets of the host cluster: the continuum agent
-// and the northbound API (their roles are in the mlsysops-karmada chart).
+// as kubeconfigs, into Secrets of the host cluster: the continuum agent,
+// the northbound API and the accounts reconciler (their roles are in the
+// mlsysops-karmada chart).
 var karmadaIdentities = []struct{ TokenSecret, HostSecret string }{
 	{"mlsysops-continuum-agent-token", SecretKarmadaForCont},
 	{"mlsysops-northbound-token", SecretKarmadaForNB},
+	{"mlsysops-accounts-token", SecretKarmadaForAccounts},
 }
 
 // kubeconfigSecrets waits for the Karmada API's token controller to fill

@@ -66,6 +66,9 @@ const (
 	SecretNorthboundToken = "mlsysops-northbound-tokens"
 	SecretKarmadaForCont  = "mlsysops-karmada-continuum"
 	SecretKarmadaForNB    = "mlsysops-karmada-northbound"
+	// SecretKarmadaForAccounts is the accounts reconciler's kubeconfig of
+	// the Karmada API.
+	SecretKarmadaForAccounts = "mlsysops-karmada-accounts"
 	// SecretAccountsPasswords holds every account's password, for the
 	// accounts reconciler (one key per account, AgentSecretKey).
 	SecretAccountsPasswords = "mlsysops-accounts-passwords"

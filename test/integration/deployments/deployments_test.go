@@ -26,6 +26,7 @@ import (
 
 	"github.com/mlsysops-go/mlsysops/deployments/deployer"
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
+	"github.com/mlsysops-go/mlsysops/internal/messaging/authreport"
 	"github.com/mlsysops-go/mlsysops/internal/messaging/provision"
 	"github.com/mlsysops-go/mlsysops/internal/testbed"
 )
@@ -366,9 +367,13 @@ func testAccounts(t *testing.T, env *testbed.Env, want bool) {
 }
 
 // testLostAccount deletes a node agent's account behind everyone's back,
-// as an ejabberd crash that lost it would: the installed accounts
-// reconciler (its periodic pass, every 30 s) creates it again with the
-// password of the agent's Secret and links it with its cluster agent.
+// as an ejabberd crash that lost it would: ejabberd closes the agent's
+// session, the agent (a KWOK node's, run by the kwoklet) is refused at its
+// next login and reports it with an Event in its member cluster (its
+// token, Role mlsysops-login-reports), and the installed accounts
+// reconciler (watching that cluster through Karmada's proxy, or at its
+// periodic pass) creates the account again with the password of the
+// agent's Secret and links it with its cluster agent.
 func testLostAccount(t *testing.T, env *testbed.Env, cl *deployer.Clusters) {
 	ctx := context.Background()
 	client, err := adminClient(env)
@@ -393,11 +398,21 @@ func testLostAccount(t *testing.T, env *testbed.Env, cl *deployer.Clusters) {
 	for time.Since(deleted) < 3*time.Minute {
 		if last = accountInPlace(ctx, prov, node, password, cluster); last == nil {
 			t.Logf("account %s back after %s", node, time.Since(deleted).Round(time.Second))
-			return
+			break
 		}
 		time.Sleep(2 * time.Second)
 	}
-	t.Fatalf("account %s not restored within 3 minutes: %v", node, last)
+	if last != nil {
+		t.Fatalf("account %s not restored within 3 minutes: %v", node, last)
+	}
+	cs := kubernetes.NewForConfigOrDie(env.RESTConfig(t, "edge-1"))
+	ev, err := cs.CoreV1().Events(authreport.DefaultNamespace).Get(ctx, authreport.EventName(node), metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the agent's report of its refused login: %v", err)
+	}
+	if ev.Reason != authreport.Reason || ev.InvolvedObject.Kind != "Node" || ev.InvolvedObject.Name != "far-edge-rpi-1" || strings.Contains(ev.Message, password) {
+		t.Errorf("report event: reason %q, about %s/%s, message %q", ev.Reason, ev.InvolvedObject.Kind, ev.InvolvedObject.Name, ev.Message)
+	}
 }
 
 // accountInPlace reports what is missing of an account: the account, its
@@ -532,8 +547,29 @@ func testRBAC(t *testing.T, env *testbed.Env) {
 	}, forbiddenEverywhere...))
 	user, groups = sa("mlsysops-continuum-agent")
 	checkAccess(t, hostCS, "host cluster", user, groups, append([]access{
+		// A refused XMPP login, reported for the accounts reconciler.
+		{verb: "create", resource: "events", namespace: "default", allowed: true},
+		{verb: "patch", resource: "events", namespace: "default", allowed: true},
+		{verb: "list", resource: "events", namespace: "default"},
+		{verb: "create", resource: "events", namespace: fw},
 		{verb: "get", resource: "configmaps", namespace: fw},
 		{verb: "list", resource: "pods", namespace: fw},
+	}, forbiddenEverywhere...))
+	// The accounts reconciler: the continuum agent's reports in the host,
+	// the members through Karmada's proxy, nothing else (its passwords and
+	// the admin credential are mounted, never read through the API).
+	user, groups = sa("mlsysops-accounts")
+	checkAccess(t, hostCS, "host cluster", user, groups, append([]access{
+		{verb: "watch", resource: "events", namespace: "default", allowed: true},
+		{verb: "create", resource: "events", namespace: "default"},
+		{verb: "get", resource: "secrets", namespace: fw},
+		{verb: "get", resource: "configmaps", namespace: fw},
+	}, forbiddenEverywhere...))
+	checkAccess(t, karmadaCS, "Karmada API", user, groups, append([]access{
+		{verb: "list", group: "cluster.karmada.io", resource: "clusters", allowed: true},
+		{verb: "get", group: "cluster.karmada.io", resource: "clusters", subresource: "proxy", name: "edge-1", allowed: true},
+		{verb: "list", group: mgroup, resource: "mlsysopsapps", namespace: mls},
+		{verb: "get", resource: "secrets", namespace: fw},
 	}, forbiddenEverywhere...))
 
 	for _, member := range env.Clusters {
@@ -567,6 +603,10 @@ func testRBAC(t *testing.T, env *testbed.Env) {
 		}, forbiddenEverywhere...))
 		user, groups = sa("mlsysops-node-agent")
 		checkAccess(t, cs, where, user, groups, append([]access{
+			{verb: "create", resource: "events", namespace: "default", allowed: true},
+			{verb: "patch", resource: "events", namespace: "default", allowed: true},
+			{verb: "list", resource: "events", namespace: "default"},
+			{verb: "create", resource: "events", namespace: mls},
 			{verb: "get", resource: "pods", namespace: fw},
 			{verb: "get", resource: "nodes", name: "cloud-1"},
 			{verb: "get", resource: "secrets", namespace: fw},
@@ -580,6 +620,13 @@ func testRBAC(t *testing.T, env *testbed.Env) {
 			{verb: "list", resource: "pods", allowed: true},
 			{verb: "list", resource: "services", allowed: true},
 			{verb: "create", resource: "pods", namespace: "default"},
+		}, forbiddenEverywhere...))
+		// The accounts reconciler's reads through the proxy.
+		user, _ = sa("mlsysops-accounts")
+		checkAccess(t, cs, where, user, []string{"system:authenticated"}, append([]access{
+			{verb: "watch", resource: "events", namespace: "default", allowed: true},
+			{verb: "list", resource: "events", namespace: mls},
+			{verb: "list", resource: "pods"},
 		}, forbiddenEverywhere...))
 	}
 }
