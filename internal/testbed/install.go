@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -145,8 +146,17 @@ func RunKwoklet(ctx context.Context, o KwokletOptions, logOut io.Writer) error {
 	for _, n := range nodes {
 		byName[n.Name] = n
 	}
+	// Pods reach their cluster's apiserver where the testbed serves it on
+	// the bridge: a KWOK node's namespace has no kube-proxy rules for the
+	// kubernetes Service.
+	api, err := url.Parse(cfg.Host)
+	if err != nil || api.Hostname() == "" || api.Port() == "" {
+		return fmt.Errorf("apiserver address %q of context %s: want https://host:port", cfg.Host, o.Context)
+	}
 	r, err := kwoklet.New(kwoklet.Options{
 		Cluster: o.Cluster, Config: cfg, StateDir: o.StateDir,
+		ServiceEnv: map[string]string{"KUBERNETES_SERVICE_HOST": api.Hostname(), "KUBERNETES_SERVICE_PORT": api.Port(),
+			"KUBERNETES_SERVICE_PORT_HTTPS": api.Port()},
 		Images:   KwokletImages(o.BinDir),
 		Selector: "app.kubernetes.io/part-of=mlsysops",
 		NodeRoot: func(node string) string { return filepath.Join(o.StateDir, "nodes", node) },

@@ -276,3 +276,82 @@ func rbacEscalation(sa string) *rbacv1.ClusterRoleBinding {
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: deployer.Namespace, Name: sa}},
 	}
 }
+
+// testDescriptionReplaced replaces the ConfigMap node-system-descriptions
+// in the Karmada API as `kubectl create configmap --from-file
+// --dry-run=client -o yaml | kubectl apply -f -` would, with one node's
+// description given a new label: Karmada carries it to the member, the
+// kwoklet updates the mounted files as the kubelet does, and the node's
+// agent (a kwoklet process) applies the label, which its cluster agent
+// writes into the node's MLSysOpsNode, with no restart of the agent.
+// The original ConfigMap is put back at the end.
+func testDescriptionReplaced(t *testing.T, env *testbed.Env) {
+	ctx := context.Background()
+	const node, member, label = "far-edge-rpi-1", "edge-1", "zone:replaced"
+	root, err := testbed.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := deployer.ConfigMapFiles(filepath.Join(root, "descriptions", "nodes"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	orig := files[node+".yaml"]
+	if !strings.Contains(orig, `labels: ["node-type:rpi"]`) {
+		t.Fatalf("descriptions/nodes/%s.yaml changed: the test edits its labels line", node)
+	}
+	edited := map[string]string{}
+	for k, v := range files {
+		edited[k] = v
+	}
+	edited[node+".yaml"] = strings.Replace(orig, `labels: ["node-type:rpi"]`, `labels: ["node-type:rpi", "`+label+`"]`, 1)
+
+	karmada := kubernetes.NewForConfigOrDie(env.RESTConfig(t, testbed.ContextKarmada))
+	replace := func(data map[string]string) {
+		t.Helper()
+		cm, err := karmada.CoreV1().ConfigMaps(deployer.Namespace).Get(ctx, "node-system-descriptions", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cm.Data = data
+		if _, err := karmada.CoreV1().ConfigMaps(deployer.Namespace).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cs := kubernetes.NewForConfigOrDie(env.RESTConfig(t, member))
+	agentPod := func() *corev1.Pod {
+		t.Helper()
+		pods, err := cs.CoreV1().Pods(deployer.Namespace).List(ctx, metav1.ListOptions{
+			LabelSelector: "app.kubernetes.io/name=mlsysops-node-agent", FieldSelector: "spec.nodeName=" + node})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pods.Items) != 1 || len(pods.Items[0].Status.ContainerStatuses) != 1 {
+			t.Fatalf("node agent pods on %s: %d", node, len(pods.Items))
+		}
+		return &pods.Items[0]
+	}
+	before := agentPod()
+	replace(edited)
+	defer replace(files)
+	start := time.Now()
+	mc := karmadaClient(t, env, member)
+	eventually(t, "the new label in the MLSysOpsNode "+node, 3*time.Minute, func() error {
+		var n mlsysopsv1.MLSysOpsNode
+		if err := mc.Get(ctx, types.NamespacedName{Namespace: mlsysopsv1.Namespace, Name: node}, &n); err != nil {
+			return err
+		}
+		for _, l := range n.Spec.Labels {
+			if l == label {
+				return nil
+			}
+		}
+		return fmt.Errorf("labels %v", n.Spec.Labels)
+	})
+	t.Logf("label %s reported %s after the ConfigMap was replaced", label, time.Since(start).Round(time.Second))
+	after := agentPod()
+	if after.UID != before.UID || after.Status.ContainerStatuses[0].RestartCount != before.Status.ContainerStatuses[0].RestartCount {
+		t.Errorf("the node agent restarted: pod %s restarts %d, now pod %s restarts %d", before.UID,
+			before.Status.ContainerStatuses[0].RestartCount, after.UID, after.Status.ContainerStatuses[0].RestartCount)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -132,6 +133,13 @@ func TestInstall(t *testing.T) {
 	env := testbed.Shared(t)
 	ctx := context.Background()
 	o := externalOptions(t, env)
+	// The accounts reconciler makes no periodic pass during the test: a
+	// lost account can only come back through its agent's report.
+	noPasses := filepath.Join(t.TempDir(), "accounts.yaml")
+	if err := os.WriteFile(noPasses, []byte("accounts: {interval: 2h, fullInterval: 2h}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o.HostValues = append(o.HostValues, noPasses)
 	cl, err := deployer.Connect(ctx, o)
 	if err != nil {
 		t.Fatal(err)
@@ -190,6 +198,7 @@ func TestInstall(t *testing.T) {
 		}
 	})
 
+	t.Run("node-system-descriptions replaced by hand", func(t *testing.T) { testDescriptionReplaced(t, env) })
 	t.Run("agents' secrets", func(t *testing.T) { testSecrets(t, env, cl) })
 	t.Run("xmpp accounts", func(t *testing.T) { testAccounts(t, env, true) })
 	t.Run("rbac", func(t *testing.T) { testRBAC(t, env) })
@@ -367,13 +376,14 @@ func testAccounts(t *testing.T, env *testbed.Env, want bool) {
 }
 
 // testLostAccount deletes a node agent's account behind everyone's back,
-// as an ejabberd crash that lost it would: ejabberd closes the agent's
-// session, the agent (a KWOK node's, run by the kwoklet) is refused at its
-// next login and reports it with an Event in its member cluster (its
-// token, Role mlsysops-login-reports), and the installed accounts
-// reconciler (watching that cluster through Karmada's proxy, or at its
-// periodic pass) creates the account again with the password of the
-// agent's Secret and links it with its cluster agent.
+// as an ejabberd crash that lost it would, and the agent's pod, so that
+// its agent logs in again: the new agent (a KWOK node's, run by the
+// kwoklet) is refused and reports it with an Event in its member cluster
+// (its token, Role mlsysops-login-reports), and the installed accounts
+// reconciler, which watches that cluster through Karmada's proxy and makes
+// no periodic pass during the test, creates the account again with the
+// password of the agent's Secret and links it with its cluster agent; the
+// new pod becomes ready.
 func testLostAccount(t *testing.T, env *testbed.Env, cl *deployer.Clusters) {
 	ctx := context.Background()
 	client, err := adminClient(env)
@@ -390,10 +400,19 @@ func testLostAccount(t *testing.T, env *testbed.Env, cl *deployer.Clusters) {
 	if password == "" {
 		t.Fatalf("Secret %s holds no password for %s", deployer.SecretAccountsPasswords, node)
 	}
+	cs := kubernetes.NewForConfigOrDie(env.RESTConfig(t, "edge-1"))
+	sel := metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=mlsysops-node-agent", FieldSelector: "spec.nodeName=far-edge-rpi-1"}
+	pods, err := cs.CoreV1().Pods(deployer.Namespace).List(ctx, sel)
+	if err != nil || len(pods.Items) != 1 {
+		t.Fatalf("the node agent's pod on far-edge-rpi-1: %v (%d pods)", err, len(pods.Items))
+	}
 	if err := prov.DeleteAccount(ctx, node); err != nil {
 		t.Fatal(err)
 	}
 	deleted := time.Now()
+	if err := cs.CoreV1().Pods(deployer.Namespace).Delete(ctx, pods.Items[0].Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	var last error
 	for time.Since(deleted) < 3*time.Minute {
 		if last = accountInPlace(ctx, prov, node, password, cluster); last == nil {
@@ -405,7 +424,6 @@ func testLostAccount(t *testing.T, env *testbed.Env, cl *deployer.Clusters) {
 	if last != nil {
 		t.Fatalf("account %s not restored within 3 minutes: %v", node, last)
 	}
-	cs := kubernetes.NewForConfigOrDie(env.RESTConfig(t, "edge-1"))
 	ev, err := cs.CoreV1().Events(authreport.DefaultNamespace).Get(ctx, authreport.EventName(node), metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("the agent's report of its refused login: %v", err)
@@ -413,6 +431,18 @@ func testLostAccount(t *testing.T, env *testbed.Env, cl *deployer.Clusters) {
 	if ev.Reason != authreport.Reason || ev.InvolvedObject.Kind != "Node" || ev.InvolvedObject.Name != "far-edge-rpi-1" || strings.Contains(ev.Message, password) {
 		t.Errorf("report event: reason %q, about %s/%s, message %q", ev.Reason, ev.InvolvedObject.Kind, ev.InvolvedObject.Name, ev.Message)
 	}
+	eventually(t, "the new node agent pod on far-edge-rpi-1 ready", 2*time.Minute, func() error {
+		pods, err := cs.CoreV1().Pods(deployer.Namespace).List(ctx, sel)
+		if err != nil {
+			return err
+		}
+		for i := range pods.Items {
+			if pods.Items[i].DeletionTimestamp == nil && podReady(&pods.Items[i]) {
+				return nil
+			}
+		}
+		return fmt.Errorf("%d pods, none ready", len(pods.Items))
+	})
 }
 
 // accountInPlace reports what is missing of an account: the account, its
