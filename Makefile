@@ -38,7 +38,7 @@ DESCRIPTIONS = $(STATE)/descriptions
 endif
 SCALE_ENV := MLSYSOPS_SCALE_STATE=$(abspath $(SCALE_STATE)) MLSYSOPS_SCALE_PORT_BASE=$(SCALE_PORT_BASE)
 
-.PHONY: all deps images up down status build test test-unit test-integration test-count bench bench-readme generate verify lint clean
+.PHONY: all deps images up down status build test test-unit test-integration test-count bench bench-readme generate manifests verify lint clean
 
 all: build
 
@@ -133,6 +133,10 @@ bench-readme:
 ## generate: regenerate deepcopy code and CRDs from the API types
 generate:
 	bash hack/generate.sh
+
+## manifests: render deployments/manifests (GitOps) and the deployer's golden files again
+manifests:
+	$(GO) test ./deployments/deployer -run 'TestRenderGolden|TestManifests' -update
 
 ## verify: fail when generated files are stale (deepcopy, CRDs, the test counts
 ## and the benchmark tables of the documentation)

@@ -50,13 +50,23 @@ func NewControllers(cfg *rest.Config, cluster string, log *slog.Logger) (*Contro
 	// carries this agent's keys.
 	ctrl.SetLogger(logr.FromSlogHandler(log.Handler()))
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme: scheme,
-		// Nothing here reads managed fields; a cluster of a thousand
-		// nodes and their pods holds them twice over otherwise.
-		Cache:                  cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+		Scheme:                 scheme,
 		Logger:                 logr.FromSlogHandler(log.Handler()),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
+		// The MLSysOps objects the agent reads live in one namespace: its
+		// rights on them can be a Role there. Deployments, Services and
+		// pods are in each application's own namespace, nodes are
+		// cluster-scoped: those are cached cluster-wide.
+		// Nothing here reads managed fields; a cluster of a thousand
+		// nodes and their pods holds them twice over otherwise.
+		Cache: cache.Options{
+			DefaultTransform: cache.TransformStripManagedFields(),
+			ByObject: map[client.Object]cache.ByObject{
+				&mlsysopsv1.MLSysOpsApp{}:  {Namespaces: map[string]cache.Config{mlsysopsv1.Namespace: {}}},
+				&mlsysopsv1.MLSysOpsNode{}: {Namespaces: map[string]cache.Config{mlsysopsv1.Namespace: {}}},
+			},
+		},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("controller manager for %s: %w", cluster, err)

@@ -35,7 +35,7 @@ func readIndex(ctx context.Context, c client.Reader) (*placement.Index, error) {
 		idx.UpsertPod(&pl.Items[i])
 	}
 	var ml mlsysopsv1.MLSysOpsNodeList
-	if err := c.List(ctx, &ml, client.UnsafeDisableDeepCopy); err == nil {
+	if err := c.List(ctx, &ml, client.InNamespace(mlsysopsv1.Namespace), client.UnsafeDisableDeepCopy); err == nil {
 		for i := range ml.Items {
 			if ml.Items[i].Namespace == mlsysopsv1.Namespace {
 				idx.SetDescription(ml.Items[i].Name, &ml.Items[i].Spec)

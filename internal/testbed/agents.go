@@ -322,7 +322,9 @@ func StartAgents(ctx context.Context, agents []*AgentProcess, progress func(name
 	return nil
 }
 
-// agents plans the testbed's agents: the binary in <bin>, accounts through
+// agents plans the agents of a testbed without real nodes (the scale
+// profile), which run as processes: nothing could run the continuum
+// agent's pod (see installMLSysOps). The binary in <bin>, accounts through
 // the testbed's ejabberd, its Redis and kubeconfig.
 func (tb *Testbed) agents() ([]*AgentProcess, AgentsConfig, error) {
 	cfg := AgentsConfig{
@@ -350,25 +352,16 @@ func (tb *Testbed) agents() ([]*AgentProcess, AgentsConfig, error) {
 	return kept, cfg, nil
 }
 
-// The agent executables the testbed builds into its bin folder, as
-// `make build` does, and the accounts reconciler's.
-const (
-	agentBinary     = "mlsysops-agent"
-	nodeAgentBinary = "mlsysops-agent-node"
-	accountsBinary  = "mlsysops-accounts"
-)
-
-// portAgents is the first agent's HTTP port offset; agents take the ports
-// up to portMembers.
+// portAgents is the first process agent's HTTP port offset; agents take
+// the ports up to portMembers.
 const portAgents = 50
 
-// startAgents builds the agent binaries and starts every agent.
+// startAgents builds the agent binaries and starts the agents of a testbed
+// without real nodes as processes (see agents).
 func (tb *Testbed) startAgents(ctx context.Context) error {
-	root := filepath.Dir(tb.opts.BinDir)
-	if _, err := os.Stat(filepath.Join(root, "agents", "main.go")); err != nil {
-		if r, rerr := RepoRoot(); rerr == nil {
-			root = r
-		}
+	root, err := RepoRoot()
+	if err != nil {
+		return err
 	}
 	as, cfg, err := tb.agents()
 	if err != nil {
@@ -377,16 +370,13 @@ func (tb *Testbed) startAgents(ctx context.Context) error {
 	if len(as) > portMembers-portAgents {
 		return fmt.Errorf("%d agents: the testbed gives agents %d ports", len(as), portMembers-portAgents)
 	}
-	if err := BuildAgent(ctx, root, cfg.Binary); err != nil {
-		return err
-	}
-	tb.progress("built %s", agentBinary, tb.rel(cfg.Binary))
-	if err := BuildNodeAgent(ctx, root, cfg.NodeBinary); err != nil {
-		return err
-	}
-	tb.progress("built %s (node agents)", nodeAgentBinary, tb.rel(cfg.NodeBinary))
-	if err := BuildAccounts(ctx, root, cfg.AccountsBinary); err != nil {
-		return err
+	for _, b := range []struct {
+		build func(context.Context, string, string) error
+		out   string
+	}{{BuildAgent, cfg.Binary}, {BuildNodeAgent, cfg.NodeBinary}, {BuildAccounts, cfg.AccountsBinary}} {
+		if err := b.build(ctx, root, b.out); err != nil {
+			return err
+		}
 	}
 	if err := PrepareAgents(cfg, as); err != nil {
 		return err
@@ -397,3 +387,11 @@ func (tb *Testbed) startAgents(ctx context.Context) error {
 	tb.progress("ready on http://%s: %d agent accounts kept in place, passwords in %s", accountsName, cfg.AccountsListen, len(as), tb.rel(tb.l.path("pki")))
 	return StartAgents(ctx, as, func(name, msg string) { tb.progress("%s", name, msg) })
 }
+
+// The agent executables the testbed builds for the tests' agents, as
+// `make build` does, and the accounts reconciler's.
+const (
+	agentBinary     = "mlsysops-agent"
+	nodeAgentBinary = "mlsysops-agent-node"
+	accountsBinary  = "mlsysops-accounts"
+)
