@@ -7,6 +7,7 @@
 #         karmada-controller-manager, karmada-scheduler,
 #         karmada-aggregated-apiserver, karmada-webhook        (Karmada $KARMADA_VERSION)
 #         kwok                                                   (KWOK $KWOK_VERSION)
+#         versitygw (the S3 server of the ML connector's artifacts) (versitygw $VERSITYGW_VERSION)
 #         karmada-crds/ (Karmada's CRDs and webhook configuration)
 #
 # Binaries are built once into a cache outside the checkout
@@ -21,6 +22,7 @@ CACHE=${MLSYSOPS_BIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/mlsysops/bin}
 K8S_VERSION=v1.31.3
 KARMADA_VERSION=v1.13.0
 KWOK_VERSION=v0.7.0
+VERSITYGW_VERSION=v1.8.0
 export GOFLAGS=-mod=mod
 # The checksum database does not answer for k8s.io/kubernetes.
 export GONOSUMDB=${GONOSUMDB:+$GONOSUMDB,}k8s.io/kubernetes
@@ -86,6 +88,9 @@ done
 
 build_kwok() { GOBIN=$OUT go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"; }
 install_bin kwok "$KWOK_VERSION" build_kwok
+
+build_versitygw() { GOBIN=$OUT go install -trimpath -ldflags "-s -w" "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION"; }
+install_bin versitygw "$VERSITYGW_VERSION" build_versitygw
 
 # --- Karmada's CRDs and webhook configuration ----------------------------------
 crds="$BIN/karmada-crds"

@@ -2,6 +2,7 @@ package services_test
 
 import (
 	"context"
+	"net/http"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
@@ -148,5 +149,32 @@ func TestPostgresRestartKeepsData(t *testing.T) {
 	}
 	if p.Running() {
 		t.Fatal("still running after Stop")
+	}
+}
+
+func TestS3Lifecycle(t *testing.T) {
+	ctx := context.Background()
+	s := testbed.S3(t)
+	if err := s.Start(ctx); err != nil { // idempotent
+		t.Fatal(err)
+	}
+	// Unsigned requests are refused: the store is not open.
+	resp, err := http.Get(s.URL() + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("anonymous list: %s, want 403", resp.Status)
+	}
+	if err := s.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	waitDown(t, s.Running)
+	if err := s.Healthy(ctx); err == nil {
+		t.Fatal("killed S3 server still answers")
+	}
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
