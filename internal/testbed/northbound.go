@@ -13,10 +13,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mlsysops-go/mlsysops/internal/auth"
 	"github.com/mlsysops-go/mlsysops/internal/messaging/provision"
 	"github.com/mlsysops-go/mlsysops/internal/testbed/proc"
 	"github.com/mlsysops-go/mlsysops/northbound/api"
-	"github.com/mlsysops-go/mlsysops/northbound/auth"
 )
 
 // The northbound API of the testbed: built from this checkout, run as a
