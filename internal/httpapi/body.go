@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"reflect"
 	"strings"
 )
 
@@ -128,9 +129,13 @@ func jsonError(err error) error {
 	case errors.As(err, &se):
 		return BadRequest("the body is not valid JSON: %v (at byte %d)", se, se.Offset)
 	case errors.As(err, &te):
+		want := te.Type.String()
+		if n, ok := reflect.Zero(te.Type).Interface().(TypeNamer); ok {
+			want = n.JSONTypeName()
+		}
 		return Invalid("the body has a field of the wrong type", []FieldProblem{{
 			Field: te.Field, Type: FieldTypeInvalid,
-			Message: fmt.Sprintf("Invalid value: want %s, got JSON %s", te.Type, te.Value),
+			Message: fmt.Sprintf("Invalid value: want %s, got JSON %s", want, te.Value),
 		}})
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
@@ -142,6 +147,9 @@ func jsonError(err error) error {
 	}
 	return BadRequest("the body is not valid JSON: %v", err)
 }
+
+// TypeNamer lets a type name itself in "wrong type" problems.
+type TypeNamer interface{ JSONTypeName() string }
 
 // FieldError is returned by a custom UnmarshalJSON to report a value of
 // the wrong shape with its own message; DecodeJSON turns it into a 422.
