@@ -101,7 +101,7 @@ const modelColumns = `m.id, m.name, m.kind, m.format, m.owner, m.tags, m.hyperpa
 
 func scanModel(row pgx.Row) (api.Model, error) {
 	var (
-		m                                                    api.Model
+		m                                                     api.Model
 		hyper, perf, train, run, feats, infer, drift, aliases []byte
 	)
 	err := row.Scan(&m.ModelID, &m.ModelName, &m.ModelKind, &m.Format, &m.Owner, &m.ModelTags, &hyper, &perf,
