@@ -187,13 +187,6 @@ func (m *ModelSpec) Inputs() []Feature {
 	return out
 }
 
-// ModelList is a page of models.
-type ModelList struct {
-	Items []Model `json:"items"`
-	// Continue, when not empty, fetches the next page.
-	Continue string `json:"continue,omitempty"`
-}
-
 // File kinds of an upload (upstream's file_kind).
 const (
 	FileModel = "model"

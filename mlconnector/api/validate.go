@@ -5,11 +5,15 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/mlsysops-go/mlsysops/internal/httpapi"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // Problem is one problem of a request, with its field path.
@@ -230,13 +234,13 @@ func walkStrings(v reflect.Value, path string, p *problems) {
 		it := v.MapRange()
 		for it.Next() {
 			k := fmt.Sprint(it.Key().Interface())
-			if !cleanString(k) {
+			if !CleanString(k) {
 				p.invalid(path, k, "keys must not contain a NUL character and must be UTF-8")
 			}
 			walkStrings(it.Value(), join(path, k), p)
 		}
 	case reflect.String:
-		if !cleanString(v.String()) {
+		if !CleanString(v.String()) {
 			p.invalid(path, v.String(), "must not contain a NUL or other control character and must be UTF-8")
 		}
 	}
@@ -249,9 +253,9 @@ func join(path, name string) string {
 	return path + "." + name
 }
 
-// cleanString reports whether s is UTF-8 without control characters but
+// CleanString reports whether s is UTF-8 without control characters but
 // tab and newline.
-func cleanString(s string) bool {
+func CleanString(s string) bool {
 	if !utf8.ValidString(s) {
 		return false
 	}
@@ -261,4 +265,187 @@ func cleanString(s string) bool {
 		}
 	}
 	return true
+}
+
+// ValidAlias reports whether s can name an alias: an identifier that is
+// neither a number nor "latest".
+func ValidAlias(s string) bool {
+	if !nameRE.MatchString(s) || s == "latest" {
+		return false
+	}
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return true
+		}
+	}
+	return false
+}
+
+// Layers are the continuum layers a placement may name.
+var Layers = []string{"cloud", "edge_infrastructure", "edge", "far_edge"}
+
+var (
+	// imageRE is a container image reference: registry/path:tag@digest.
+	imageRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9._:/-]*[a-z0-9])?(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$`)
+	uuidRE  = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+)
+
+// MaxDeploymentIDLen bounds deployment ids: they name the application and
+// its namespace (mls-<id>) in the member clusters.
+const MaxDeploymentIDLen = 50
+
+// ValidModelID reports whether s can be a model id (a UUID).
+func ValidModelID(s string) bool { return uuidRE.MatchString(s) }
+
+// Validate returns every problem of a deployment request, and normalises
+// it (default replicas, lower-case layer, "*" as empty).
+func (d *DeploymentSpec) Validate() []Problem {
+	var p problems
+	if d.DeploymentID != "" {
+		if len(d.DeploymentID) > MaxDeploymentIDLen || len(validation.IsDNS1123Label(d.DeploymentID)) > 0 {
+			p.invalid("deployment_id", d.DeploymentID, "a deployment id is a DNS label of at most %d characters: lower-case letters, digits and '-'; leave it empty to have one made", MaxDeploymentIDLen)
+		}
+	}
+	switch {
+	case d.ModelID == "":
+		p.required("modelid")
+	case !ValidModelID(d.ModelID):
+		p.invalid("modelid", d.ModelID, "not a model id (a UUID from POST /v1/models)")
+	}
+	p.text("ownerid", d.OwnerID, true, 128)
+	if d.Version != "" && d.Version != "latest" {
+		if n, err := strconv.Atoi(string(d.Version)); err == nil {
+			if n < 1 {
+				p.invalid("version", string(d.Version), "versions start at 1")
+			}
+		} else if !ValidAlias(string(d.Version)) {
+			p.invalid("version", string(d.Version), "a version number, an alias or latest")
+		}
+	}
+	d.Placement.ClusterID = star(d.Placement.ClusterID)
+	d.Placement.Node = star(d.Placement.Node)
+	d.Placement.Continuum = strings.ToLower(star(d.Placement.Continuum))
+	if c := d.Placement.ClusterID; c != "" && len(validation.IsDNS1123Subdomain(c)) > 0 {
+		p.invalid("placement.clusterID", c, "a cluster name (a DNS subdomain), or * for any")
+	}
+	if n := d.Placement.Node; n != "" && len(validation.IsDNS1123Subdomain(n)) > 0 {
+		p.invalid("placement.node", n, "a node (host) name, or * for any")
+	}
+	if l := d.Placement.Continuum; l != "" && !slices.Contains(Layers, l) {
+		p.notSupported("placement.continuum", l, append(append([]string(nil), Layers...), "*")...)
+	}
+	switch {
+	case d.Replicas == 0:
+		d.Replicas = 1
+	case d.Replicas < 0 || d.Replicas > 100:
+		p.invalid("replicas", d.Replicas, "from 1 to 100")
+	}
+	if c := d.Resources.CPU; c != "" {
+		q, err := resource.ParseQuantity(c)
+		if err != nil || q.Sign() <= 0 || q.Cmp(resource.MustParse("1000")) > 0 {
+			p.invalid("resources.cpu", c, "a positive CPU quantity such as 500m or 2, at most 1000")
+		}
+	}
+	if m := d.Resources.Memory; m != "" {
+		q, err := resource.ParseQuantity(m)
+		if err != nil || q.Cmp(resource.MustParse("1Mi")) < 0 || q.Cmp(resource.MustParse("16Ti")) > 0 {
+			p.invalid("resources.memory", m, "a memory quantity such as 512Mi or 4Gi, from 1Mi to 16Ti")
+		}
+	}
+	if g := d.Resources.GPU; g != nil {
+		if g.Count < 0 || g.Count > 16 {
+			p.invalid("resources.gpu.count", g.Count, "from 0 to 16")
+		}
+		if g.Model != "" && (len(g.Model) > 63 || len(validation.IsValidLabelValue(g.Model)) > 0) {
+			p.invalid("resources.gpu.model", g.Model, "a GPU product as the nvidia.com/gpu.product label writes it (NVIDIA-L4)")
+		}
+		if g.MinMemoryGB < 0 || g.MinMemoryGB > 1024 {
+			p.invalid("resources.gpu.min_memory_gb", g.MinMemoryGB, "from 0 to 1024")
+		}
+		if g.Count == 0 && (g.Model != "" || g.MinMemoryGB > 0) {
+			p.invalid("resources.gpu.count", 0, "a GPU model or memory needs a count of at least 1")
+		}
+	}
+	if d.Runtime != "" && !nameRE.MatchString(d.Runtime) {
+		p.invalid("runtime", d.Runtime, "a runtime name (GET /v1/runtimes)")
+	}
+	if d.Image != "" && (len(d.Image) > 512 || !imageRE.MatchString(d.Image)) {
+		p.invalid("image", d.Image, "a container image reference (registry/name:tag)")
+	}
+	if d.InferenceData != 0 {
+		p.notSupported("inference_data", d.InferenceData, "0 (values in the request)")
+	}
+	p = append(p, CheckStrings(d, "")...)
+	return p
+}
+
+func star(s string) string {
+	if s == "*" {
+		return ""
+	}
+	return s
+}
+
+// Validate returns every problem of a recorded operation.
+func (o *OperationCreate) Validate() []Problem {
+	var p problems
+	p.text("ownerid", o.OwnerID, true, 128)
+	if o.DeploymentID == "" {
+		p.required("deploymentid")
+	} else if len(o.DeploymentID) > MaxDeploymentIDLen || len(validation.IsDNS1123Label(o.DeploymentID)) > 0 {
+		p.invalid("deploymentid", o.DeploymentID, "not a deployment id")
+	}
+	if o.ModelID == "" {
+		p.required("modelid")
+	} else if !ValidModelID(o.ModelID) {
+		p.invalid("modelid", o.ModelID, "not a model id")
+	}
+	if len(bytes.TrimSpace(o.Data)) == 0 || string(bytes.TrimSpace(o.Data)) == "null" {
+		p.required("data")
+	}
+	for _, f := range []struct {
+		name string
+		raw  []byte
+	}{{"data", o.Data}, {"result", o.Result}} {
+		if bytes.Contains(f.raw, []byte(`\u0000`)) {
+			p.invalid(f.name, "", "must not contain a NUL character")
+		}
+	}
+	p = append(p, CheckStrings(struct {
+		OwnerID string `json:"ownerid"`
+	}{o.OwnerID}, "")...)
+	return p
+}
+
+// Validate returns every problem of a runtime registration.
+func (rt *Runtime) Validate() []Problem {
+	var p problems
+	if !nameRE.MatchString(rt.Name) {
+		p.invalid("name", rt.Name, "1 to 64 letters, digits, '.', '_' or '-'")
+	}
+	if len(rt.Formats) == 0 {
+		p.required("formats")
+	}
+	for i, f := range rt.Formats {
+		if !formatRE.MatchString(f) {
+			p.invalid(fmt.Sprintf("formats[%d]", i), f, "a format is lower-case letters, digits, - and _")
+		}
+	}
+	switch {
+	case rt.Image == "":
+		p.required("image")
+	case len(rt.Image) > 512 || !imageRE.MatchString(rt.Image):
+		p.invalid("image", rt.Image, "a container image reference (registry/name:tag)")
+	}
+	if rt.Port < 1 || rt.Port > 65535 {
+		p.invalid("port", rt.Port, "from 1 to 65535")
+	}
+	if len(rt.Args) > 64 {
+		p.tooMany("args", len(rt.Args), 64)
+	}
+	for i, a := range rt.Args {
+		p.text(fmt.Sprintf("args[%d]", i), a, false, 1024)
+	}
+	p = append(p, CheckStrings(rt, "")...)
+	return p
 }
