@@ -107,21 +107,39 @@ func Replicas(app *mlsysopsv1.MLSysOpsAppSpec, comp *mlsysopsv1.Component) int32
 
 // PodRequests sums the resource requests of a component's containers
 // (limits stand in for missing requests, as Kubernetes defaults them), plus
-// one pod.
+// one pod. Init containers run one at a time before them, so, as for
+// Kubernetes, a resource counts as the larger of the containers' sum and
+// the largest init container's request.
 func PodRequests(comp *mlsysopsv1.Component) corev1.ResourceList {
-	total := corev1.ResourceList{corev1.ResourcePods: *resource.NewQuantity(1, resource.DecimalSI)}
+	total := corev1.ResourceList{}
 	for _, c := range comp.Containers {
-		rr := resources.ContainerResources(c.PlatformRequirements)
-		for name, q := range rr.Limits {
-			if _, ok := rr.Requests[name]; !ok {
-				add(total, name, q)
-			}
-		}
-		for name, q := range rr.Requests {
+		for name, q := range containerRequests(c) {
 			add(total, name, q)
 		}
 	}
+	for _, c := range comp.InitContainers {
+		for name, q := range containerRequests(c) {
+			if cur, ok := total[name]; !ok || q.Cmp(cur) > 0 {
+				total[name] = q
+			}
+		}
+	}
+	total[corev1.ResourcePods] = *resource.NewQuantity(1, resource.DecimalSI)
 	return total
+}
+
+// containerRequests is what one container requests (limits stand in for
+// missing requests).
+func containerRequests(c mlsysopsv1.Container) corev1.ResourceList {
+	out := corev1.ResourceList{}
+	rr := resources.ContainerResources(c.PlatformRequirements)
+	for name, q := range rr.Limits {
+		out[name] = q
+	}
+	for name, q := range rr.Requests {
+		out[name] = q
+	}
+	return out
 }
 
 func add(list corev1.ResourceList, name corev1.ResourceName, q resource.Quantity) {
@@ -151,6 +169,8 @@ type compiled struct {
 	minFreqHz int64
 	runtime   string
 	nvidiaRC  bool
+	// tolerations are the taints the component's pods tolerate.
+	tolerations []corev1.Toleration
 }
 
 func compile(req Request) (*compiled, error) {
@@ -186,6 +206,7 @@ func compile(req Request) (*compiled, error) {
 	}
 	c.runtime = req.Component.ContainerRuntime
 	c.nvidiaRC = req.Component.RuntimeClassName == "nvidia" || req.Component.RuntimeClassName == "nvidia-experimental"
+	c.tolerations = resources.Tolerations(req.Component)
 	return c, nil
 }
 
@@ -217,14 +238,23 @@ func (c *compiled) fits(n *Node, st nodeState) string {
 	if node.Spec.Unschedulable {
 		return "are cordoned"
 	}
-	for _, t := range node.Spec.Taints {
-		if t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute {
+	for i := range node.Spec.Taints {
+		t := &node.Spec.Taints[i]
+		if (t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute) && !resources.Tolerated(c.tolerations, t) {
 			return fmt.Sprintf("have the untolerated taint %s", t.ToString())
 		}
 	}
 	for _, r := range c.reqs {
 		if !matches(r, node.Labels) {
 			have, ok := node.Labels[r.Key]
+			if r.Key == mlsysopsv1.LabelGPUMemory && r.Operator == corev1.NodeSelectorOpGt && len(r.Values) == 1 {
+				// Say it in the words of a model that does not fit.
+				need, _ := strconv.ParseInt(r.Values[0], 10, 64)
+				if !ok {
+					return fmt.Sprintf("do not say their GPU memory (label %s); the component needs GPUs of at least %d MiB", r.Key, need+1)
+				}
+				return fmt.Sprintf("have GPUs of %s MiB, too small: the component needs GPUs of at least %d MiB", have, need+1)
+			}
 			if !ok {
 				return fmt.Sprintf("lack label %s (want %s %s)", r.Key, strings.ToLower(string(r.Operator)), strings.Join(r.Values, ","))
 			}

@@ -155,6 +155,47 @@ type ComponentPlacement struct {
 	// GPUs is the number of GPUs one replica requests.
 	GPUs    int64  `json:"gpus,omitempty"`
 	Message string `json:"message,omitempty"`
+	// Pods are the component's pods in its cluster, as the cluster
+	// reports them (one item only; lists leave them out).
+	Pods []Pod `json:"pods,omitempty"`
+}
+
+// Pod is one pod of a component in its member cluster.
+type Pod struct {
+	Name string `json:"name"`
+	Node string `json:"node,omitempty"`
+	// Phase is the pod's phase (Pending, Running, Succeeded, Failed), or
+	// Terminating once it is being deleted.
+	Phase string `json:"phase"`
+	Ready bool   `json:"ready"`
+	// Reason and Message explain a pod that waits: kube-scheduler's
+	// reason when it cannot be scheduled, else the pod status's.
+	Reason         string           `json:"reason,omitempty"`
+	Message        string           `json:"message,omitempty"`
+	InitContainers []ContainerState `json:"init_containers,omitempty"`
+	Containers     []ContainerState `json:"containers"`
+	CreatedAt      time.Time        `json:"created_at"`
+}
+
+// ContainerState is the state of one container (or init container) of a
+// pod.
+type ContainerState struct {
+	Name string `json:"name"`
+	// Args the container runs with.
+	Args []string `json:"args,omitempty"`
+	// State is waiting, running or terminated.
+	State string `json:"state"`
+	// Reason is the kubelet's (ImagePullBackOff, CrashLoopBackOff,
+	// Completed, Error, ...); Message its message, or the container's
+	// termination message.
+	Reason       string `json:"reason,omitempty"`
+	Message      string `json:"message,omitempty"`
+	ExitCode     *int32 `json:"exit_code,omitempty"`
+	Ready        bool   `json:"ready"`
+	RestartCount int32  `json:"restart_count"`
+	// LastTermination says how the previous run ended, for a container
+	// that restarted.
+	LastTermination string `json:"last_termination,omitempty"`
 }
 
 // Endpoint is one port of a Service a cluster agent created for a

@@ -406,6 +406,19 @@ func (c collection) detail(a *API, ctx context.Context, v *view) api.Application
 	}
 	m := a.members()
 	out.Components = a.components(ctx, v, m)
+	for i := range out.Components {
+		cp := &out.Components[i]
+		if cp.Cluster == "" {
+			continue
+		}
+		for j := range m.pods(ctx, cp.Cluster, out.ID) {
+			p := &m.pods(ctx, cp.Cluster, out.ID)[j]
+			if p.Labels[mlsysopsv1.LabelComponent] == cp.Name {
+				cp.Pods = append(cp.Pods, podOf(p))
+			}
+		}
+		sort.Slice(cp.Pods, func(x, y int) bool { return cp.Pods[x].CreatedAt.Before(cp.Pods[y].CreatedAt) })
+	}
 	out.Endpoints = a.endpoints(ctx, out.ID, out.Components, m)
 	out.Warnings = append(v.warnings, m.warnings()...)
 	return out
