@@ -152,6 +152,7 @@ type Pod struct {
 	Name    string `json:"name"`
 	Cluster string `json:"cluster"`
 	Node    string `json:"node,omitempty"`
+	IP      string `json:"ip,omitempty"`
 	Phase   string `json:"phase"`
 	Ready   bool   `json:"ready"`
 	// Stage is Downloading (the init container runs), Loading (the

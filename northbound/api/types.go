@@ -164,6 +164,8 @@ type ComponentPlacement struct {
 type Pod struct {
 	Name string `json:"name"`
 	Node string `json:"node,omitempty"`
+	// IP is the pod's address in its cluster's pod network.
+	IP string `json:"ip,omitempty"`
 	// Phase is the pod's phase (Pending, Running, Succeeded, Failed), or
 	// Terminating once it is being deleted.
 	Phase string `json:"phase"`

@@ -188,7 +188,7 @@ func (m *members) pods(ctx context.Context, cluster, app string) []corev1.Pod {
 
 // podOf is the API's view of a pod.
 func podOf(p *corev1.Pod) api.Pod {
-	out := api.Pod{Name: p.Name, Node: p.Spec.NodeName, Phase: string(p.Status.Phase), Reason: p.Status.Reason,
+	out := api.Pod{Name: p.Name, Node: p.Spec.NodeName, IP: p.Status.PodIP, Phase: string(p.Status.Phase), Reason: p.Status.Reason,
 		Message: p.Status.Message, Containers: []api.ContainerState{}, CreatedAt: p.CreationTimestamp.Time}
 	if p.DeletionTimestamp != nil {
 		out.Phase = "Terminating"
