@@ -168,6 +168,12 @@ type Env struct {
 	NorthboundURL         string `json:"northboundURL"`
 	NorthboundToken       string `json:"northboundToken"`
 	NorthboundViewerToken string `json:"northboundViewerToken"`
+
+	// The ML connector (it takes the northbound API's tokens), and the
+	// PostgreSQL and S3 servers it keeps its data in.
+	MLConnectorURL string `json:"mlconnectorURL"`
+	PostgresAddr   string `json:"postgresAddr"`
+	S3URL          string `json:"s3URL"`
 }
 
 // LoadEnv reads the Env a testbed wrote into stateDir.
@@ -201,6 +207,7 @@ func (tb *Testbed) env() *Env {
 		e.Nodes = append(e.Nodes, n.Name)
 	}
 	tb.northboundEnv(e)
+	tb.mlconnectorEnv(e)
 	return e
 }
 
@@ -229,6 +236,7 @@ func (tb *Testbed) writeEnv() error {
 		{"MLS_API_URL", e.NorthboundURL},
 		{"MLS_TOKEN", e.NorthboundToken},
 		{"MLS_VIEWER_TOKEN", e.NorthboundViewerToken},
+		{"MLS_MLCONNECTOR_ENDPOINT", e.MLConnectorURL},
 	} {
 		fmt.Fprintf(&sh, "export %s=%s\n", kv[0], shellQuote(kv[1]))
 	}
@@ -612,6 +620,9 @@ func (tb *Testbed) Up(ctx context.Context) (*Env, error) {
 	if err := tb.startNorthbound(ctx); err != nil {
 		return nil, err
 	}
+	if err := tb.startMLConnector(ctx); err != nil {
+		return nil, fmt.Errorf("ML connector: %w", err)
+	}
 	if err := tb.writeEnv(); err != nil {
 		return nil, err
 	}
@@ -687,7 +698,7 @@ func (tb *Testbed) joinClusters(ctx context.Context) error {
 // does not have, such as the components of a cluster whose description was
 // removed.
 func (tb *Testbed) stopStale(p *plan) error {
-	want := map[string]bool{tb.northboundPIDFile(): true}
+	want := map[string]bool{tb.northboundPIDFile(): true, tb.mlconnectorPIDFile(): true}
 	for _, pr := range p.all() {
 		want[pr.PIDFile] = true
 	}
@@ -747,6 +758,10 @@ func (tb *Testbed) Down(ctx context.Context, purge bool) error {
 	}
 	tb.progress("stopped", "redis")
 	tb.progress("stopped", "ejabberd")
+	if err := tb.stopMLConnectorServices(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	tb.progress("stopped", "postgres and s3")
 	if len(errs) == 0 && purge {
 		if err := os.RemoveAll(tb.l.state); err != nil {
 			errs = append(errs, err)
@@ -799,6 +814,14 @@ func (tb *Testbed) Status(ctx context.Context) ([]ComponentStatus, error) {
 	if err != nil {
 		return nil, err
 	}
+	pg, err := tb.postgres()
+	if err != nil {
+		return nil, err
+	}
+	s3, err := tb.s3()
+	if err != nil {
+		return nil, err
+	}
 	var out []ComponentStatus
 	for _, pr := range p.all() {
 		s := ComponentStatus{Name: pr.Name, LogFile: tb.rel(pr.LogFile)}
@@ -823,6 +846,9 @@ func (tb *Testbed) Status(ctx context.Context) ([]ComponentStatus, error) {
 		{"redis", tb.redis.Pid, tb.redis.Healthy, tb.redis.LogFile()},
 		{"ejabberd", tb.ejabberd.Pid, tb.ejabberd.Healthy, tb.ejabberd.LogFile()},
 		{northboundName, tb.northboundPid, tb.northboundHealthy, tb.l.path("logs", northboundName+".log")},
+		{"postgres", pg.Pid, pg.Healthy, pg.LogFile()},
+		{"s3", s3.Pid, s3.Healthy, s3.LogFile()},
+		{mlconnectorName, tb.mlconnectorPid, tb.mlconnectorHealthy, tb.l.path("logs", mlconnectorName+".log")},
 	} {
 		s := ComponentStatus{Name: svc.name, LogFile: tb.rel(svc.log)}
 		s.Pid, s.Running = svc.pid()

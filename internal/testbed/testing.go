@@ -154,7 +154,7 @@ func withShared(fn func(tb *Testbed) error) error {
 	}
 	bin := filepath.Join(root, "bin")
 	var missing []string
-	for _, b := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "karmada-controller-manager", "karmada-scheduler", "karmada-aggregated-apiserver", "karmada-webhook", "kwok", "karmada-crds/webhook-configuration.yaml"} {
+	for _, b := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "karmada-controller-manager", "karmada-scheduler", "karmada-aggregated-apiserver", "karmada-webhook", "kwok", "karmada-crds/webhook-configuration.yaml", "versitygw"} {
 		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
 			missing = append(missing, b)
 		}

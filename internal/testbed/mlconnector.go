@@ -1,0 +1,187 @@
+package testbed
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/mlsysops-go/mlsysops/internal/testbed/proc"
+	"github.com/mlsysops-go/mlsysops/internal/testbed/services"
+)
+
+// The ML connector of the testbed: its own database on the testbed's
+// PostgreSQL, its artifacts in the testbed's S3 server (versitygw), built
+// from this checkout and run as a detached process that shares the
+// northbound API's tokens. Its secrets (the database URL, the S3 keys,
+// the northbound token) are files under <state>/pki, never arguments.
+const (
+	// mlconnectorDefaultPort is where `make up` (the default port base)
+	// serves the connector, upstream's port; other port bases use the
+	// offset portMLConnector.
+	mlconnectorDefaultPort = 8090
+	portPostgres           = 32
+	portS3                 = 38
+	portMLConnector        = 39
+	mlconnectorName        = "mlconnector"
+	mlconnectorBinary      = "mlsysops-mlconnector"
+	mlconnectorDatabase    = "mlconnector"
+	// S3Bucket holds the connector's artifacts.
+	S3Bucket = "mlsysops-models"
+	// ModelServerImage is the image deployments serve models with.
+	ModelServerImage = "docker.io/mlsysops/modelserver:dev"
+)
+
+// podHost is the host address pods on the testbed's nodes reach; the
+// connector and the S3 server listen there so that init containers can
+// fetch artifacts.
+func (tb *Testbed) podHost() string { return "127.0.0.1" }
+
+func (tb *Testbed) mlconnectorAddr() string {
+	port := tb.l.port(portMLConnector)
+	if tb.opts.PortBase == DefaultPortBase {
+		port = mlconnectorDefaultPort
+	}
+	return net.JoinHostPort(tb.podHost(), strconv.Itoa(port))
+}
+
+func (tb *Testbed) mlconnectorPIDFile() string { return tb.l.path("pids", mlconnectorName+".pid") }
+
+// postgres describes the testbed's PostgreSQL; its superuser password is
+// generated once per state folder.
+func (tb *Testbed) postgres() (*services.Postgres, error) {
+	pw, err := readOrCreateSecret(tb.l.path("pki", "postgres.password"))
+	if err != nil {
+		return nil, err
+	}
+	return services.NewPostgres(tb.l.path("postgres"), tb.l.port(portPostgres), pw), nil
+}
+
+// s3 describes the testbed's S3 server; its root keys are generated once
+// per state folder and kept in <state>/pki/s3 (access-key, secret-key),
+// the folder the connector reads them from.
+func (tb *Testbed) s3() (*services.S3, error) {
+	access, err := readOrCreateSecret(tb.l.path("pki", "s3", "access-key"))
+	if err != nil {
+		return nil, err
+	}
+	secret, err := readOrCreateSecret(tb.l.path("pki", "s3", "secret-key"))
+	if err != nil {
+		return nil, err
+	}
+	return services.NewS3(filepath.Join(tb.opts.BinDir, "versitygw"), tb.l.path("s3"), tb.podHost(), tb.l.port(portS3), access, secret), nil
+}
+
+// startMLConnector starts PostgreSQL and the S3 server, gives the
+// connector its database, builds it and starts it unless the same build
+// already runs with the same configuration and is ready.
+func (tb *Testbed) startMLConnector(ctx context.Context) error {
+	pg, err := tb.postgres()
+	if err != nil {
+		return err
+	}
+	if err := pg.Start(ctx); err != nil {
+		return fmt.Errorf("%w; see %s", err, pg.LogFile())
+	}
+	tb.progress("ready on %s", "postgres", pg.Addr())
+	pw, err := readOrCreateSecret(tb.l.path("pki", "mlconnector-db.password"))
+	if err != nil {
+		return err
+	}
+	if err := pg.EnsureDatabase(ctx, mlconnectorDatabase, mlconnectorDatabase, pw); err != nil {
+		return err
+	}
+	dsnFile := tb.l.path("pki", "mlconnector-db.url")
+	if err := os.WriteFile(dsnFile, []byte(pg.DSN(mlconnectorDatabase, pw, mlconnectorDatabase)), 0o600); err != nil {
+		return err
+	}
+	s3, err := tb.s3()
+	if err != nil {
+		return err
+	}
+	if err := s3.Start(ctx); err != nil {
+		return fmt.Errorf("%w; see %s", err, s3.LogFile())
+	}
+	tb.progress("ready on %s", "s3", s3.URL())
+	changed, err := tb.buildFromCheckout(ctx, mlconnectorName, mlconnectorBinary, "./mlconnector")
+	if err != nil {
+		return err
+	}
+	_, _, tokenFile, err := tb.northboundTokens()
+	if err != nil {
+		return err
+	}
+	addr := tb.mlconnectorAddr()
+	args := []string{
+		"--listen=" + addr,
+		"--token-file=" + tokenFile,
+		"--database-url-file=" + dsnFile,
+		"--artifact-store=s3",
+		"--s3-endpoint=" + s3.URL(),
+		"--s3-bucket=" + S3Bucket,
+		"--s3-credentials-dir=" + tb.l.path("pki", "s3"),
+		"--northbound-url=http://" + tb.northboundAddr(),
+		"--northbound-token-file=" + tb.l.path("pki", "northbound-operator.token"),
+		"--model-server-image=" + ModelServerImage,
+		"--download-url=http://" + addr,
+		"--upload-dir=" + tb.l.path("mlconnector-uploads"),
+		"--drift-interval=1h",
+	}
+	if err := os.MkdirAll(tb.l.path("mlconnector-uploads"), 0o700); err != nil {
+		return err
+	}
+	p := tb.process(mlconnectorName, mlconnectorBinary, args, httpReady("http://"+addr+"/readyz"))
+	if pid, running := p.Pid(); running && (changed || !sameArgs(pid, p.Args)) {
+		tb.progress("rebuilt or reconfigured: restarting", mlconnectorName)
+		if err := p.Stop(20 * time.Second); err != nil {
+			return err
+		}
+	}
+	if err := tb.startAll(ctx, []*proc.Process{p}); err != nil {
+		return err
+	}
+	tb.progress("ready on http://%s", mlconnectorName, addr)
+	return nil
+}
+
+// stopMLConnectorServices stops the S3 server and PostgreSQL (the
+// connector itself stops with every process of the pids folder).
+func (tb *Testbed) stopMLConnectorServices(ctx context.Context) error {
+	var errs []error
+	if s3, err := tb.s3(); err == nil {
+		if err := s3.Stop(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if pg, err := tb.postgres(); err == nil {
+		if err := pg.Stop(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("stop the ML connector's services: %v", errs)
+	}
+	return nil
+}
+
+// mlconnectorEnv fills the connector's entries of an Env.
+func (tb *Testbed) mlconnectorEnv(e *Env) {
+	e.MLConnectorURL = "http://" + tb.mlconnectorAddr()
+	if s3, err := tb.s3(); err == nil {
+		e.S3URL = s3.URL()
+	}
+	if pg, err := tb.postgres(); err == nil {
+		e.PostgresAddr = pg.Addr()
+	}
+}
+
+func (tb *Testbed) mlconnectorPid() (int, bool) {
+	return (&proc.Process{Name: mlconnectorName, Path: filepath.Join(tb.opts.BinDir, mlconnectorBinary), PIDFile: tb.mlconnectorPIDFile()}).Pid()
+}
+
+func (tb *Testbed) mlconnectorHealthy(ctx context.Context) error {
+	return httpReady("http://" + tb.mlconnectorAddr() + "/readyz")(ctx)
+}
