@@ -3,6 +3,7 @@ package placement
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -175,6 +176,11 @@ type compiled struct {
 
 func compile(req Request) (*compiled, error) {
 	c := &compiled{reqs: resources.NodeSelectorRequirements(req.App, req.Component), perPod: PodRequests(req.Component)}
+	// The GPU's memory is judged last, so that a node without a GPU says
+	// that rather than that it has no GPU memory.
+	if i := slices.IndexFunc(c.reqs, func(r corev1.NodeSelectorRequirement) bool { return r.Key == mlsysopsv1.LabelGPUMemory }); i >= 0 {
+		c.reqs = append(append(slices.Clone(c.reqs[:i]), c.reqs[i+1:]...), c.reqs[i])
+	}
 	for _, r := range c.reqs {
 		if err := checkRequirement(r); err != nil {
 			return nil, fmt.Errorf("component %s: node requirement %s: %w", req.Component.Metadata.Name, r.Key, err)

@@ -61,10 +61,14 @@ func TestPlaceComponent(t *testing.T) {
 			nodes: []Node{
 				MakeNode("l4").GPU("NVIDIA-L4", 1).GPUMemory("24576").Obj(),
 				MakeNode("a100").GPU("NVIDIA-A100-SXM4-80GB", 1).Obj(),
+				MakeNode("cpu").Obj(),
 			},
-			wantNodes:    []string{"a100"},
-			wantAssign:   map[string]int32{"a100": 1},
-			wantRejected: map[string]string{"l4": "have GPUs of 24576 MiB, too small: the component needs GPUs of at least 40960 MiB"},
+			wantNodes:  []string{"a100"},
+			wantAssign: map[string]int32{"a100": 1},
+			wantRejected: map[string]string{
+				"l4":  "have GPUs of 24576 MiB, too small: the component needs GPUs of at least 40960 MiB",
+				"cpu": "lack label nvidia.com/gpu.present (want in true)",
+			},
 		},
 		"GPUs already taken": {
 			comp:         MakeComp("train").GPU("NVIDIA-A100-SXM4-80GB", 3).Obj(),
