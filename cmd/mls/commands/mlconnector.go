@@ -472,11 +472,15 @@ func waitReady(ctx context.Context, o *mlcOptions, c *mlclient.Client, id string
 				return d, nil
 			}
 		case api.PhaseFailed:
-			return d, fmt.Errorf("deployment %s failed: %s: %s", id, d.Reason, d.Message)
+			// The agents place an unschedulable deployment as soon as
+			// capacity allows: keep waiting for that.
+			if d.Reason != api.ReasonUnschedulable {
+				return d, fmt.Errorf("deployment %s failed: %s: %s", id, d.Reason, d.Message)
+			}
 		}
 		select {
 		case <-ctx.Done():
-			return d, fmt.Errorf("deployment %s is still %s after %s", id, d.Phase, timeout)
+			return d, fmt.Errorf("deployment %s is still %s after %s: %s %s", id, d.Phase, timeout, d.Reason, d.Message)
 		case <-time.After(time.Second):
 		}
 	}
