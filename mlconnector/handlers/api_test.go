@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
@@ -30,27 +31,32 @@ const (
 
 // env is a connector API on a fresh database and a folder store.
 type env struct {
-	t     *testing.T
+	t     testing.TB
 	api   *handlers.API
 	srv   *httptest.Server
 	store objstore.Store
 	reg   *registry.Registry
 }
 
-func newEnv(t *testing.T, mod func(*handlers.Config)) *env {
+func newEnv(t testing.TB, mod func(*handlers.Config)) *env {
 	t.Helper()
 	store, err := objstore.NewFS(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg := registry.New(dbtest.Pool(t), store, registry.Options{Logger: dbtest.Logger(t)})
+	log := dbtest.Logger(t)
+	if _, fuzz := t.(*testing.F); fuzz {
+		// A fuzz target's server must not log to the F.
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	reg := registry.New(dbtest.Pool(t), store, registry.Options{Logger: log})
 	cfg := handlers.Config{
 		Registry: reg,
 		Auth: auth.Static([]auth.Entry{
 			{Token: opToken, Identity: auth.Identity{Name: "alice", Role: auth.RoleOperator}},
 			{Token: viewerToken, Identity: auth.Identity{Name: "bob", Role: auth.RoleViewer}},
 		}),
-		MaxUploadBytes: 1 << 20, UploadDir: t.TempDir(), Logger: dbtest.Logger(t),
+		MaxUploadBytes: 1 << 20, UploadDir: t.TempDir(), Logger: log,
 	}
 	if mod != nil {
 		mod(&cfg)
@@ -68,9 +74,15 @@ func newEnv(t *testing.T, mod func(*handlers.Config)) *env {
 // body.
 func (e *env) do(method, path, token, contentType string, body []byte) (int, []byte) {
 	e.t.Helper()
+	return e.request(e.t, method, path, token, contentType, body)
+}
+
+// request is do for another test than the env's (a fuzz target's).
+func (e *env) request(t testing.TB, method, path, token, contentType string, body []byte) (int, []byte) {
+	t.Helper()
 	req, err := http.NewRequest(method, e.srv.URL+path, bytes.NewReader(body))
 	if err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
@@ -80,7 +92,7 @@ func (e *env) do(method, path, token, contentType string, body []byte) (int, []b
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
