@@ -222,16 +222,27 @@ func (r *Registry) Models(ctx context.Context, o ListOptions) ([]api.Model, stri
 	if o.Limit <= 0 {
 		o.Limit = 100
 	}
-	if o.Tags == nil {
-		o.Tags = []string{}
-	}
 	var out []api.Model
 	err := r.retry(ctx, func(ctx context.Context) error {
 		out = out[:0]
-		rows, err := r.pool.Query(ctx, `SELECT `+modelColumns+` FROM models m
-			WHERE ($1 = '' OR m.kind = $1) AND (cardinality($2::text[]) = 0 OR m.tags && $2::text[])
-			  AND ($3 = '' OR m.name = $3) AND m.id > $4
-			ORDER BY m.id LIMIT $5`, o.Kind, o.Tags, o.Name, o.After, o.Limit+1)
+		// Only the filters given, so that the plan uses their indexes;
+		// the page is cut before the versions and aliases are looked up.
+		where, args := []string{"id > $1"}, []any{o.After}
+		if o.Kind != "" {
+			args = append(args, o.Kind)
+			where = append(where, fmt.Sprintf("kind = $%d", len(args)))
+		}
+		if len(o.Tags) > 0 {
+			args = append(args, o.Tags)
+			where = append(where, fmt.Sprintf("tags && $%d::text[]", len(args)))
+		}
+		if o.Name != "" {
+			args = append(args, o.Name)
+			where = append(where, fmt.Sprintf("name = $%d", len(args)))
+		}
+		args = append(args, o.Limit+1)
+		rows, err := r.pool.Query(ctx, `SELECT `+modelColumns+` FROM (SELECT * FROM models WHERE `+strings.Join(where, " AND ")+
+			fmt.Sprintf(` ORDER BY id LIMIT $%d) m ORDER BY m.id`, len(args)), args...)
 		if err != nil {
 			return err
 		}
