@@ -1,5 +1,7 @@
 // Command mlsysops-agent runs one MLSysOps agent: the continuum, a cluster or
-// a node layer (see agents/agent).
+// a node layer. agents/agent is what every layer shares; each layer lives in
+// its own package and registers itself when imported: agents/node always,
+// agents/cluster and agents/continuum in the full build only (layers.go).
 package main
 
 import (
@@ -10,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/mlsysops-go/mlsysops/agents/agent"
+	_ "github.com/mlsysops-go/mlsysops/agents/node" // every build runs the node layer
 )
 
 func main() {

@@ -1,11 +1,14 @@
-// Package agent is the MLSysOps agent runtime: it wires configuration,
-// messaging, shared state, the MAPE engine, policies, mechanisms and
-// telemetry into one process for the continuum, cluster or node layer.
+// Package agent is what every MLSysOps agent shares, whatever its layer:
+// the process and its options, identity, messaging and the registration
+// with the parent (and, for agents with children, theirs), the MAPE engine
+// with its policies and mechanisms, telemetry sampling, and the HTTP
+// endpoints. Each layer's behaviour lives in its own package
+// (agents/continuum, agents/cluster, agents/node), which implements Layer
+// and registers itself with RegisterLayer.
 package agent
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -25,68 +28,60 @@ import (
 	"github.com/mlsysops-go/mlsysops/internal/telemetry"
 )
 
-// layer is what differs between the continuum, cluster and node agents.
-type layer interface {
-	// childLayer is the layer of the agents that subscribe to this one;
-	// empty for nodes.
-	childLayer() messaging.Layer
-	// children are the JIDs the description lists.
-	children() []string
-	// systemDescription is the agent's own description in the upstream
-	// form, for policies.
-	systemDescription() map[string]any
-	// mechanisms builds the layer's enabled mechanisms.
-	mechanisms(a *Agent) (*mechanism.Set, error)
-	// setup registers the layer's message handlers; the engine exists.
-	setup(a *Agent) error
-	// registered runs after every accepted subscribe to the parent.
-	registered(ctx context.Context)
-	// childRegistered runs when a child's subscribe is accepted.
-	childRegistered(ctx context.Context, jid string, m *messaging.Subscribe)
-	// peer sees every liveness change.
-	peer(ctx context.Context, ev messaging.PeerEvent)
-	// run runs the layer's loops until ctx ends.
-	run(ctx context.Context) error
-	// ready checks the layer's dependencies for /readyz.
-	ready(ctx context.Context) error
-	// status adds the layer's view to /status.
-	status() map[string]any
-}
-
-// registry records a parent agent's accepted children and their liveness
-// where the other components read them: the Redis registry of
-// internal/state (state.Registry), kept by the continuum and cluster
-// layers. Nodes have no children and no registry.
-type registry interface {
-	Register(ctx context.Context, a record.Agent) error
-	SetLiveness(ctx context.Context, jid string, online bool, at time.Time) error
-	List(ctx context.Context) ([]record.Agent, error)
-}
-
-// Agent is one running agent.
+// Agent is one running agent. Its exported fields are what its layer
+// works with: the layer's constructor runs first in New and may set
+// Parent, Sampler and Cluster, fill Conn.ContinuumName and call
+// AcceptChildren; Msg, Engine and Mechs exist from the layer's Setup on.
+// Layers only read the rest.
 type Agent struct {
-	opts    *agentconfig.Options
-	conn    *Connection
-	log     *slog.Logger
-	name    string
-	jid     string
-	parent  string
-	domain  string
+	// Opts are the agent's behaviour options.
+	Opts *agentconfig.Options
+	// Conn is how the agent reaches the services around it.
+	Conn *Connection
+	// Log is the agent's logger.
+	Log *slog.Logger
+	// Name is the agent's name: its node, cluster or continuum name.
+	Name string
+	// JID is the agent's own bare JID.
+	JID string
+	// Parent is the parent agent's bare JID; empty for the continuum. The
+	// layer names it from its description; --parent overrides it.
+	Parent string
+	// Domain is the XMPP domain of every agent's account.
+	Domain string
+	// Metrics is the agent's Prometheus registry, served on /metrics.
+	Metrics *prometheus.Registry
+	// Msg is the agent's XMPP client.
+	Msg *messaging.Client
+	// Engine is the agent's MAPE engine.
+	Engine *mape.Engine
+	// Sampler is the agent's telemetry sampler; the agent makes one unless
+	// the layer set its own (the node layer's samples its host).
+	Sampler *telemetry.Sampler
+	// Mechs are the agent's enabled mechanisms, built by the layer.
+	Mechs *mechanism.Set
+	// Cluster is the cluster a node agent belongs to, named in its
+	// subscriptions (the node layer sets it); empty for the other layers.
+	Cluster string
+	// Registered is set once the parent accepted the agent's subscription.
+	Registered atomic.Bool
+
+	// The parts of an agent with children, set by AcceptChildren
+	// (children.go): nil on nodes, so that the node-only build links none
+	// of them.
+	registry       Registry
+	acceptChildren func()
+	keepRegistry   func(context.Context) error
+	// mu guards known.
+	mu sync.Mutex
+	// known are the agents this agent keeps writing to its registry: the
+	// accepted children, and those AcceptChildren was given.
+	known map[string]record.Agent
+
 	started time.Time
-
-	reg        *prometheus.Registry
-	msg        *messaging.Client
-	engine     *mape.Engine
-	sampler    *telemetry.Sampler
-	mechs      *mechanism.Set
-	registry   registry // nil on nodes
-	layer      layer
-	resub      chan struct{}
-	registered atomic.Bool
-	mode       atomic.Int64
-
-	mu    sync.Mutex
-	known map[string]record.Agent // accepted children, for the registry
+	layer   Layer
+	resub   chan struct{}
+	mode    atomic.Int64
 
 	modeGauge     prometheus.Gauge
 	regGauge      prometheus.Gauge
@@ -98,19 +93,19 @@ type Agent struct {
 // connects nothing yet and registers every handler.
 func New(ctx context.Context, opts *agentconfig.Options, conn *Connection, env agentconfig.LookupEnv, log *slog.Logger) (*Agent, error) {
 	a := &Agent{
-		opts: opts, conn: conn, name: opts.NodeName, domain: conn.XMPPDomain, started: time.Now(),
-		reg: prometheus.NewRegistry(), resub: make(chan struct{}, 1), known: map[string]record.Agent{},
+		Opts: opts, Conn: conn, Name: opts.NodeName, Domain: conn.XMPPDomain, started: time.Now(),
+		Metrics: prometheus.NewRegistry(), resub: make(chan struct{}, 1), known: map[string]record.Agent{},
 	}
-	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	a.jid = AgentJID(opts.Layer, a.name, a.domain)
+	a.Metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	a.JID = AgentJID(opts.Layer, a.Name, a.Domain)
 	if conn.XMPPJID != "" {
-		a.jid = conn.XMPPJID
+		a.JID = conn.XMPPJID
 	}
-	a.log = log.With(string(opts.Layer), a.name)
+	a.Log = log.With(string(opts.Layer), a.Name)
 	a.modeGauge = prometheus.NewGauge(prometheus.GaugeOpts{Name: "mlsysops_agent_management_mode", Help: "Management mode: 0 heuristic, 1 ML."})
 	a.regGauge = prometheus.NewGauge(prometheus.GaugeOpts{Name: "mlsysops_agent_registered", Help: "1 once the parent acknowledged the agent's subscription."})
 	a.subscribeTime = prometheus.NewGauge(prometheus.GaugeOpts{Name: "mlsysops_agent_registered_seconds", Help: "Seconds from process start to the first acknowledged subscription."})
-	a.reg.MustRegister(a.modeGauge, a.regGauge, a.subscribeTime)
+	a.Metrics.MustRegister(a.modeGauge, a.regGauge, a.subscribeTime)
 
 	var err error
 	a.layer, err = newLayer(ctx, a, env)
@@ -118,10 +113,10 @@ func New(ctx context.Context, opts *agentconfig.Options, conn *Connection, env a
 		return nil, err
 	}
 	if conn.Parent != "" {
-		a.parent = conn.Parent
+		a.Parent = conn.Parent
 	}
 
-	pw, err := password(conn.XMPPPasswordFile, env, "MLSYSOPS_XMPP_PASSWORD", "NODE_PASSWORD")
+	pw, err := ReadSecret(conn.XMPPPasswordFile, env, "MLSYSOPS_XMPP_PASSWORD", "NODE_PASSWORD")
 	if err != nil {
 		return nil, err
 	}
@@ -131,20 +126,20 @@ func New(ctx context.Context, opts *agentconfig.Options, conn *Connection, env a
 	controllers := append([]string(nil), conn.Controllers...)
 	if cn := conn.ContinuumName; cn != "" && opts.Layer == agentconfig.LayerNode {
 		// The continuum agent may ping nodes and set their mode directly.
-		controllers = append(controllers, AgentJID(agentconfig.LayerContinuum, cn, a.domain))
+		controllers = append(controllers, AgentJID(agentconfig.LayerContinuum, cn, a.Domain))
 	}
-	children := a.layer.children()
+	children := a.layer.Children()
 	listed := map[string]bool{}
 	for _, c := range children {
 		listed[c] = true
 	}
-	a.msg, err = messaging.New(messaging.Config{
-		JID: a.jid, Password: pw, Layer: messaging.Layer(opts.Layer),
+	a.Msg, err = messaging.New(messaging.Config{
+		JID: a.JID, Password: pw, Layer: messaging.Layer(opts.Layer),
 		Server: conn.XMPPServer, CAFile: conn.XMPPCAFile,
-		Parent: a.parent, Controllers: controllers, Children: children,
+		Parent: a.Parent, Controllers: controllers, Children: children,
 		AcceptSubscribe:   func(from string) bool { return listed[from] },
 		HeartbeatInterval: conn.HeartbeatInterval,
-		Logger:            a.log, Registerer: a.reg,
+		Logger:            a.Log, Registerer: a.Metrics,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("messaging: %w", err)
@@ -153,12 +148,15 @@ func New(ctx context.Context, opts *agentconfig.Options, conn *Connection, env a
 	if err := a.buildEngine(ctx); err != nil {
 		return nil, err
 	}
-	messaging.HandleFunc(a.msg, a.handlePing)
-	messaging.HandleFunc(a.msg, a.handleMode)
-	if a.layer.childLayer() != "" {
-		messaging.HandleFunc(a.msg, a.handleSubscribe)
+	messaging.HandleFunc(a.Msg, a.handlePing)
+	messaging.HandleFunc(a.Msg, a.handleMode)
+	if a.layer.ChildLayer() != "" {
+		if a.acceptChildren == nil {
+			return nil, fmt.Errorf("the %s layer has children but did not call agent.AcceptChildren", opts.Layer)
+		}
+		a.acceptChildren()
 	}
-	if err := a.layer.setup(a); err != nil {
+	if err := a.layer.Setup(a); err != nil {
 		return nil, err
 	}
 	return a, nil
@@ -166,35 +164,35 @@ func New(ctx context.Context, opts *agentconfig.Options, conn *Connection, env a
 
 // buildEngine makes the mechanisms, the policy watcher and the MAPE engine.
 func (a *Agent) buildEngine(ctx context.Context) error {
-	mechs, err := a.layer.mechanisms(a)
+	mechs, err := a.layer.Mechanisms(a)
 	if err != nil {
 		return fmt.Errorf("mechanisms: %w", err)
 	}
-	a.mechs = mechs
-	if a.sampler == nil {
-		a.sampler = telemetry.NewSampler(telemetry.SamplerOptions{Interval: a.opts.MonitoringInterval, Logger: a.log})
+	a.Mechs = mechs
+	if a.Sampler == nil {
+		a.Sampler = telemetry.NewSampler(telemetry.SamplerOptions{Interval: a.Opts.MonitoringInterval, Logger: a.Log})
 	}
-	if err := a.sampler.Register(a.reg); err != nil {
+	if err := a.Sampler.Register(a.Metrics); err != nil {
 		return err
 	}
-	rt := policy.Runtime{Limits: policy.Limits{MaxSteps: a.opts.PolicyMaxSteps, Timeout: a.opts.PolicyTimeout}, Logger: a.log}
-	builtins, err := policy.Builtins(ctx, string(a.opts.Layer), rt)
+	rt := policy.Runtime{Limits: policy.Limits{MaxSteps: a.Opts.PolicyMaxSteps, Timeout: a.Opts.PolicyTimeout}, Logger: a.Log}
+	builtins, err := policy.Builtins(ctx, string(a.Opts.Layer), rt)
 	if err != nil {
 		return fmt.Errorf("built-in policies: %w", err)
 	}
 	watcher := policy.NewWatcher(policy.WatcherOptions{
-		Dir: a.opts.PolicyDirectory, Builtins: builtins, Runtime: rt, PollInterval: a.opts.PolicyPollInterval, Logger: a.log,
+		Dir: a.Opts.PolicyDirectory, Builtins: builtins, Runtime: rt, PollInterval: a.Opts.PolicyPollInterval, Logger: a.Log,
 	})
-	a.engine, err = mape.New(mape.Config{
-		Layer: string(a.opts.Layer), Logger: a.log, Mechanisms: mechs, Sampler: a.sampler,
-		MonitoringInterval: a.opts.MonitoringInterval, DefaultMetrics: a.opts.DefaultTelemetryMetrics,
-		Policies: watcher, PlanLogSize: a.opts.PlanLogSize, PendingTimeout: a.opts.PendingTimeout,
-		Registerer: a.reg,
+	a.Engine, err = mape.New(mape.Config{
+		Layer: string(a.Opts.Layer), Logger: a.Log, Mechanisms: mechs, Sampler: a.Sampler,
+		MonitoringInterval: a.Opts.MonitoringInterval, DefaultMetrics: a.Opts.DefaultTelemetryMetrics,
+		Policies: watcher, PlanLogSize: a.Opts.PlanLogSize, PendingTimeout: a.Opts.PendingTimeout,
+		Registerer: a.Metrics,
 	})
 	if err != nil {
 		return fmt.Errorf("MAPE engine: %w", err)
 	}
-	a.engine.SetSystemDescription(a.layer.systemDescription())
+	a.Engine.SetSystemDescription(a.layer.SystemDescription())
 	return nil
 }
 
@@ -202,8 +200,8 @@ func (a *Agent) buildEngine(ctx context.Context) error {
 func (a *Agent) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	a.log.Info("agent starting", "jid", a.jid, "parent", a.parent, "policy_directory", a.opts.PolicyDirectory,
-		"mechanisms", a.mechs.Names(), "listen", a.conn.Listen)
+	a.Log.Info("agent starting", "jid", a.JID, "parent", a.Parent, "policy_directory", a.Opts.PolicyDirectory,
+		"mechanisms", a.Mechs.Names(), "listen", a.Conn.Listen)
 
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
@@ -217,35 +215,35 @@ func (a *Agent) Run(ctx context.Context) error {
 			}
 		}()
 	}
-	if a.conn.Listen != "" {
+	if a.Conn.Listen != "" {
 		srv, err := a.serve()
 		if err != nil {
 			return err
 		}
 		start("http", srv)
 	}
-	start("messaging", a.msg.Run)
-	start("mape", a.engine.Run)
+	start("messaging", a.Msg.Run)
+	start("mape", a.Engine.Run)
 	start("peers", a.watchPeers)
-	if a.parent != "" {
+	if a.Parent != "" {
 		start("subscribe", a.subscribeLoop)
 	}
-	if a.registry != nil {
-		start("registry", a.syncRegistry)
+	if a.keepRegistry != nil {
+		start("registry", a.keepRegistry)
 	}
-	start(string(a.opts.Layer), a.layer.run)
+	start(string(a.Opts.Layer), a.layer.Run)
 
 	<-ctx.Done()
 	wg.Wait()
-	if err := a.mechs.Close(); err != nil {
-		a.log.Warn("closing mechanisms", "err", err)
+	if err := a.Mechs.Close(); err != nil {
+		a.Log.Warn("closing mechanisms", "err", err)
 	}
 	close(errs)
 	var out []error
 	for err := range errs {
 		out = append(out, err)
 	}
-	a.log.Info("agent stopped")
+	a.Log.Info("agent stopped")
 	return errors.Join(out...)
 }
 
@@ -260,7 +258,7 @@ func (a *Agent) subscribeLoop(ctx context.Context) error {
 			return nil
 		}
 		if err != nil {
-			a.log.Warn("parent did not accept the subscription; retrying", "parent", a.parent, "err", err, "retry_in", backoff)
+			a.Log.Warn("parent did not accept the subscription; retrying", "parent", a.Parent, "err", err, "retry_in", backoff)
 			select {
 			case <-ctx.Done():
 				return nil
@@ -279,16 +277,14 @@ func (a *Agent) subscribeLoop(ctx context.Context) error {
 }
 
 func (a *Agent) subscribe(ctx context.Context) error {
-	if err := a.msg.WaitConnected(ctx); err != nil {
+	if err := a.Msg.WaitConnected(ctx); err != nil {
 		return err
 	}
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	m := &messaging.Subscribe{Name: a.name, Layer: messaging.Layer(a.opts.Layer), Version: Version}
-	if n, ok := a.layer.(*nodeLayer); ok {
-		m.Cluster = n.cluster
-	}
-	resp, _, err := a.msg.Request(rctx, a.parent, m)
+	m := &messaging.Subscribe{Name: a.Name, Layer: messaging.Layer(a.Opts.Layer), Version: Version}
+	m.Cluster = a.Cluster
+	resp, _, err := a.Msg.Request(rctx, a.Parent, m)
 	if err != nil {
 		return err
 	}
@@ -299,12 +295,12 @@ func (a *Agent) subscribe(ctx context.Context) error {
 	if !ack.Accepted {
 		return fmt.Errorf("refused: %s", ack.Reason)
 	}
-	if !a.registered.Swap(true) {
+	if !a.Registered.Swap(true) {
 		a.subscribeTime.Set(time.Since(a.started).Seconds())
 	}
 	a.regGauge.Set(1)
-	a.log.Info("registered with parent", "parent", a.parent, "since_start", time.Since(a.started).Round(time.Millisecond).String())
-	a.layer.registered(ctx)
+	a.Log.Info("registered with parent", "parent", a.Parent, "since_start", time.Since(a.started).Round(time.Millisecond).String())
+	a.layer.Registered(ctx)
 	return nil
 }
 
@@ -315,11 +311,11 @@ func (a *Agent) watchPeers(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case ev := <-a.msg.Events():
-			a.log.Info("peer liveness", "peer", ev.Peer, "role", ev.Role.String(), "online", ev.Online, "reason", ev.Reason)
+		case ev := <-a.Msg.Events():
+			a.Log.Info("peer liveness", "peer", ev.Peer, "role", ev.Role.String(), "online", ev.Online, "reason", ev.Reason)
 			switch ev.Role {
 			case messaging.RoleParent:
-				if ev.Online && a.registered.Load() {
+				if ev.Online && a.Registered.Load() {
 					select {
 					case a.resub <- struct{}{}:
 					default:
@@ -332,91 +328,14 @@ func (a *Agent) watchPeers(ctx context.Context) error {
 					a.mu.Unlock()
 					if known {
 						if err := a.registry.SetLiveness(ctx, ev.Peer, ev.Online, ev.Time); err != nil {
-							a.log.Warn("registry liveness", "peer", ev.Peer, "err", err)
+							a.Log.Warn("registry liveness", "peer", ev.Peer, "err", err)
 						}
 					}
 				}
 			}
-			a.layer.peer(ctx, ev)
+			a.layer.Peer(ctx, ev)
 		}
 	}
-}
-
-// syncRegistry rewrites the registry entries of the accepted children
-// periodically, so a Redis restart or a failed write heals by itself.
-func (a *Agent) syncRegistry(ctx context.Context) error {
-	t := time.NewTicker(5 * time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-		online := map[string]messaging.PeerState{}
-		for _, p := range a.msg.PeerStates() {
-			online[p.Peer] = p
-		}
-		a.mu.Lock()
-		agents := make([]record.Agent, 0, len(a.known))
-		for _, ag := range a.known {
-			agents = append(agents, ag)
-		}
-		a.mu.Unlock()
-		for _, ag := range agents {
-			p := online[ag.JID]
-			if ag.JID == a.jid {
-				p = messaging.PeerState{Online: true, LastSeen: time.Now()}
-			}
-			if err := a.registry.Register(ctx, ag); err != nil {
-				a.log.Debug("registry write", "peer", ag.JID, "err", err)
-				continue
-			}
-			_ = a.registry.SetLiveness(ctx, ag.JID, p.Online, p.LastSeen)
-		}
-	}
-}
-
-// handleSubscribe accepts a child of the right layer whose JID matches its
-// name, records it and acknowledges.
-func (a *Agent) handleSubscribe(ctx context.Context, env *messaging.Envelope, m *messaging.Subscribe) (messaging.Message, error) {
-	want := a.layer.childLayer()
-	refuse := func(reason string) (messaging.Message, error) {
-		a.log.Warn("subscription refused", "peer", env.From, "reason", reason)
-		return &messaging.SubscribeAck{Accepted: false, Reason: reason}, nil
-	}
-	if m.Layer != want {
-		return refuse(fmt.Sprintf("a %s agent accepts %s agents, not %s", a.opts.Layer, want, m.Layer))
-	}
-	if exp := AgentJID(agentconfig.Layer(m.Layer), m.Name, a.domain); exp != env.From {
-		return refuse(fmt.Sprintf("agent %s must use the account %s", m.Name, exp))
-	}
-	if want == messaging.LayerNode && m.Cluster != a.name {
-		return refuse(fmt.Sprintf("node %s belongs to cluster %q, not %s", m.Name, m.Cluster, a.name))
-	}
-	if _, err := a.msg.AddChild(env.From); err != nil {
-		return nil, fmt.Errorf("add child %s: %w", env.From, err)
-	}
-	ag := record.Agent{JID: env.From, Layer: string(m.Layer), Version: m.Version}
-	if want == messaging.LayerNode {
-		ag.Node, ag.Cluster = m.Name, a.name
-	} else {
-		ag.Cluster = m.Name
-	}
-	a.mu.Lock()
-	_, again := a.known[env.From]
-	a.known[env.From] = ag
-	a.mu.Unlock()
-	if a.registry != nil {
-		if err := a.registry.Register(ctx, ag); err != nil {
-			a.log.Warn("registry write failed; retried in the background", "peer", env.From, "err", err)
-		} else {
-			_ = a.registry.SetLiveness(ctx, env.From, true, time.Now())
-		}
-	}
-	a.log.Info("child registered", "peer", env.From, "child_layer", string(m.Layer), "again", again, "version", m.Version)
-	a.layer.childRegistered(ctx, env.From, m)
-	return &messaging.SubscribeAck{Accepted: true, HeartbeatIntervalMillis: a.conn.HeartbeatInterval.Milliseconds()}, nil
 }
 
 func (a *Agent) handlePing(_ context.Context, _ *messaging.Envelope, m *messaging.Ping) (messaging.Message, error) {
@@ -428,13 +347,13 @@ func (a *Agent) handlePing(_ context.Context, _ *messaging.Envelope, m *messagin
 func (a *Agent) handleMode(ctx context.Context, env *messaging.Envelope, m *messaging.ManagementMode) (messaging.Message, error) {
 	old := a.mode.Swap(int64(m.Mode))
 	a.modeGauge.Set(float64(m.Mode))
-	a.log.Info("management mode", "mode", m.Mode, "previous", old, "from", env.From, "reason", m.Reason)
-	for _, c := range a.msg.Children() {
+	a.Log.Info("management mode", "mode", m.Mode, "previous", old, "from", env.From, "reason", m.Reason)
+	for _, c := range a.Msg.Children() {
 		go func() {
 			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 			defer cancel()
-			if err := a.msg.Send(sctx, c, &messaging.ManagementMode{Mode: m.Mode, Reason: m.Reason}); err != nil {
-				a.log.Warn("management mode not delivered", "peer", c, "err", err)
+			if err := a.Msg.Send(sctx, c, &messaging.ManagementMode{Mode: m.Mode, Reason: m.Reason}); err != nil {
+				a.Log.Warn("management mode not delivered", "peer", c, "err", err)
 			}
 		}()
 	}
@@ -459,7 +378,7 @@ func (a *Agent) pingAll(ctx context.Context, jids []string) []PingResult {
 			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
 			start := time.Now()
-			_, _, err := a.msg.Request(pctx, j, &messaging.Ping{Note: a.name})
+			_, _, err := a.Msg.Request(pctx, j, &messaging.Ping{Note: a.Name})
 			out[i] = PingResult{JID: j, LatencyMillis: float64(time.Since(start).Microseconds()) / 1000}
 			if err != nil {
 				out[i].Error = err.Error()
@@ -468,15 +387,4 @@ func (a *Agent) pingAll(ctx context.Context, jids []string) []PingResult {
 	}
 	wg.Wait()
 	return out
-}
-
-// toMap converts a typed value to upstream-style data through JSON.
-func toMap(v any) map[string]any {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil
-	}
-	var m map[string]any
-	_ = json.Unmarshal(b, &m)
-	return m
 }

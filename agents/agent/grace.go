@@ -8,11 +8,11 @@ import (
 	"time"
 )
 
-// graceTracker decides which children count as gone: those not online for
+// GraceTracker decides which children count as gone: those not online for
 // longer than the grace period. A child never seen since this agent
 // started is measured from the start, so a restarting parent does not
 // judge children before they had time to come back.
-type graceTracker struct {
+type GraceTracker struct {
 	grace time.Duration
 	start time.Time
 	now   func() time.Time
@@ -26,10 +26,10 @@ type graceTracker struct {
 	changed func()
 }
 
-// newGraceTracker tracks the named children; grace 0 disables it (no child
+// NewGraceTracker tracks the named children; grace 0 disables it (no child
 // is ever gone).
-func newGraceTracker(grace time.Duration, children []string, changed func()) *graceTracker {
-	g := &graceTracker{grace: grace, now: time.Now, offline: map[string]time.Time{}, online: map[string]bool{}, gone: map[string]bool{}, changed: changed}
+func NewGraceTracker(grace time.Duration, children []string, changed func()) *GraceTracker {
+	g := &GraceTracker{grace: grace, now: time.Now, offline: map[string]time.Time{}, online: map[string]bool{}, gone: map[string]bool{}, changed: changed}
 	g.start = g.now()
 	for _, c := range children {
 		g.offline[c] = g.start
@@ -37,8 +37,8 @@ func newGraceTracker(grace time.Duration, children []string, changed func()) *gr
 	return g
 }
 
-// set records a child's liveness change.
-func (g *graceTracker) set(child string, online bool, at time.Time) {
+// Set records a child's liveness change.
+func (g *GraceTracker) Set(child string, online bool, at time.Time) {
 	g.mu.Lock()
 	if online {
 		g.online[child] = true
@@ -52,13 +52,13 @@ func (g *graceTracker) set(child string, online bool, at time.Time) {
 }
 
 // Unavailable returns the children gone past the grace period with why.
-func (g *graceTracker) Unavailable() map[string]string {
+func (g *GraceTracker) Unavailable() map[string]string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.unavailableLocked(g.now())
 }
 
-func (g *graceTracker) unavailableLocked(now time.Time) map[string]string {
+func (g *GraceTracker) unavailableLocked(now time.Time) map[string]string {
 	out := map[string]string{}
 	if g.grace <= 0 {
 		return out
@@ -76,7 +76,7 @@ func (g *graceTracker) unavailableLocked(now time.Time) map[string]string {
 }
 
 // check calls changed when the gone set differs from the last one.
-func (g *graceTracker) check() {
+func (g *GraceTracker) check() {
 	g.mu.Lock()
 	now := g.unavailableLocked(g.now())
 	same := len(now) == len(g.gone)
@@ -95,8 +95,8 @@ func (g *graceTracker) check() {
 	}
 }
 
-// goneList is the sorted names of the children gone, for /status.
-func (g *graceTracker) goneList() []string {
+// GoneList is the sorted names of the children gone, for /status.
+func (g *GraceTracker) GoneList() []string {
 	var out []string
 	for c := range g.Unavailable() {
 		out = append(out, c)
@@ -105,8 +105,8 @@ func (g *graceTracker) goneList() []string {
 	return out
 }
 
-// run checks once a second so that grace periods expire on time.
-func (g *graceTracker) run(ctx context.Context) {
+// Run checks once a second so that grace periods expire on time.
+func (g *GraceTracker) Run(ctx context.Context) {
 	if g.grace <= 0 {
 		return
 	}

@@ -10,14 +10,14 @@ import (
 func TestGraceTracker(t *testing.T) {
 	now := time.Unix(1000, 0)
 	var changes atomic.Int32
-	g := newGraceTracker(time.Minute, []string{"a", "b"}, func() { changes.Add(1) })
+	g := NewGraceTracker(time.Minute, []string{"a", "b"}, func() { changes.Add(1) })
 	g.now = func() time.Time { return now }
 	g.start = now
 	for c := range g.offline {
 		g.offline[c] = now
 	}
 
-	g.set("a", true, now)
+	g.Set("a", true, now)
 	now = now.Add(59 * time.Second)
 	if got := g.Unavailable(); len(got) != 0 {
 		t.Fatalf("within the grace period: %v", got)
@@ -37,21 +37,21 @@ func TestGraceTracker(t *testing.T) {
 	}
 
 	// a goes: gone only after its own grace period.
-	g.set("a", false, now)
+	g.Set("a", false, now)
 	now = now.Add(30 * time.Second)
 	if _, gone := g.Unavailable()["a"]; gone {
 		t.Error("a gone before its grace period")
 	}
 	// A repeated offline event does not restart the clock.
-	g.set("a", false, now)
+	g.Set("a", false, now)
 	now = now.Add(31 * time.Second)
 	g.check()
 	if why := g.Unavailable()["a"]; !strings.Contains(why, "gone for 1m1s") {
 		t.Errorf("a: %q", why)
 	}
 	// Both come back.
-	g.set("a", true, now)
-	g.set("b", true, now)
+	g.Set("a", true, now)
+	g.Set("b", true, now)
 	if got := g.Unavailable(); len(got) != 0 {
 		t.Errorf("back online yet gone: %v", got)
 	}
@@ -59,7 +59,7 @@ func TestGraceTracker(t *testing.T) {
 		t.Errorf("%d change notifications, want 4", changes.Load())
 	}
 
-	off := newGraceTracker(0, []string{"a"}, nil)
+	off := NewGraceTracker(0, []string{"a"}, nil)
 	off.now = func() time.Time { return now.Add(time.Hour) }
 	if got := off.Unavailable(); len(got) != 0 {
 		t.Errorf("grace 0 must never take a child out: %v", got)

@@ -19,12 +19,12 @@ import (
 // serve listens on conn.Listen (so a taken port fails the start) and returns
 // the function that serves until ctx ends.
 func (a *Agent) serve() (func(context.Context) error, error) {
-	ln, err := net.Listen("tcp", a.conn.Listen)
+	ln, err := net.Listen("tcp", a.Conn.Listen)
 	if err != nil {
-		return nil, fmt.Errorf("listen %s: %w", a.conn.Listen, err)
+		return nil, fmt.Errorf("listen %s: %w", a.Conn.Listen, err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{Registry: a.reg}))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(a.Metrics, promhttp.HandlerOpts{Registry: a.Metrics}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		if err := a.ready(r.Context()); err != nil {
@@ -39,7 +39,7 @@ func (a *Agent) serve() (func(context.Context) error, error) {
 		defer cancel()
 		writeJSON(w, a.pingAll(ctx, a.pingTargets(ctx)))
 	})
-	if a.conn.Profiling {
+	if a.Conn.Profiling {
 		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
 		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
 		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
@@ -64,42 +64,42 @@ func (a *Agent) serve() (func(context.Context) error, error) {
 // pingTargets are every registered agent for the continuum (which sees the
 // whole registry), the children for the others.
 func (a *Agent) pingTargets(ctx context.Context) []string {
-	if a.opts.Layer == agentconfig.LayerContinuum && a.registry != nil {
+	if a.Opts.Layer == agentconfig.LayerContinuum && a.registry != nil {
 		if list, err := a.registry.List(ctx); err == nil {
 			var out []string
 			for _, ag := range list {
-				if ag.JID != a.jid {
+				if ag.JID != a.JID {
 					out = append(out, ag.JID)
 				}
 			}
 			return out
 		}
 	}
-	return a.msg.Children()
+	return a.Msg.Children()
 }
 
 // ready is XMPP connected and the layer's dependencies reachable.
 func (a *Agent) ready(ctx context.Context) error {
-	if !a.msg.Connected() {
+	if !a.Msg.Connected() {
 		return errors.New("XMPP not connected")
 	}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	return a.layer.ready(ctx)
+	return a.layer.Ready(ctx)
 }
 
 // Status is the agent's state as /status reports it.
 func (a *Agent) Status() map[string]any {
-	plans := a.engine.Plans(mape.Query{Limit: 50})
+	plans := a.Engine.Plans(mape.Query{Limit: 50})
 	out := map[string]any{
-		"name": a.name, "layer": a.opts.Layer, "jid": a.jid, "parent": a.parent,
-		"registered": a.registered.Load(), "connected": a.msg.Connected(), "mode": a.mode.Load(),
-		"peers": a.msg.PeerStates(), "children": a.msg.Children(),
-		"policies": a.engine.Policies(), "plans": plans, "applications": a.engine.Applications(),
-		"interval_seconds": a.sampler.Interval().Seconds(), "intervals": durationsSeconds(a.sampler.Intervals()),
-		"mechanisms": a.mechs.Names(), "uptime_seconds": time.Since(a.started).Seconds(),
+		"name": a.Name, "layer": a.Opts.Layer, "jid": a.JID, "parent": a.Parent,
+		"registered": a.Registered.Load(), "connected": a.Msg.Connected(), "mode": a.mode.Load(),
+		"peers": a.Msg.PeerStates(), "children": a.Msg.Children(),
+		"policies": a.Engine.Policies(), "plans": plans, "applications": a.Engine.Applications(),
+		"interval_seconds": a.Sampler.Interval().Seconds(), "intervals": durationsSeconds(a.Sampler.Intervals()),
+		"mechanisms": a.Mechs.Names(), "uptime_seconds": time.Since(a.started).Seconds(),
 	}
-	for k, v := range a.layer.status() {
+	for k, v := range a.layer.Status() {
 		out[k] = v
 	}
 	return out

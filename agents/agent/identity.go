@@ -25,9 +25,9 @@ func AgentJID(layer agentconfig.Layer, name, domain string) string {
 	return name + "@" + domain
 }
 
-// continuumName finds the continuum agent's name: the one description in
+// ContinuumName finds the continuum agent's name: the one description in
 // the folder's continuum/ (or top-level) files.
-func continuumName(dir string) (string, error) {
+func ContinuumName(dir string) (string, error) {
 	var found []string
 	for _, pattern := range []string{filepath.Join(dir, "continuum", "*.y*ml"), filepath.Join(dir, "*.y*ml")} {
 		files, _ := filepath.Glob(pattern)

@@ -256,9 +256,17 @@ func (c *Connection) Validate(layer agentconfig.Layer) error {
 	return errors.Join(errs...)
 }
 
-// password reads a secret from file, else from the first environment
+// RedisPassword is the Redis password of the continuum and cluster layers:
+// the content of RedisPasswordFile, else $MLSYSOPS_REDIS_PASSWORD or
+// $REDIS_PASSWORD.
+// It is a function, not a method, so that the node-only build leaves it out.
+func RedisPassword(c *Connection, env agentconfig.LookupEnv) (string, error) {
+	return ReadSecret(c.RedisPasswordFile, env, "MLSYSOPS_REDIS_PASSWORD", "REDIS_PASSWORD")
+}
+
+// ReadSecret reads a secret from file, else from the first environment
 // variable set.
-func password(file string, env agentconfig.LookupEnv, keys ...string) (string, error) {
+func ReadSecret(file string, env agentconfig.LookupEnv, keys ...string) (string, error) {
 	if file != "" {
 		b, err := os.ReadFile(file)
 		if err != nil {

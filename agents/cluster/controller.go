@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -14,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -31,12 +28,9 @@ import (
 	"github.com/mlsysops-go/mlsysops/agents/cluster/fluidity"
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
 	"github.com/mlsysops-go/mlsysops/internal/kube"
+	"github.com/mlsysops-go/mlsysops/internal/members"
 	"github.com/mlsysops-go/mlsysops/internal/placement"
 )
-
-// Finalizer holds an application in the member cluster until the cluster
-// agent has deleted everything it created for it.
-const Finalizer = mlsysopsv1.LabelPrefix + "cleanup"
 
 // AppReconciler realises the applications Karmada propagated to this
 // cluster. It is level-triggered: each pass re-derives the wanted objects
@@ -89,23 +83,23 @@ func NewAppReconciler(c client.Client, cluster string, log *slog.Logger) *AppRec
 func (r *AppReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	byLabel := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		app := o.GetLabels()[mlsysopsv1.LabelApp]
-		if app == "" || o.GetLabels()[fluidity.LabelManagedBy] != fluidity.ManagedByValue {
+		if app == "" || o.GetLabels()[mlsysopsv1.LabelManagedBy] != mlsysopsv1.ManagedByValue {
 			return nil
 		}
-		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: AppNamespace, Name: app}}}
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: mlsysopsv1.Namespace, Name: app}}}
 	})
 	return ctrl.NewControllerManagedBy(mgr).
 		// Applications live in one namespace; others are not ours.
 		For(&mlsysopsv1.MLSysOpsApp{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
-			return o.GetNamespace() == AppNamespace
+			return o.GetNamespace() == mlsysopsv1.Namespace
 		}))).
 		Watches(&appsv1.Deployment{}, byLabel).
 		// Only node changes that matter to placement: a node's status is
 		// rewritten every heartbeat, and each write would otherwise
 		// reconcile every application.
-		Watches(&corev1.Node{}, kube.EveryApp(mgr.GetClient(), AppNamespace), builder.WithPredicates(placementRelevant)).
+		Watches(&corev1.Node{}, kube.EveryApp(mgr.GetClient(), mlsysopsv1.Namespace), builder.WithPredicates(placementRelevant)).
 		// Resync reconciles every application on demand.
-		WatchesRawSource(source.Channel(r.resync.C, kube.EveryApp(mgr.GetClient(), AppNamespace))).
+		WatchesRawSource(source.Channel(r.resync.C, kube.EveryApp(mgr.GetClient(), mlsysopsv1.Namespace))).
 		Named("cluster-fluidity").
 		// Few in flight: each chooses nodes from the cached free capacity,
 		// which the pods of a placement in flight do not show yet; many
@@ -141,9 +135,6 @@ func nodeReadyStatus(n *corev1.Node) corev1.ConditionStatus {
 	return corev1.ConditionUnknown
 }
 
-// AppNamespace is where Karmada propagates MLSysOpsApp objects.
-const AppNamespace = "mlsysops"
-
 // Reconcile realises one application.
 func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	log := r.log.With("app", req.Name, "cluster", r.cluster)
@@ -161,18 +152,18 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 	if r.AppSeen != nil {
 		defer r.AppSeen(ctx, app)
 	}
-	if controllerutil.AddFinalizer(app, Finalizer) {
+	if controllerutil.AddFinalizer(app, mlsysopsv1.Finalizer) {
 		if err := r.client.Update(ctx, app); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fluidity.Namespace(app.Name)}}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: members.Namespace(app.Name)}}
 	if _, err := controllerutil.CreateOrUpdate(ctx, r.client, ns, func() error {
 		if ns.Labels == nil {
 			ns.Labels = map[string]string{}
 		}
 		ns.Labels[mlsysopsv1.LabelApp] = app.Name
-		ns.Labels[fluidity.LabelManagedBy] = fluidity.ManagedByValue
+		ns.Labels[mlsysopsv1.LabelManagedBy] = mlsysopsv1.ManagedByValue
 		return nil
 	}); err != nil {
 		return reconcile.Result{}, fmt.Errorf("namespace for %s: %w", app.Name, err)
@@ -184,7 +175,7 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 	}
 	existing := map[string]*appsv1.Deployment{}
 	var deps appsv1.DeploymentList
-	if err := r.client.List(ctx, &deps, client.InNamespace(ns.Name), client.MatchingLabels{fluidity.LabelManagedBy: fluidity.ManagedByValue}); err != nil {
+	if err := r.client.List(ctx, &deps, client.InNamespace(ns.Name), client.MatchingLabels{mlsysopsv1.LabelManagedBy: mlsysopsv1.ManagedByValue}); err != nil {
 		return reconcile.Result{}, err
 	}
 	for i := range deps.Items {
@@ -236,7 +227,7 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 			continue
 		}
 		if dropped != "" {
-			objs.Deployment.Annotations[fluidity.AnnotationOverrideDropped] = dropped
+			objs.Deployment.Annotations[mlsysopsv1.AnnotationOverrideDropped] = dropped
 		}
 		if err := r.apply(ctx, objs); err != nil {
 			return reconcile.Result{}, err
@@ -252,7 +243,7 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 			if r.Placed != nil {
 				r.Placed(ctx, app, run, running)
 			}
-		case len(running) > 0 && prev.Annotations[fluidity.AnnotationSpecHash] != objs.Deployment.Annotations[fluidity.AnnotationSpecHash]:
+		case len(running) > 0 && prev.Annotations[mlsysopsv1.AnnotationSpecHash] != objs.Deployment.Annotations[mlsysopsv1.AnnotationSpecHash]:
 			log.Info("component updated", "component", comp.Metadata.Name, "nodes", running)
 			if r.Updated != nil {
 				r.Updated(ctx, app, run, running)
@@ -282,96 +273,6 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 	return reconcile.Result{RequeueAfter: requeue}, nil
 }
 
-// decide chooses the nodes of a component as choose does, with the
-// replicas assumed for other components counted on their nodes, and
-// assumes the component's replicas on the nodes chosen when they change.
-// Decisions are made one at a time, so concurrent reconciles each see
-// the others'.
-func (r *AppReconciler) decide(app *mlsysopsv1.MLSysOpsApp, comp *mlsysopsv1.Component, cur *appsv1.Deployment, nodes []placement.Node, ov *fluidity.Override, full map[string]string) (chosen []string, why, unpinned string) {
-	r.assumed.mu.Lock()
-	defer r.assumed.mu.Unlock()
-	now := time.Now()
-	chosen, why, unpinned = r.choose(app, comp, cur, r.assumed.onto(nodes, app.Name, comp.Metadata.Name, now), ov, full)
-	if replicas := ov.Replicas(&app.Spec, comp); len(chosen) > 0 && replicas > 0 && !sameNodes(chosen, runningOn(cur)) {
-		r.assumed.add(app.Name, comp.Metadata.Name, chosen, replicas, placement.PodRequests(comp), now)
-	}
-	return chosen, why, unpinned
-}
-
-// choose returns the nodes for a component (comp as it runs) or why there
-// are none. A stopped component keeps its last nodes; nodes a plan pinned
-// are kept while they fit the component, and unpinned says why not; other
-// components keep their current nodes while these are Ready and still fit
-// them, and are placed afresh otherwise. full names nodes kube-scheduler
-// found full for the component, with its reason: they are avoided like
-// nodes whose agent is gone.
-func (r *AppReconciler) choose(app *mlsysopsv1.MLSysOpsApp, comp *mlsysopsv1.Component, cur *appsv1.Deployment, nodes []placement.Node, ov *fluidity.Override, full map[string]string) (chosen []string, why, unpinned string) {
-	gone := maps.Clone(full)
-	if gone == nil {
-		gone = map[string]string{}
-	}
-	if r.Unavailable != nil {
-		maps.Copy(gone, r.Unavailable())
-	}
-	exclude := maps.Clone(gone)
-	if ov != nil && ov.Stopped && len(ov.Nodes) > 0 {
-		return ov.Nodes, "", ""
-	}
-	if ov.Pinned() {
-		if unpinned = pinProblem(app, comp, ov.Nodes, ov.Replicas(&app.Spec, comp), nodes, gone); unpinned == "" {
-			return ov.Nodes, "", ""
-		}
-	}
-	if cur != nil && cur.Annotations[fluidity.AnnotationNodes] != "" {
-		prev := strings.Split(cur.Annotations[fluidity.AnnotationNodes], ",")
-		// The component's own pods stay counted on their nodes; placing it
-		// on the same nodes again must not need twice the room.
-		own := withoutComponent(nodes, app.Name, comp.Metadata.Name)
-		d, err := placement.PlaceComponent(placement.Request{App: &app.Spec, Component: comp}, restrict(own, prev))
-		if err == nil && d.Feasible() && allReadyNodes(nodes, prev) && noneIn(prev, gone) {
-			return prev, "", unpinned
-		}
-		for _, n := range prev {
-			if !ready(nodes, n) {
-				exclude[n] = "failed while hosting the component"
-			}
-		}
-		nodes = own
-	}
-	d, err := placement.PlaceComponent(placement.Request{App: &app.Spec, Component: comp, Exclude: exclude}, nodes)
-	if err != nil {
-		return nil, err.Error(), unpinned
-	}
-	if !d.Feasible() {
-		if len(d.Nodes) > 0 {
-			// Run what fits; the message says what does not.
-			return d.Nodes, "", unpinned
-		}
-		return nil, d.Reason(), unpinned
-	}
-	return d.Nodes, "", unpinned
-}
-
-// runningOn returns the nodes a component's Deployment runs it on: none
-// when a plan removed it from all of them.
-func runningOn(dep *appsv1.Deployment) []string {
-	if dep == nil || dep.Annotations[fluidity.AnnotationNodes] == "" {
-		return nil
-	}
-	if ov, _ := fluidity.ReadOverride(dep.Annotations); ov != nil && ov.Stopped {
-		return nil
-	}
-	return strings.Split(dep.Annotations[fluidity.AnnotationNodes], ",")
-}
-
-// sameNodes reports whether a and b name the same nodes.
-func sameNodes(a, b []string) bool {
-	a, b = slices.Clone(a), slices.Clone(b)
-	slices.Sort(a)
-	slices.Sort(b)
-	return slices.Equal(a, b)
-}
-
 func (r *AppReconciler) gone(ctx context.Context, app string) {
 	r.assumed.forget(app)
 	if r.AppGone != nil {
@@ -379,254 +280,14 @@ func (r *AppReconciler) gone(ctx context.Context, app string) {
 	}
 }
 
-// withoutComponent returns the nodes with the requests of a component's
-// own pods removed.
-func withoutComponent(nodes []placement.Node, app, comp string) []placement.Node {
-	out := make([]placement.Node, len(nodes))
-	for i, n := range nodes {
-		out[i] = n
-		var mine []*corev1.Pod
-		for _, p := range n.Pods {
-			if p.Labels[mlsysopsv1.LabelApp] == app && p.Labels[mlsysopsv1.LabelComponent] == comp {
-				mine = append(mine, p)
-			}
-		}
-		if len(mine) == 0 {
-			continue
-		}
-		// Subtracted rather than summed afresh: Requested may hold more
-		// than the pods (replicas assumed for other components).
-		own := corev1.ResourceList{}
-		for _, p := range mine {
-			placement.AddPodRequests(own, p)
-		}
-		req := corev1.ResourceList{}
-		for name, q := range n.Requested {
-			q = q.DeepCopy()
-			q.Sub(own[name])
-			req[name] = q
-		}
-		out[i].Requested = req
-	}
-	return out
-}
-
-func restrict(nodes []placement.Node, names []string) []placement.Node {
-	var out []placement.Node
-	for _, n := range nodes {
-		for _, want := range names {
-			if n.Name() == want {
-				out = append(out, n)
-			}
-		}
-	}
-	return out
-}
-
-func ready(nodes []placement.Node, name string) bool {
-	for _, n := range nodes {
-		if n.Name() == name {
-			for _, c := range n.Node.Status.Conditions {
-				if c.Type == corev1.NodeReady {
-					return c.Status == corev1.ConditionTrue
-				}
-			}
-		}
-	}
-	return false
-}
-
-func noneIn(names []string, set map[string]string) bool {
-	for _, n := range names {
-		if _, ok := set[n]; ok {
-			return false
-		}
-	}
-	return true
-}
-
-func allReadyNodes(nodes []placement.Node, names []string) bool {
-	for _, n := range names {
-		if !ready(nodes, n) {
-			return false
-		}
-	}
-	return true
-}
-
-// apply creates or updates the rendered objects.
-func (r *AppReconciler) apply(ctx context.Context, objs fluidity.Objects) error {
-	want := objs.Deployment
-	th, err := fluidity.TemplateHash(&want.Spec.Template)
-	if err != nil {
-		return err
-	}
-	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: want.Name, Namespace: want.Namespace}}
-	if _, err := controllerutil.CreateOrUpdate(ctx, r.client, dep, func() error {
-		// Merge: the deployment controller keeps its revision annotation
-		// here.
-		dep.Labels = merge(dep.Labels, want.Labels)
-		dep.Annotations = merge(dep.Annotations, want.Annotations)
-		if _, ok := want.Annotations[fluidity.AnnotationOverride]; !ok {
-			delete(dep.Annotations, fluidity.AnnotationOverride)
-		}
-		dep.Spec.Replicas = want.Spec.Replicas
-		dep.Spec.Strategy = want.Spec.Strategy
-		if dep.CreationTimestamp.IsZero() {
-			dep.Spec.Selector = want.Spec.Selector
-		}
-		// The template as the API server defaulted it stays unless ours
-		// changed: no write on a pass that changes nothing.
-		if dep.CreationTimestamp.IsZero() || dep.Annotations[fluidity.AnnotationTemplateHash] != th {
-			dep.Spec.Template = want.Spec.Template
-		}
-		dep.Annotations[fluidity.AnnotationTemplateHash] = th
-		return nil
-	}); err != nil {
-		return fmt.Errorf("deployment %s/%s: %w", want.Namespace, want.Name, err)
-	}
-	if s := objs.Service; s != nil {
-		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace}}
-		if _, err := controllerutil.CreateOrUpdate(ctx, r.client, svc, func() error {
-			svc.Labels = merge(svc.Labels, s.Labels)
-			svc.Spec.Selector = s.Spec.Selector
-			svc.Spec.Type = s.Spec.Type
-			// Keep allocated node ports across updates.
-			for i := range s.Spec.Ports {
-				for _, old := range svc.Spec.Ports {
-					if old.Port == s.Spec.Ports[i].Port && old.Protocol == s.Spec.Ports[i].Protocol {
-						s.Spec.Ports[i].NodePort = old.NodePort
-					}
-				}
-			}
-			svc.Spec.Ports = s.Spec.Ports
-			return nil
-		}); err != nil {
-			return fmt.Errorf("service %s/%s: %w", s.Namespace, s.Name, err)
-		}
-	}
-	return nil
-}
-
-// prune deletes the Deployments and Services of components no longer in
-// the application.
-func (r *AppReconciler) prune(ctx context.Context, ns string, app *mlsysopsv1.MLSysOpsApp) error {
-	keep := map[string]bool{}
-	svcKeep := map[string]bool{}
-	for i := range app.Spec.Components {
-		keep[app.Spec.Components[i].Metadata.Name] = true
-	}
-	var deps appsv1.DeploymentList
-	if err := r.client.List(ctx, &deps, client.InNamespace(ns), client.MatchingLabels{fluidity.LabelManagedBy: fluidity.ManagedByValue}); err != nil {
-		return err
-	}
-	for i := range deps.Items {
-		if name := deps.Items[i].Labels[mlsysopsv1.LabelComponent]; !keep[name] {
-			if err := r.client.Delete(ctx, &deps.Items[i]); client.IgnoreNotFound(err) != nil {
-				return err
-			}
-			// The component left the application: it runs nowhere now.
-			if r.Placed != nil {
-				r.Placed(ctx, app, &mlsysopsv1.Component{Metadata: mlsysopsv1.ComponentMetadata{Name: name}}, nil)
-			}
-		}
-	}
-	for i := range app.Spec.Components {
-		comp := &app.Spec.Components[i]
-		if objs, err := fluidity.Render(app, comp, []string{"x"}, nil); err == nil && objs.Service != nil {
-			svcKeep[comp.Metadata.Name] = true
-		}
-	}
-	var svcs corev1.ServiceList
-	if err := r.client.List(ctx, &svcs, client.InNamespace(ns), client.MatchingLabels{fluidity.LabelManagedBy: fluidity.ManagedByValue}); err != nil {
-		return err
-	}
-	for i := range svcs.Items {
-		if !svcKeep[svcs.Items[i].Labels[mlsysopsv1.LabelComponent]] {
-			if err := r.client.Delete(ctx, &svcs.Items[i]); client.IgnoreNotFound(err) != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// componentPods lists the pods of a component.
-func (r *AppReconciler) componentPods(ctx context.Context, ns, comp string) ([]corev1.Pod, error) {
-	var pods corev1.PodList
-	if err := r.client.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{mlsysopsv1.LabelComponent: comp}); err != nil {
-		return nil, err
-	}
-	return pods.Items, nil
-}
-
-// podNodes returns the nodes pods run on, sorted.
-func podNodes(pods []corev1.Pod) []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, p := range pods {
-		if p.Spec.NodeName != "" && p.DeletionTimestamp.IsZero() && !seen[p.Spec.NodeName] {
-			seen[p.Spec.NodeName] = true
-			out = append(out, p.Spec.NodeName)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
-func (r *AppReconciler) writeStatus(ctx context.Context, app *mlsysopsv1.MLSysOpsApp, statuses map[string]*mlsysopsv1.ComponentStatus, unschedulable bool) error {
-	var comps []mlsysopsv1.ComponentStatus
-	allReady, stopped := true, 0
-	for i := range app.Spec.Components {
-		st := statuses[app.Spec.Components[i].Metadata.Name]
-		comps = append(comps, *st)
-		if st.Replicas == 0 {
-			// A plan stopped it: it is where it was asked to be.
-			stopped++
-		}
-		if st.ReadyReplicas < st.Replicas {
-			allReady = false
-		}
-	}
-	phase, msg := mlsysopsv1.AppDeploying, "components starting"
-	switch {
-	case unschedulable:
-		phase, msg = mlsysopsv1.AppUnschedulable, "some components fit no node of "+r.cluster
-	case stopped == len(comps) && stopped > 0:
-		phase, msg = mlsysopsv1.AppDegraded, "every component stopped by a plan"
-	case allReady && stopped > 0:
-		phase, msg = mlsysopsv1.AppRunning, fmt.Sprintf("all components ready but %d stopped by a plan", stopped)
-	case allReady:
-		phase, msg = mlsysopsv1.AppRunning, "all components ready"
-	case app.Status.Phase == mlsysopsv1.AppRunning || app.Status.Phase == mlsysopsv1.AppDegraded:
-		phase, msg = mlsysopsv1.AppDegraded, "components lost ready replicas"
-	}
-	before := app.DeepCopy()
-	patch := client.MergeFrom(before)
-	app.Status.Components = comps
-	app.Status.Phase, app.Status.Message = phase, msg
-	app.Status.ObservedGeneration = app.Generation
-	meta.SetStatusCondition(&app.Status.Conditions, metav1.Condition{
-		Type: mlsysopsv1.ConditionReady, Status: kube.ConditionStatus(phase == mlsysopsv1.AppRunning), Reason: string(phase), Message: msg,
-		ObservedGeneration: app.Generation,
-	})
-	if equality.Semantic.DeepEqual(before.Status, app.Status) {
-		return nil // nothing to write
-	}
-	if err := r.client.Status().Patch(ctx, app, patch); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("status of %s: %w", app.Name, err)
-	}
-	return nil
-}
-
 // remove deletes the application's namespace (and with it every object
 // created for it), waits until it is gone, then lets the application go.
 func (r *AppReconciler) remove(ctx context.Context, app *mlsysopsv1.MLSysOpsApp, log *slog.Logger) (reconcile.Result, error) {
-	if !controllerutil.ContainsFinalizer(app, Finalizer) {
+	if !controllerutil.ContainsFinalizer(app, mlsysopsv1.Finalizer) {
 		return reconcile.Result{}, nil
 	}
 	ns := &corev1.Namespace{}
-	err := r.client.Get(ctx, types.NamespacedName{Name: fluidity.Namespace(app.Name)}, ns)
+	err := r.client.Get(ctx, types.NamespacedName{Name: members.Namespace(app.Name)}, ns)
 	switch {
 	case err == nil:
 		if ns.DeletionTimestamp.IsZero() {
@@ -639,13 +300,17 @@ func (r *AppReconciler) remove(ctx context.Context, app *mlsysopsv1.MLSysOpsApp,
 	case !apierrors.IsNotFound(err):
 		return reconcile.Result{}, err
 	}
-	controllerutil.RemoveFinalizer(app, Finalizer)
+	controllerutil.RemoveFinalizer(app, mlsysopsv1.Finalizer)
 	if err := r.client.Update(ctx, app); client.IgnoreNotFound(err) != nil {
 		return reconcile.Result{}, err
 	}
 	log.Info("application removed")
 	return reconcile.Result{}, nil
 }
+
+// Resync makes the controller reconcile every application soon, for
+// changes it cannot watch (an agent gone or back, an Unavailable change).
+func (r *AppReconciler) Resync() { r.resync.Resync() }
 
 // ordered sorts components so that each comes after what it depends on
 // (validation guarantees there is no cycle; order is otherwise kept).
@@ -701,7 +366,3 @@ func merge(have, want map[string]string) map[string]string {
 	}
 	return have
 }
-
-// Resync makes the controller reconcile every application soon, for
-// changes it cannot watch (an agent gone or back, an Unavailable change).
-func (r *AppReconciler) Resync() { r.resync.Resync() }

@@ -20,6 +20,7 @@ import (
 	"github.com/mlsysops-go/mlsysops/agents/cluster/fluidity"
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
 	"github.com/mlsysops-go/mlsysops/internal/mechanism"
+	"github.com/mlsysops-go/mlsysops/internal/members"
 	"github.com/mlsysops-go/mlsysops/internal/placement"
 )
 
@@ -49,7 +50,7 @@ type FluidityOptions struct {
 // deployment plans, {name, deployment_plan: {component: [{action: deploy |
 // move | remove | change_spec, ...}], initial_plan}}, by recording on each
 // component's Deployment an Override that the placement controller
-// honours from then on (fluidity.AnnotationOverride), so neither the next
+// honours from then on (mlsysopsv1.AnnotationOverride), so neither the next
 // reconcile nor an agent restart undoes it.
 //
 // A plan the application's permitted_actions do not allow is refused
@@ -110,7 +111,7 @@ func (f *Fluidity) Apply(ctx context.Context, cmd map[string]any) (mechanism.Res
 		return mechanism.Result{}, err
 	}
 	app := &mlsysopsv1.MLSysOpsApp{}
-	if err := f.client.Get(ctx, types.NamespacedName{Namespace: AppNamespace, Name: p.App}, app); err != nil {
+	if err := f.client.Get(ctx, types.NamespacedName{Namespace: mlsysopsv1.Namespace, Name: p.App}, app); err != nil {
 		if apierrors.IsNotFound(err) {
 			return mechanism.Result{}, fmt.Errorf("fluidity: application %s is not placed in cluster %s", p.App, f.cluster)
 		}
@@ -203,7 +204,7 @@ func (f *Fluidity) plan(ctx context.Context, app *mlsysopsv1.MLSysOpsApp, p *flu
 	if err != nil {
 		prev = nil // the controller drops it too
 	}
-	current := strings.Split(dep.Annotations[fluidity.AnnotationNodes], ",")
+	current := strings.Split(dep.Annotations[mlsysopsv1.AnnotationNodes], ",")
 	ov := prev.Copy()
 	run := ov.Effective(comp)
 	for i, a := range acts {
@@ -290,8 +291,8 @@ func componentMessage(app *mlsysopsv1.MLSysOpsApp, comp string) string {
 // deployment returns the component's Deployment, nil when there is none.
 func (f *Fluidity) deployment(ctx context.Context, app, comp string) (*appsv1.Deployment, error) {
 	var deps appsv1.DeploymentList
-	if err := f.client.List(ctx, &deps, client.InNamespace(fluidity.Namespace(app)), client.MatchingLabels{
-		mlsysopsv1.LabelComponent: comp, fluidity.LabelManagedBy: fluidity.ManagedByValue,
+	if err := f.client.List(ctx, &deps, client.InNamespace(members.Namespace(app)), client.MatchingLabels{
+		mlsysopsv1.LabelComponent: comp, mlsysopsv1.LabelManagedBy: mlsysopsv1.ManagedByValue,
 	}); err != nil {
 		return nil, fmt.Errorf("read the Deployment of %s: %w", comp, err)
 	}
@@ -316,11 +317,11 @@ func (f *Fluidity) record(ctx context.Context, app string, t target) error {
 			dep.Annotations = map[string]string{}
 		}
 		if t.ov.Empty() {
-			delete(dep.Annotations, fluidity.AnnotationOverride)
+			delete(dep.Annotations, mlsysopsv1.AnnotationOverride)
 		} else {
-			dep.Annotations[fluidity.AnnotationOverride] = t.ov.Encode()
+			dep.Annotations[mlsysopsv1.AnnotationOverride] = t.ov.Encode()
 		}
-		delete(dep.Annotations, fluidity.AnnotationOverrideDropped)
+		delete(dep.Annotations, mlsysopsv1.AnnotationOverrideDropped)
 		return f.client.Update(ctx, dep)
 	})
 }
@@ -383,16 +384,16 @@ func (f *Fluidity) progress(ctx context.Context, planID, app string, t target) (
 	case ov != nil && ov.Plan != planID:
 		return "", fmt.Errorf("plan %s replaced this plan's changes", ov.Plan)
 	case ov == nil && t.ov != nil:
-		if d := dep.Annotations[fluidity.AnnotationOverrideDropped]; strings.HasPrefix(d, planID+":") {
+		if d := dep.Annotations[mlsysopsv1.AnnotationOverrideDropped]; strings.HasPrefix(d, planID+":") {
 			return "", fmt.Errorf("the placement controller dropped the plan's changes: %s", strings.TrimPrefix(d, planID+": "))
 		}
 		return "", errors.New("the plan's changes were removed")
 	}
-	if h := dep.Annotations[fluidity.AnnotationSpecHash]; h != fluidity.SpecHash(t.run) {
+	if h := dep.Annotations[mlsysopsv1.AnnotationSpecHash]; h != fluidity.SpecHash(t.run) {
 		return "the Deployment does not run the new spec yet", nil
 	}
 	want := t.ov.Running(nil)
-	if t.ov.Pinned() && dep.Annotations[fluidity.AnnotationNodes] != strings.Join(want, ",") {
+	if t.ov.Pinned() && dep.Annotations[mlsysopsv1.AnnotationNodes] != strings.Join(want, ",") {
 		return fmt.Sprintf("the Deployment is not on %v yet", want), nil
 	}
 	if dep.Spec.Replicas == nil || *dep.Spec.Replicas != t.replicas {
@@ -437,7 +438,7 @@ func names(ts []target) []any {
 // spec (its MLSysOpsNode description), ready and components.
 func (f *Fluidity) State(ctx context.Context) (map[string]any, error) {
 	var deps appsv1.DeploymentList
-	if err := f.client.List(ctx, &deps, client.MatchingLabels{fluidity.LabelManagedBy: fluidity.ManagedByValue}); err != nil {
+	if err := f.client.List(ctx, &deps, client.MatchingLabels{mlsysopsv1.LabelManagedBy: mlsysopsv1.ManagedByValue}); err != nil {
 		return nil, fmt.Errorf("list Deployments: %w", err)
 	}
 	nodes := map[string]any{}
@@ -447,7 +448,7 @@ func (f *Fluidity) State(ctx context.Context) (map[string]any, error) {
 	}
 	specs := map[string]map[string]any{}
 	var ml mlsysopsv1.MLSysOpsNodeList
-	if err := f.client.List(ctx, &ml, client.InNamespace(AppNamespace)); err == nil {
+	if err := f.client.List(ctx, &ml, client.InNamespace(mlsysopsv1.Namespace)); err == nil {
 		for i := range ml.Items {
 			specs[ml.Items[i].Name], _ = toData(ml.Items[i].Spec)
 		}

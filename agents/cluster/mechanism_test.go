@@ -43,7 +43,7 @@ func node(name string, ready bool) *corev1.Node {
 func demoApp() *mlsysopsv1.MLSysOpsApp {
 	cpu := resource.MustParse("500m")
 	return &mlsysopsv1.MLSysOpsApp{
-		ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: AppNamespace},
+		ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: mlsysopsv1.Namespace},
 		Spec: mlsysopsv1.MLSysOpsAppSpec{Name: "demo", Components: []mlsysopsv1.Component{{
 			Metadata: mlsysopsv1.ComponentMetadata{Name: "worker"},
 			Containers: []mlsysopsv1.Container{{Image: "registry.example/worker:1", PlatformRequirements: &mlsysopsv1.PlatformRequirements{
@@ -174,7 +174,7 @@ func TestFluidityRefusesWithReasons(t *testing.T) {
 			if err := kc.Get(context.Background(), client.ObjectKeyFromObject(dep), got); err != nil {
 				t.Fatal(err)
 			}
-			if _, ok := got.Annotations[fluidity.AnnotationOverride]; ok {
+			if _, ok := got.Annotations[mlsysopsv1.AnnotationOverride]; ok {
 				t.Error("a refused plan was recorded")
 			}
 		})
@@ -255,8 +255,8 @@ func TestFluidityFailsWhenTheOverrideIsDropped(t *testing.T) {
 	if err := kc.Get(ctx, client.ObjectKeyFromObject(dep), cur); err != nil {
 		t.Fatal(err)
 	}
-	delete(cur.Annotations, fluidity.AnnotationOverride)
-	cur.Annotations[fluidity.AnnotationOverrideDropped] = "p1: nodes [n2] dropped: node n2 is not eligible"
+	delete(cur.Annotations, mlsysopsv1.AnnotationOverride)
+	cur.Annotations[mlsysopsv1.AnnotationOverrideDropped] = "p1: nodes [n2] dropped: node n2 is not eligible"
 	if err := kc.Update(ctx, cur); err != nil {
 		t.Fatal(err)
 	}
@@ -301,7 +301,7 @@ func TestFluidityState(t *testing.T) {
 	app := demoApp()
 	dep := placedDeployment(t, app, "n1")
 	kc := newFake(t, app.DeepCopy(), dep, node("n1", true), node("n2", false),
-		&mlsysopsv1.MLSysOpsNode{ObjectMeta: metav1.ObjectMeta{Name: "n1", Namespace: AppNamespace}, Spec: mlsysopsv1.MLSysOpsNodeSpec{ClusterID: "c1", ContinuumLayer: "edge"}})
+		&mlsysopsv1.MLSysOpsNode{ObjectMeta: metav1.ObjectMeta{Name: "n1", Namespace: mlsysopsv1.Namespace}, Spec: mlsysopsv1.MLSysOpsNodeSpec{ClusterID: "c1", ContinuumLayer: "edge"}})
 	f := NewFluidity(kc, "c1", quiet(), FluidityOptions{})
 	defer f.Close()
 	st, err := f.State(context.Background())
@@ -384,7 +384,7 @@ func TestCurrentOverrideDropsWhatTheApplicationInvalidated(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			dep := placedDeployment(t, app, "n1")
-			dep.Annotations[fluidity.AnnotationOverride] = tc.ov.Encode()
+			dep.Annotations[mlsysopsv1.AnnotationOverride] = tc.ov.Encode()
 			got, dropped := currentOverride(comp, dep, quiet())
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("override (-want +got):\n%s", diff)

@@ -21,9 +21,6 @@ import (
 
 // Names of the objects the continuum agent keeps in the Karmada API.
 const (
-	// AppNamespace holds MLSysOpsApp objects in Karmada and, propagated,
-	// in the member clusters.
-	AppNamespace = "mlsysops"
 	// CRDPropagationPolicy propagates the mlsysops.eu CRDs to every member
 	// cluster, so that MLSysOpsApp objects can follow.
 	CRDPropagationPolicy = "mlsysops-crds"
@@ -57,7 +54,7 @@ func EnsureAPI(ctx context.Context, cfg *rest.Config) error {
 	if err := kube.ApplyCRDs(ctx, ext, list); err != nil {
 		return fmt.Errorf("karmada API: %w", err)
 	}
-	if err := kube.EnsureNamespace(ctx, cs, AppNamespace); err != nil {
+	if err := kube.EnsureNamespace(ctx, cs, mlsysopsv1.Namespace); err != nil {
 		return err
 	}
 	var selectors []policyv1alpha1.ResourceSelector

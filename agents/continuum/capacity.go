@@ -9,13 +9,11 @@ import (
 
 	clusterv1alpha1 "github.com/karmada-io/karmada/pkg/apis/cluster/v1alpha1"
 	karmadaclientset "github.com/karmada-io/karmada/pkg/generated/clientset/versioned"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 
+	"github.com/mlsysops-go/mlsysops/internal/members"
 	"github.com/mlsysops-go/mlsysops/internal/placement"
 )
 
@@ -37,7 +35,7 @@ type CapacitySource interface {
 // needs to pick a cluster that can host the application.
 type ProxyCapacity struct {
 	karmada karmadaclientset.Interface
-	rest    rest.Interface
+	members *members.Reader
 	// TTL is how long a read is reused; zero reads every time.
 	TTL time.Duration
 	// Reports, when set, holds the cluster agents' capacity reports, used
@@ -57,15 +55,11 @@ func NewProxyCapacity(cfg *rest.Config) (*ProxyCapacity, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := rest.CopyConfig(cfg)
-	c.GroupVersion = &clusterv1alpha1.SchemeGroupVersion
-	c.APIPath = "/apis"
-	c.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
-	rc, err := rest.RESTClientFor(c)
+	mr, err := members.NewReader(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &ProxyCapacity{karmada: kc, rest: rc, TTL: 2 * time.Second}, nil
+	return &ProxyCapacity{karmada: kc, members: mr, TTL: 2 * time.Second}, nil
 }
 
 // Clusters lists every member cluster with its nodes. A cluster that is
@@ -107,7 +101,7 @@ func (p *ProxyCapacity) read(ctx context.Context) ([]placement.Cluster, error) {
 			pc.Nodes, pc.AsOf = nodes, at
 		} else if pc.Ready {
 			start := time.Now()
-			nodes, err := p.nodes(ctx, c.Name)
+			nodes, err := p.members.Nodes(ctx, c.Name)
 			if err != nil {
 				pc.Ready = false
 			} else {
@@ -117,28 +111,4 @@ func (p *ProxyCapacity) read(ctx context.Context) ([]placement.Cluster, error) {
 		out = append(out, pc)
 	}
 	return out, nil
-}
-
-func (p *ProxyCapacity) nodes(ctx context.Context, cluster string) ([]placement.Node, error) {
-	var nodes corev1.NodeList
-	if err := p.get(ctx, cluster, "nodes", nil, &nodes); err != nil {
-		return nil, err
-	}
-	var pods corev1.PodList
-	if err := p.get(ctx, cluster, "pods", map[string]string{"fieldSelector": "status.phase!=Succeeded,status.phase!=Failed"}, &pods); err != nil {
-		return nil, err
-	}
-	return placement.NodesWithPods(nodes.Items, pods.Items), nil
-}
-
-func (p *ProxyCapacity) get(ctx context.Context, cluster, resource string, params map[string]string, into runtime.Object) error {
-	req := p.rest.Get().Resource("clusters").Name(cluster).SubResource("proxy", "api", "v1", resource)
-	for k, v := range params {
-		req = req.Param(k, v)
-	}
-	b, err := req.DoRaw(ctx)
-	if err != nil {
-		return fmt.Errorf("cluster %s: list %s through Karmada: %w", cluster, resource, err)
-	}
-	return runtime.DecodeInto(scheme.Codecs.UniversalDecoder(corev1.SchemeGroupVersion), b, into)
 }

@@ -125,12 +125,12 @@ func (r *AppReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		// Applications live in one namespace; others are not ours.
 		For(&mlsysopsv1.MLSysOpsApp{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
-			return o.GetNamespace() == AppNamespace
+			return o.GetNamespace() == mlsysopsv1.Namespace
 		}))).
 		Owns(&policyv1alpha1.PropagationPolicy{}).
 		Watches(&workv1alpha2.ResourceBinding{}, byBinding).
 		// Resync reconciles every application on demand.
-		WatchesRawSource(source.Channel(r.resync.C, kube.EveryApp(mgr.GetClient(), AppNamespace))).
+		WatchesRawSource(source.Channel(r.resync.C, kube.EveryApp(mgr.GetClient(), mlsysopsv1.Namespace))).
 		Named("continuum-placement").
 		// Tests run several managers in one process.
 		// Decisions are serialised and see each other through the
@@ -277,7 +277,7 @@ func (r *AppReconciler) sweep(ctx context.Context, reader client.Reader) {
 	exists := func(ctx context.Context) (map[string]bool, error) {
 		list := &metav1.PartialObjectMetadataList{}
 		list.SetGroupVersionKind(mlsysopsv1.SchemeGroupVersion.WithKind("MLSysOpsAppList"))
-		if err := reader.List(ctx, list, client.InNamespace(AppNamespace)); err != nil {
+		if err := reader.List(ctx, list, client.InNamespace(mlsysopsv1.Namespace)); err != nil {
 			return nil, fmt.Errorf("list applications: %w", err)
 		}
 		out := make(map[string]bool, len(list.Items))

@@ -64,7 +64,7 @@ func (in *Intake) Handle(ctx context.Context, e state.Entry) error {
 	log := in.log.With("app", sub.ID, "kind", sub.Kind, "entry", e.ID)
 	switch sub.Kind {
 	case state.KindRemove:
-		app := &mlsysopsv1.MLSysOpsApp{ObjectMeta: metav1.ObjectMeta{Name: sub.ID, Namespace: AppNamespace}}
+		app := &mlsysopsv1.MLSysOpsApp{ObjectMeta: metav1.ObjectMeta{Name: sub.ID, Namespace: mlsysopsv1.Namespace}}
 		if err := in.client.Delete(ctx, app); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("delete application %s: %w", sub.ID, err)
 		} else if apierrors.IsNotFound(err) {
@@ -80,7 +80,7 @@ func (in *Intake) Handle(ctx context.Context, e state.Entry) error {
 			log.Warn("submission rejected", "reason", msg)
 			return in.status(ctx, sub.ID, mlsysopsv1.AppFailed, msg)
 		}
-		app := &mlsysopsv1.MLSysOpsApp{ObjectMeta: metav1.ObjectMeta{Name: sub.ID, Namespace: AppNamespace}}
+		app := &mlsysopsv1.MLSysOpsApp{ObjectMeta: metav1.ObjectMeta{Name: sub.ID, Namespace: mlsysopsv1.Namespace}}
 		op, err := controllerutil.CreateOrUpdate(ctx, in.client, app, func() error {
 			app.Spec = parsed.Spec
 			app.Spec.Name = sub.ID
@@ -94,7 +94,7 @@ func (in *Intake) Handle(ctx context.Context, e state.Entry) error {
 				app.Annotations = map[string]string{}
 			}
 			if sub.SubmittedBy != "" {
-				app.Annotations[mlsysopsv1.LabelPrefix+"submitted-by"] = sub.SubmittedBy
+				app.Annotations[mlsysopsv1.AnnotationSubmittedBy] = sub.SubmittedBy
 			}
 			return nil
 		})

@@ -140,7 +140,7 @@ func (m *ClusterPlacement) Apply(ctx context.Context, cmd map[string]any) (mecha
 		return mechanism.Result{}, err
 	}
 	app := &mlsysopsv1.MLSysOpsApp{}
-	if err := m.client.Get(ctx, types.NamespacedName{Namespace: AppNamespace, Name: name}, app); err != nil {
+	if err := m.client.Get(ctx, types.NamespacedName{Namespace: mlsysopsv1.Namespace, Name: name}, app); err != nil {
 		if apierrors.IsNotFound(err) {
 			return mechanism.Result{}, fmt.Errorf("clusterPlacement: application %s does not exist in Karmada", name)
 		}
@@ -191,8 +191,8 @@ func (m *ClusterPlacement) Apply(ctx context.Context, cmd map[string]any) (mecha
 		if cur.Annotations == nil {
 			cur.Annotations = map[string]string{}
 		}
-		cur.Annotations[AnnotationClusters] = np.encode()
-		delete(cur.Annotations, AnnotationClustersDropped)
+		cur.Annotations[mlsysopsv1.AnnotationClusters] = np.encode()
+		delete(cur.Annotations, mlsysopsv1.AnnotationClustersDropped)
 		return m.client.Update(ctx, cur)
 	}); err != nil {
 		return mechanism.Result{}, fmt.Errorf("clusterPlacement: record the plan on %s: %w", name, err)
@@ -206,7 +206,7 @@ func (m *ClusterPlacement) Apply(ctx context.Context, cmd map[string]any) (mecha
 // policy names.
 func (m *ClusterPlacement) currentClusters(ctx context.Context, app string) ([]string, error) {
 	pp := &policyv1alpha1.PropagationPolicy{}
-	err := m.client.Get(ctx, types.NamespacedName{Namespace: AppNamespace, Name: app}, pp)
+	err := m.client.Get(ctx, types.NamespacedName{Namespace: mlsysopsv1.Namespace, Name: app}, pp)
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
@@ -243,7 +243,7 @@ func (m *ClusterPlacement) finish(pin *ClusterPin, app string, err error) {
 // the pinned clusters), or why it never will.
 func (m *ClusterPlacement) progress(ctx context.Context, pin *ClusterPin, name string) (string, error) {
 	app := &mlsysopsv1.MLSysOpsApp{}
-	if err := m.client.Get(ctx, types.NamespacedName{Namespace: AppNamespace, Name: name}, app); err != nil {
+	if err := m.client.Get(ctx, types.NamespacedName{Namespace: mlsysopsv1.Namespace, Name: name}, app); err != nil {
 		if apierrors.IsNotFound(err) {
 			return "", errors.New("the application was deleted")
 		}
@@ -252,7 +252,7 @@ func (m *ClusterPlacement) progress(ctx context.Context, pin *ClusterPin, name s
 	cur, _ := readPin(app)
 	switch {
 	case cur == nil:
-		if d := app.Annotations[AnnotationClustersDropped]; strings.HasPrefix(d, pin.Plan+":") {
+		if d := app.Annotations[mlsysopsv1.AnnotationClustersDropped]; strings.HasPrefix(d, pin.Plan+":") {
 			return "", fmt.Errorf("the placement controller dropped the pin: %s", strings.TrimPrefix(d, pin.Plan+": "))
 		}
 		return "", errors.New("the pin was removed")
@@ -300,11 +300,11 @@ func (m *ClusterPlacement) State(ctx context.Context) (map[string]any, error) {
 		clusters[c.Name] = map[string]any{"ready": meta.IsStatusConditionTrue(c.Status.Conditions, clusterv1alpha1.ClusterConditionReady) && HasAppAPI(c)}
 	}
 	var pps policyv1alpha1.PropagationPolicyList
-	if err := m.client.List(ctx, &pps, client.InNamespace(AppNamespace)); err != nil {
+	if err := m.client.List(ctx, &pps, client.InNamespace(mlsysopsv1.Namespace)); err != nil {
 		return nil, fmt.Errorf("list propagation policies: %w", err)
 	}
 	var apps mlsysopsv1.MLSysOpsAppList
-	if err := m.client.List(ctx, &apps, client.InNamespace(AppNamespace)); err != nil {
+	if err := m.client.List(ctx, &apps, client.InNamespace(mlsysopsv1.Namespace)); err != nil {
 		return nil, fmt.Errorf("list applications: %w", err)
 	}
 	placed := map[string][]string{}

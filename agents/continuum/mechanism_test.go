@@ -94,7 +94,7 @@ func (f fixedCapacity) Clusters(context.Context) ([]placement.Cluster, error) { 
 func app(name string, clusterIDs ...string) *mlsysopsv1.MLSysOpsApp {
 	cpu := resource.MustParse("1")
 	a := &mlsysopsv1.MLSysOpsApp{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: AppNamespace},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: mlsysopsv1.Namespace},
 		Spec: mlsysopsv1.MLSysOpsAppSpec{Name: name, Components: []mlsysopsv1.Component{{
 			Metadata: mlsysopsv1.ComponentMetadata{Name: "infer"},
 			Containers: []mlsysopsv1.Container{{Image: "registry.example/infer:1", PlatformRequirements: &mlsysopsv1.PlatformRequirements{
@@ -151,7 +151,7 @@ func newFake(t *testing.T, objs ...client.Object) client.Client {
 
 func policyFor(app string, clusters ...string) *policyv1alpha1.PropagationPolicy {
 	return &policyv1alpha1.PropagationPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: app, Namespace: AppNamespace, Labels: map[string]string{mlsysopsv1.LabelApp: app}},
+		ObjectMeta: metav1.ObjectMeta{Name: app, Namespace: mlsysopsv1.Namespace, Labels: map[string]string{mlsysopsv1.LabelApp: app}},
 		Spec:       policyv1alpha1.PropagationSpec{Placement: policyv1alpha1.Placement{ClusterAffinity: &policyv1alpha1.ClusterAffinity{ClusterNames: clusters}}},
 	}
 }
@@ -172,8 +172,8 @@ func TestClusterPlacementApply(t *testing.T) {
 			t.Fatalf("Apply = %+v, %v; want Success", res, err)
 		}
 		got := &mlsysopsv1.MLSysOpsApp{}
-		_ = kc.Get(ctx, client.ObjectKey{Namespace: AppNamespace, Name: "a"}, got)
-		if _, ok := got.Annotations[AnnotationClusters]; ok {
+		_ = kc.Get(ctx, client.ObjectKey{Namespace: mlsysopsv1.Namespace, Name: "a"}, got)
+		if _, ok := got.Annotations[mlsysopsv1.AnnotationClusters]; ok {
 			t.Error("a plan that changes nothing pinned the application")
 		}
 	})
@@ -186,7 +186,7 @@ func TestClusterPlacementApply(t *testing.T) {
 			t.Fatalf("Apply = %+v, %v; want Pending", res, err)
 		}
 		got := &mlsysopsv1.MLSysOpsApp{}
-		_ = kc.Get(ctx, client.ObjectKey{Namespace: AppNamespace, Name: "a"}, got)
+		_ = kc.Get(ctx, client.ObjectKey{Namespace: mlsysopsv1.Namespace, Name: "a"}, got)
 		pin, err := readPin(got)
 		if err != nil || pin == nil || pin.Plan != "p1" || !cmp.Equal(pin.Clusters, []string{"cloud"}) {
 			t.Errorf("pin = %+v, %v", pin, err)
@@ -216,7 +216,7 @@ func TestClusterPlacementApply(t *testing.T) {
 // The controller drops a pin that no longer holds and records why.
 func TestPinnedDropsBrokenPins(t *testing.T) {
 	a := app("a", "edge")
-	a.Annotations = map[string]string{AnnotationClusters: (&ClusterPin{Plan: "p1", Clusters: []string{"cloud"}}).encode()}
+	a.Annotations = map[string]string{mlsysopsv1.AnnotationClusters: (&ClusterPin{Plan: "p1", Clusters: []string{"cloud"}}).encode()}
 	kc := newFake(t, a)
 	r := NewAppReconciler(kc, nil, quiet())
 	ctx := context.Background()
@@ -227,15 +227,15 @@ func TestPinnedDropsBrokenPins(t *testing.T) {
 		t.Fatalf("pinned = %v, %v; want the pin dropped", got, err)
 	}
 	_ = kc.Get(ctx, client.ObjectKeyFromObject(a), cur)
-	if _, ok := cur.Annotations[AnnotationClusters]; ok {
+	if _, ok := cur.Annotations[mlsysopsv1.AnnotationClusters]; ok {
 		t.Error("the pin is still there")
 	}
-	if d := cur.Annotations[AnnotationClustersDropped]; !strings.HasPrefix(d, "p1: the application's cluster_placement.cluster_id [edge] does not list [cloud]") {
+	if d := cur.Annotations[mlsysopsv1.AnnotationClustersDropped]; !strings.HasPrefix(d, "p1: the application's cluster_placement.cluster_id [edge] does not list [cloud]") {
 		t.Errorf("dropped = %q", d)
 	}
 
 	// A pin that holds is honoured.
-	cur.Annotations[AnnotationClusters] = (&ClusterPin{Plan: "p2", Clusters: []string{"edge"}}).encode()
+	cur.Annotations[mlsysopsv1.AnnotationClusters] = (&ClusterPin{Plan: "p2", Clusters: []string{"edge"}}).encode()
 	got, err = r.pinned(ctx, cur, []placement.Cluster{cluster("edge", true, false)}, nil, nil, quiet())
 	if err != nil || !cmp.Equal(got, []string{"edge"}) {
 		t.Errorf("pinned = %v, %v; want [edge]", got, err)

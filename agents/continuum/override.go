@@ -13,16 +13,6 @@ import (
 	"github.com/mlsysops-go/mlsysops/internal/placement"
 )
 
-// Annotations that carry clusterPlacement plans on an MLSysOpsApp in the
-// Karmada API.
-const (
-	// AnnotationClusters holds the application's ClusterPin as JSON.
-	AnnotationClusters = mlsysopsv1.LabelPrefix + "clusters"
-	// AnnotationClustersDropped says why the placement controller dropped
-	// the application's last pin: "<plan>: <reason>".
-	AnnotationClustersDropped = mlsysopsv1.LabelPrefix + "clusters-dropped"
-)
-
 // ClusterPin is a clusterPlacement plan's choice of clusters for an
 // application. The placement controller honours it while the clusters are
 // Ready, their agents alive and the application's cluster_id lists them;
@@ -37,13 +27,13 @@ type ClusterPin struct {
 // readPin returns the pin recorded on an application, nil when there is
 // none.
 func readPin(app *mlsysopsv1.MLSysOpsApp) (*ClusterPin, error) {
-	v := app.Annotations[AnnotationClusters]
+	v := app.Annotations[mlsysopsv1.AnnotationClusters]
 	if v == "" {
 		return nil, nil
 	}
 	p := &ClusterPin{}
 	if err := json.Unmarshal([]byte(v), p); err != nil || len(p.Clusters) == 0 {
-		return nil, fmt.Errorf("annotation %s is not {plan, clusters}: %q", AnnotationClusters, v)
+		return nil, fmt.Errorf("annotation %s is not {plan, clusters}: %q", mlsysopsv1.AnnotationClusters, v)
 	}
 	return p, nil
 }
@@ -101,7 +91,7 @@ func pinProblem(app *mlsysopsv1.MLSysOpsApp, wanted []string, clusters []placeme
 
 // pinned returns the clusters a plan pinned the application to, nil when
 // there is no pin to honour. A pin that no longer holds is dropped: the
-// annotation goes, the reason is recorded (AnnotationClustersDropped) and
+// annotation goes, the reason is recorded (mlsysopsv1.AnnotationClustersDropped) and
 // the application is placed as if no plan had chosen.
 func (r *AppReconciler) pinned(ctx context.Context, app *mlsysopsv1.MLSysOpsApp, clusters []placement.Cluster, gone map[string]string, current []string, log *slog.Logger) ([]string, error) {
 	pin, err := readPin(app)
@@ -121,8 +111,8 @@ func (r *AppReconciler) pinned(ctx context.Context, app *mlsysopsv1.MLSysOpsApp,
 		plan = pin.Plan
 	}
 	log.Info("cluster pin dropped", "plan", plan, "reason", why)
-	delete(app.Annotations, AnnotationClusters)
-	app.Annotations[AnnotationClustersDropped] = plan + ": " + why
+	delete(app.Annotations, mlsysopsv1.AnnotationClusters)
+	app.Annotations[mlsysopsv1.AnnotationClustersDropped] = plan + ": " + why
 	if err := r.client.Update(ctx, app); err != nil {
 		return nil, fmt.Errorf("drop the cluster pin of %s: %w", app.Name, err)
 	}

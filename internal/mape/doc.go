@@ -37,4 +37,10 @@
 // SetApplication and RemoveApplication as applications come and go, and
 // the policy Watcher's events (or SetPolicy and RemovePolicy) replace
 // policies while everything runs.
+//
+// Files: engine.go (the Engine, its applications and its run loop),
+// analyze.go (policy instances: analyze and plan), schedule.go (the queue
+// and its resolution per mechanism), execute.go (applying plans and their
+// completions), record.go (plan records and the plan log), metrics.go,
+// data.go (values for policies).
 package mape

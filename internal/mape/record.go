@@ -1,6 +1,8 @@
 package mape
 
 import (
+	"crypto/rand"
+	"fmt"
 	"sort"
 	"time"
 
@@ -164,4 +166,40 @@ type Query struct {
 
 func (q Query) matches(p *plan) bool {
 	return (q.App == "" || p.App == q.App) && (q.Policy == "" || p.Policy == q.Policy) && (q.State == "" || p.State == q.State)
+}
+
+// Plans returns plans of the plan log that match q, newest first.
+func (e *Engine) Plans(q Query) []PlanRecord {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []PlanRecord
+	e.plans.newestFirst(func(p *plan) bool {
+		if q.matches(p) {
+			out = append(out, p.snapshot())
+		}
+		return q.Limit <= 0 || len(out) < q.Limit
+	})
+	return out
+}
+
+// Plan returns one plan: from the log, or still executing.
+func (e *Engine) Plan(id string) (PlanRecord, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if p, ok := e.plans.byID[id]; ok {
+		return p.snapshot(), true
+	}
+	if p, ok := e.inflight[id]; ok {
+		return p.snapshot(), true
+	}
+	return PlanRecord{}, false
+}
+
+// newID returns a random UUID (version 4).
+func newID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }

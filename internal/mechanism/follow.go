@@ -72,3 +72,14 @@ func (f *Follower) Close() {
 	f.cancel()
 	f.wg.Wait()
 }
+
+// FollowTimeout is how long a placement mechanism follows a plan, given
+// how long the engine waits for pending plans (mape.Config.PendingTimeout):
+// a little less, so that the mechanism's reason is the one recorded. Zero
+// leaves the mechanism's default.
+func FollowTimeout(pending time.Duration) time.Duration {
+	if pending <= 0 {
+		return 0 // the mechanism's default
+	}
+	return pending - pending/10
+}

@@ -43,12 +43,6 @@ func (w *NodeWrapper) GPUMemory(mib string) *NodeWrapper {
 	return w
 }
 
-// Taint adds a NoSchedule taint.
-func (w *NodeWrapper) Taint(key, value string) *NodeWrapper {
-	w.Node.Node.Spec.Taints = append(w.Node.Node.Spec.Taints, corev1.Taint{Key: key, Value: value, Effect: corev1.TaintEffectNoSchedule})
-	return w
-}
-
 func (w *NodeWrapper) FPGA(model string) *NodeWrapper {
 	w.Node.Node.Labels[mlsysopsv1.LabelFPGAPresent] = "true"
 	w.Node.Node.Labels[mlsysopsv1.LabelFPGAModel] = model
@@ -85,6 +79,12 @@ func (w *NodeWrapper) NotReady() *NodeWrapper {
 
 func (w *NodeWrapper) MaxFreqGHz(f float64) *NodeWrapper {
 	w.Description = &mlsysopsv1.MLSysOpsNodeSpec{Hardware: &mlsysopsv1.NodeHardware{CPU: &mlsysopsv1.NodeCPU{Frequency: []int64{int64(f * 1e9)}}}}
+	return w
+}
+
+// Taint adds a taint.
+func (w *NodeWrapper) Taint(key, value string, effect corev1.TaintEffect) *NodeWrapper {
+	w.Node.Node.Spec.Taints = append(w.Node.Node.Spec.Taints, corev1.Taint{Key: key, Value: value, Effect: effect})
 	return w
 }
 

@@ -228,7 +228,7 @@ func hasAccelerator(nodes []Node, acc string) bool {
 				return true
 			}
 		case "tpu":
-			if l[mlsysopsv1.LabelPrefix+"tpu.present"] == "true" {
+			if l[mlsysopsv1.LabelTPUPresent] == "true" {
 				return true
 			}
 		}

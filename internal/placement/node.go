@@ -170,12 +170,13 @@ type compiled struct {
 	minFreqHz int64
 	runtime   string
 	nvidiaRC  bool
-	// tolerations are the taints the component's pods tolerate.
+	// tolerations the component's pods carry (resources.Tolerations).
 	tolerations []corev1.Toleration
 }
 
 func compile(req Request) (*compiled, error) {
-	c := &compiled{reqs: resources.NodeSelectorRequirements(req.App, req.Component), perPod: PodRequests(req.Component)}
+	c := &compiled{reqs: resources.NodeSelectorRequirements(req.App, req.Component), perPod: PodRequests(req.Component),
+		tolerations: resources.Tolerations(req.Component)}
 	// The GPU's memory is judged last, so that a node without a GPU says
 	// that rather than that it has no GPU memory.
 	if i := slices.IndexFunc(c.reqs, func(r corev1.NodeSelectorRequirement) bool { return r.Key == mlsysopsv1.LabelGPUMemory }); i >= 0 {
@@ -212,7 +213,6 @@ func compile(req Request) (*compiled, error) {
 	}
 	c.runtime = req.Component.ContainerRuntime
 	c.nvidiaRC = req.Component.RuntimeClassName == "nvidia" || req.Component.RuntimeClassName == "nvidia-experimental"
-	c.tolerations = resources.Tolerations(req.Component)
 	return c, nil
 }
 
@@ -244,9 +244,8 @@ func (c *compiled) fits(n *Node, st nodeState) string {
 	if node.Spec.Unschedulable {
 		return "are cordoned"
 	}
-	for i := range node.Spec.Taints {
-		t := &node.Spec.Taints[i]
-		if (t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute) && !resources.Tolerated(c.tolerations, t) {
+	for _, t := range node.Spec.Taints {
+		if (t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute) && !tolerates(c.tolerations, &t) {
 			return fmt.Sprintf("have the untolerated taint %s", t.ToString())
 		}
 	}
@@ -536,4 +535,13 @@ func AddPodRequests(list corev1.ResourceList, pod *corev1.Pod) {
 	pods := list[corev1.ResourcePods]
 	pods.Add(*resource.NewQuantity(1, resource.DecimalSI))
 	list[corev1.ResourcePods] = pods
+}
+
+func tolerates(tols []corev1.Toleration, t *corev1.Taint) bool {
+	for i := range tols {
+		if tols[i].ToleratesTaint(t) {
+			return true
+		}
+	}
+	return false
 }

@@ -259,39 +259,16 @@ func RuntimeClassName(comp *mlsysopsv1.Component) *string {
 	return &rc
 }
 
-// NeedsGPU reports whether a component asks for an NVIDIA GPU: a container
-// or init container with a gpu requirement, or the nvidia runtime class.
-func NeedsGPU(comp *mlsysopsv1.Component) bool {
-	if comp.RuntimeClassName == "nvidia" || comp.RuntimeClassName == "nvidia-experimental" {
-		return true
-	}
-	for _, list := range [][]mlsysopsv1.Container{comp.Containers, comp.InitContainers} {
-		for _, c := range list {
-			if c.PlatformRequirements != nil && c.PlatformRequirements.GPU != nil {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// Tolerations are the taints a component's pods tolerate. GPU nodes carry
-// nvidia.com/gpu taints (nvidia.com/gpu=present:NoSchedule, as the GPU
-// operator and cloud providers set them) to keep other workloads away; a
-// component that asks for a GPU tolerates them, whatever their value.
+// Tolerations returns the tolerations a component's pods carry: a
+// component that asks for GPUs tolerates the taints GPU nodes carry on
+// the GPU resource's key (nvidia.com/gpu=present:NoSchedule from the
+// NVIDIA GPU operator, or any value), as Kubernetes' ExtendedResourceToleration
+// admission plugin would add. Placement and the pods agree on it.
 func Tolerations(comp *mlsysopsv1.Component) []corev1.Toleration {
-	if !NeedsGPU(comp) {
-		return nil
-	}
-	return []corev1.Toleration{{Key: string(mlsysopsv1.ResourceGPU), Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
-}
-
-// Tolerated reports whether one of tolerations tolerates taint.
-func Tolerated(tolerations []corev1.Toleration, taint *corev1.Taint) bool {
-	for i := range tolerations {
-		if tolerations[i].ToleratesTaint(taint) {
-			return true
+	for _, c := range comp.Containers {
+		if pr := c.PlatformRequirements; pr != nil && pr.GPU != nil && GPUCount(pr.GPU) > 0 {
+			return []corev1.Toleration{{Key: string(mlsysopsv1.ResourceGPU), Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
 		}
 	}
-	return false
+	return nil
 }

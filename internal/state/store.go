@@ -108,3 +108,12 @@ func parseTime(s string) time.Time {
 	t, _ := time.Parse(time.RFC3339Nano, s)
 	return t
 }
+
+// Open connects to Redis as cfg says and returns the store on it.
+func Open(cfg Config, opts Options) (*Store, error) {
+	rdb, err := NewClient(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("redis: %w", err)
+	}
+	return New(rdb, opts), nil
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -276,5 +277,63 @@ func unjoinStale(ctx context.Context, cfg *rest.Config, keep map[string]bool) er
 			}
 		}
 	}
+	return nil
+}
+
+func (tb *Testbed) karmadaConfig() (*rest.Config, error) {
+	return restConfig(tb.l.path("kubeconfig"), ContextKarmada)
+}
+
+func (tb *Testbed) installKarmadaCRDs(ctx context.Context) error {
+	cfg, err := tb.karmadaConfig()
+	if err != nil {
+		return err
+	}
+	if err := installKarmadaCRDs(ctx, cfg, filepath.Join(tb.opts.BinDir, "karmada-crds", "bases")); err != nil {
+		return fmt.Errorf("karmada CRDs: %w", err)
+	}
+	tb.progress("installed", "karmada CRDs")
+	return nil
+}
+
+func (tb *Testbed) registerKarmadaAPIs(ctx context.Context) error {
+	cfg, err := tb.karmadaConfig()
+	if err != nil {
+		return err
+	}
+	if err := registerAggregatedAPI(ctx, cfg, tb.l.port(portKarmadaAgg), tb.certs.ca.CertFile); err != nil {
+		return fmt.Errorf("%w; see %s", err, tb.rel(tb.l.path("logs", "karmada-aggregated-apiserver.log")))
+	}
+	if err := installWebhookConfiguration(ctx, cfg, filepath.Join(tb.opts.BinDir, "karmada-crds", "webhook-configuration.yaml"), tb.l.port(portKarmadaWebhook), tb.certs.ca.CertFile); err != nil {
+		return err
+	}
+	tb.progress("registered (cluster.karmada.io, admission webhooks)", "karmada APIs")
+	return nil
+}
+
+func (tb *Testbed) joinClusters(ctx context.Context) error {
+	cfg, err := tb.karmadaConfig()
+	if err != nil {
+		return err
+	}
+	token, err := tb.memberToken()
+	if err != nil {
+		return err
+	}
+	keep := map[string]bool{}
+	for _, name := range tb.clusters {
+		keep[name] = true
+		server := tb.apiServerURL(name)
+		if err := joinCluster(ctx, cfg, name, server, token, tb.certs.ca.CertFile); err != nil {
+			return err
+		}
+	}
+	if err := unjoinStale(ctx, cfg, keep); err != nil {
+		return err
+	}
+	if err := waitClustersReady(ctx, cfg, tb.clusters, 2*time.Minute); err != nil {
+		return err
+	}
+	tb.progress("%s joined in Push mode, Ready", "member clusters", strings.Join(tb.clusters, ", "))
 	return nil
 }

@@ -23,9 +23,6 @@ const (
 	// serves the connector, upstream's port; other port bases use the
 	// offset portMLConnector.
 	mlconnectorDefaultPort = 8090
-	portPostgres           = 32
-	portS3                 = 38
-	portMLConnector        = 39
 	mlconnectorName        = "mlconnector"
 	mlconnectorBinary      = "mlsysops-mlconnector"
 	mlconnectorDatabase    = "mlconnector"

@@ -204,7 +204,8 @@ type ContainerState struct {
 // component in a member cluster: a component gets one when another
 // component talks to it (ClusterIP) or when it has external_access
 // (NodePort, also reachable on its nodes' addresses). Every component of
-// an ML deployment that declares a port has external_access.
+// an ML deployment that declares a port has external_access. It is
+// internal/members.Endpoint, field for field, in the REST API.
 type Endpoint struct {
 	Component string `json:"component"`
 	Cluster   string `json:"cluster"`

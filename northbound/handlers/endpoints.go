@@ -3,15 +3,14 @@ package handlers
 import (
 	"context"
 	"fmt"
-	"net"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
+	memberclusters "github.com/mlsysops-go/mlsysops/internal/members"
 	"github.com/mlsysops-go/mlsysops/internal/placement"
 	"github.com/mlsysops-go/mlsysops/northbound/api"
 )
@@ -89,10 +88,10 @@ func (a *API) endpoints(ctx context.Context, app string, comps []api.ComponentPl
 			}
 			node := ""
 			if svc.Spec.Type == corev1.ServiceTypeNodePort {
-				node = nodeAddress(m.nodes(ctx, cluster), cp.Nodes)
+				node = memberclusters.NodeAddress(m.nodes(ctx, cluster), cp.Nodes)
 			}
 			for _, p := range svc.Spec.Ports {
-				out = append(out, endpointOf(cluster, cp, &svc, p, node))
+				out = append(out, api.Endpoint(memberclusters.ServiceEndpoint(cluster, cp.Name, cp.ReadyReplicas > 0, &svc, p, node)))
 			}
 		}
 	}
@@ -107,62 +106,6 @@ func (a *API) endpoints(ctx context.Context, app string, comps []api.ComponentPl
 		return x.Port < y.Port
 	})
 	return out
-}
-
-func endpointOf(cluster string, cp api.ComponentPlacement, svc *corev1.Service, p corev1.ServicePort, node string) api.Endpoint {
-	proto := p.Protocol
-	if proto == "" {
-		proto = corev1.ProtocolTCP
-	}
-	port := strconv.Itoa(int(p.Port))
-	e := api.Endpoint{
-		Component: cp.Name, Cluster: cluster, Namespace: svc.Namespace, Service: svc.Name, Type: string(svc.Spec.Type),
-		PortName: p.Name, Protocol: string(proto), Port: p.Port, Ready: cp.ReadyReplicas > 0,
-	}
-	if ip := svc.Spec.ClusterIP; ip != "" && ip != corev1.ClusterIPNone {
-		e.ClusterIP, e.Address = ip, net.JoinHostPort(ip, port)
-	}
-	http := proto == corev1.ProtocolTCP
-	if http {
-		e.URL = "http://" + net.JoinHostPort(svc.Name+"."+svc.Namespace+".svc", port)
-	}
-	if svc.Spec.Type == corev1.ServiceTypeNodePort && p.NodePort != 0 {
-		e.NodePort = p.NodePort
-		if node != "" {
-			e.NodeAddress = net.JoinHostPort(node, strconv.Itoa(int(p.NodePort)))
-			if http {
-				e.ExternalURL = "http://" + e.NodeAddress
-			}
-		}
-	}
-	return e
-}
-
-// nodeAddress is the address of the first of names that has one: its
-// external IP, else its internal IP.
-func nodeAddress(nodes []placement.Node, names []string) string {
-	for _, name := range names {
-		for _, n := range nodes {
-			if n.Name() != name {
-				continue
-			}
-			var internal string
-			for _, addr := range n.Node.Status.Addresses {
-				switch addr.Type {
-				case corev1.NodeExternalIP:
-					return addr.Address
-				case corev1.NodeInternalIP:
-					if internal == "" {
-						internal = addr.Address
-					}
-				}
-			}
-			if internal != "" {
-				return internal
-			}
-		}
-	}
-	return ""
 }
 
 // pods returns the pods of app in a cluster; none when they could not be

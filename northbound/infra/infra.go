@@ -24,9 +24,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/mlsysops-go/mlsysops/agents/cluster/fluidity"
-	"github.com/mlsysops-go/mlsysops/agents/continuum"
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
+	"github.com/mlsysops-go/mlsysops/internal/members"
 	"github.com/mlsysops-go/mlsysops/internal/placement"
 	"github.com/mlsysops-go/mlsysops/northbound/api"
 )
@@ -41,14 +40,14 @@ var ErrAPIMissing = errors.New("the MLSysOps API (mlsysops.eu CRDs) is not insta
 // Karmada reads and writes the Karmada API.
 type Karmada struct {
 	c         client.Client
-	proxy     rest.Interface
+	members   *members.Reader
 	namespace string
 }
 
 // Options tune a Karmada reader.
 type Options struct {
 	// Namespace holds MLSysOpsApp and MLSysOpsNode resources; default
-	// continuum.AppNamespace.
+	// mlsysopsv1.Namespace.
 	Namespace string
 }
 
@@ -68,7 +67,7 @@ func Scheme() (*runtime.Scheme, error) {
 // New returns a reader of the Karmada API at cfg.
 func New(cfg *rest.Config, opts Options) (*Karmada, error) {
 	if opts.Namespace == "" {
-		opts.Namespace = continuum.AppNamespace
+		opts.Namespace = mlsysopsv1.Namespace
 	}
 	s, err := Scheme()
 	if err != nil {
@@ -78,15 +77,11 @@ func New(cfg *rest.Config, opts Options) (*Karmada, error) {
 	if err != nil {
 		return nil, fmt.Errorf("karmada client: %w", err)
 	}
-	pc := rest.CopyConfig(cfg)
-	pc.GroupVersion = &clusterv1alpha1.SchemeGroupVersion
-	pc.APIPath = "/apis"
-	pc.NegotiatedSerializer = clientgoscheme.Codecs.WithoutConversion()
-	rc, err := rest.RESTClientFor(pc)
+	mr, err := members.NewReader(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("karmada cluster proxy client: %w", err)
+		return nil, err
 	}
-	return &Karmada{c: c, proxy: rc, namespace: opts.Namespace}, nil
+	return &Karmada{c: c, members: mr, namespace: opts.Namespace}, nil
 }
 
 // Namespace is where MLSysOpsApp and MLSysOpsNode resources live.
@@ -170,52 +165,18 @@ func (k *Karmada) clusterState(ctx context.Context, c *clusterv1alpha1.Cluster) 
 // ClusterNodes reads a member cluster's nodes and the requests of its
 // running pods through Karmada's cluster proxy.
 func (k *Karmada) ClusterNodes(ctx context.Context, cluster string) ([]placement.Node, error) {
-	var nodes corev1.NodeList
-	if err := k.proxyGet(ctx, cluster, "nodes", nil, &nodes); err != nil {
-		return nil, err
-	}
-	var pods corev1.PodList
-	if err := k.proxyGet(ctx, cluster, "pods", map[string]string{"fieldSelector": "status.phase!=Succeeded,status.phase!=Failed"}, &pods); err != nil {
-		return nil, err
-	}
-	return placement.NodesWithPods(nodes.Items, pods.Items), nil
+	return k.members.Nodes(ctx, cluster)
 }
 
 // AppPods lists the pods of an application in a member cluster.
 func (k *Karmada) AppPods(ctx context.Context, cluster, app string) ([]corev1.Pod, error) {
-	var pods corev1.PodList
-	if err := k.proxyGet(ctx, cluster, "pods", map[string]string{"labelSelector": mlsysopsv1.LabelApp + "=" + app}, &pods); err != nil {
-		return nil, err
-	}
-	sort.Slice(pods.Items, func(i, j int) bool { return pods.Items[i].Name < pods.Items[j].Name })
-	return pods.Items, nil
+	return k.members.AppPods(ctx, cluster, app)
 }
 
 // AppServices lists the Services the cluster agent created for an
 // application's components in a member cluster, sorted by name.
 func (k *Karmada) AppServices(ctx context.Context, cluster, app string) ([]corev1.Service, error) {
-	var svcs corev1.ServiceList
-	sel := mlsysopsv1.LabelApp + "=" + app + "," + fluidity.LabelManagedBy + "=" + fluidity.ManagedByValue
-	if err := k.proxyGet(ctx, cluster, "services", map[string]string{"labelSelector": sel}, &svcs); err != nil {
-		return nil, err
-	}
-	sort.Slice(svcs.Items, func(i, j int) bool { return svcs.Items[i].Name < svcs.Items[j].Name })
-	return svcs.Items, nil
-}
-
-func (k *Karmada) proxyGet(ctx context.Context, cluster, res string, params map[string]string, into runtime.Object) error {
-	req := k.proxy.Get().Resource("clusters").Name(cluster).SubResource("proxy", "api", "v1", res)
-	for key, v := range params {
-		req = req.Param(key, v)
-	}
-	b, err := req.DoRaw(ctx)
-	if err != nil {
-		return fmt.Errorf("cluster %s: list %s through the Karmada cluster proxy: %w", cluster, res, err)
-	}
-	if err := runtime.DecodeInto(clientgoscheme.Codecs.UniversalDecoder(corev1.SchemeGroupVersion), b, into); err != nil {
-		return fmt.Errorf("cluster %s: decode %s: %w", cluster, res, err)
-	}
-	return nil
+	return k.members.AppServices(ctx, cluster, app)
 }
 
 // NodeResources is a node's allocatable and free capacity.

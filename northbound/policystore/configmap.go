@@ -13,20 +13,18 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 
+	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
 	"github.com/mlsysops-go/mlsysops/internal/kube"
 	"github.com/mlsysops-go/mlsysops/northbound/api"
 )
 
 // Names of the policy ConfigMaps (the upstream names) and their namespace.
 const (
-	FrameworkNamespace        = "mlsysops-framework"
-	ContinuumPolicyConfigMap  = "continuum-policies"
-	ClusterPolicyConfigMap    = "cluster-agents-policies"
-	NodePolicyConfigMap       = "node-agents-policies"
-	PolicyPropagationPolicy   = "mlsysops-agent-policies"
-	configMapManagedByLabel   = "app.kubernetes.io/managed-by"
-	configMapManagedByValue   = "mlsysops-northbound"
-	configMapPolicyLayerLabel = "mlsysops.eu/policy-layer"
+	FrameworkNamespace       = "mlsysops-framework"
+	ContinuumPolicyConfigMap = "continuum-policies"
+	ClusterPolicyConfigMap   = "cluster-agents-policies"
+	NodePolicyConfigMap      = "node-agents-policies"
+	PolicyPropagationPolicy  = "mlsysops-agent-policies"
 )
 
 // ConfigMapTarget is where one layer's policies are kept.
@@ -146,7 +144,7 @@ func (s *ConfigMapStore) Put(ctx context.Context, layer, name string, source []b
 		if cm == nil {
 			cm = &corev1.ConfigMap{
 				ObjectMeta: metav1.ObjectMeta{Namespace: t.Namespace, Name: t.Name, Labels: map[string]string{
-					configMapManagedByLabel: configMapManagedByValue, configMapPolicyLayerLabel: layer,
+					mlsysopsv1.LabelManagedBy: mlsysopsv1.ManagedByNorthbound, mlsysopsv1.LabelPolicyLayer: layer,
 				}},
 				Data: map[string]string{name: string(source)},
 			}

@@ -13,17 +13,6 @@ import (
 	"github.com/mlsysops-go/mlsysops/internal/placement"
 )
 
-// Annotations that carry fluidity plans on a component's Deployment. They
-// live next to AnnotationNodes so that they survive agent restarts and go
-// with the application's namespace.
-const (
-	// AnnotationOverride holds the component's Override as JSON.
-	AnnotationOverride = mlsysopsv1.LabelPrefix + "override"
-	// AnnotationOverrideDropped says why the placement controller dropped
-	// the component's last override: "<plan>: <reason>".
-	AnnotationOverrideDropped = mlsysopsv1.LabelPrefix + "override-dropped"
-)
-
 // Override is what fluidity plans changed in one component relative to
 // what its application asks for: the nodes it runs on (move, deploy,
 // remove) and its spec (change_spec). The placement controller honours it
@@ -49,18 +38,18 @@ type Override struct {
 // ReadOverride returns the override recorded in a Deployment's
 // annotations, nil when there is none.
 func ReadOverride(annotations map[string]string) (*Override, error) {
-	v, ok := annotations[AnnotationOverride]
+	v, ok := annotations[mlsysopsv1.AnnotationOverride]
 	if !ok || v == "" {
 		return nil, nil
 	}
 	o := &Override{}
 	if err := json.Unmarshal([]byte(v), o); err != nil {
-		return nil, fmt.Errorf("annotation %s: %w", AnnotationOverride, err)
+		return nil, fmt.Errorf("annotation %s: %w", mlsysopsv1.AnnotationOverride, err)
 	}
 	return o, nil
 }
 
-// Encode returns the override as the value of AnnotationOverride.
+// Encode returns the override as the value of mlsysopsv1.AnnotationOverride.
 func (o *Override) Encode() string {
 	b, err := json.Marshal(o)
 	if err != nil {

@@ -198,7 +198,7 @@ func TestOverrideReplicasAndRunning(t *testing.T) {
 
 func TestOverrideAnnotationRoundTrip(t *testing.T) {
 	ov := &Override{Plan: "p1", Base: "abc", Nodes: []string{"a"}, Spec: &mlsysopsv1.Component{Metadata: mlsysopsv1.ComponentMetadata{Name: "c"}}}
-	got, err := ReadOverride(map[string]string{AnnotationOverride: ov.Encode()})
+	got, err := ReadOverride(map[string]string{mlsysopsv1.AnnotationOverride: ov.Encode()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,7 @@ func TestOverrideAnnotationRoundTrip(t *testing.T) {
 	if got, err := ReadOverride(nil); got != nil || err != nil {
 		t.Errorf("no annotation: %v %v", got, err)
 	}
-	if _, err := ReadOverride(map[string]string{AnnotationOverride: "{"}); err == nil {
+	if _, err := ReadOverride(map[string]string{mlsysopsv1.AnnotationOverride: "{"}); err == nil {
 		t.Error("a broken annotation was read")
 	}
 }

@@ -1,8 +1,6 @@
 package fluidity
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"sort"
 	"strconv"
@@ -12,31 +10,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/validation"
 
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
+	"github.com/mlsysops-go/mlsysops/internal/members"
 	"github.com/mlsysops-go/mlsysops/internal/resources"
 )
-
-// Labels and annotations on the objects this package creates.
-const (
-	// LabelManagedBy marks objects MLSysOps owns and may delete.
-	LabelManagedBy = "app.kubernetes.io/managed-by"
-	// ManagedByValue is the value of LabelManagedBy.
-	ManagedByValue = "mlsysops"
-	// AnnotationNodes records the nodes placement chose for a component,
-	// comma-separated, so a restarted agent knows its earlier decision.
-	AnnotationNodes = mlsysopsv1.LabelPrefix + "nodes"
-	// AnnotationSpecHash is a hash of the component spec a Deployment was
-	// rendered from, to detect spec changes.
-	AnnotationSpecHash = mlsysopsv1.LabelPrefix + "spec-hash"
-)
-
-// Namespace is the namespace that holds an application's workloads in a
-// member cluster: one per application, so that component names can be
-// Service names (as upstream applications expect) without clashing with
-// another application's, and removal deletes everything at once.
-func Namespace(app string) string { return dnsName("mls-" + app) }
 
 // Objects are the Kubernetes objects of one component.
 type Objects struct {
@@ -59,12 +37,12 @@ func Render(app *mlsysopsv1.MLSysOpsApp, comp *mlsysopsv1.Component, nodes []str
 	if len(nodes) == 0 {
 		return Objects{}, fmt.Errorf("component %s: no nodes chosen", comp.Metadata.Name)
 	}
-	name := dnsName(comp.Metadata.Name)
-	ns := Namespace(app.Name)
+	name := members.ObjectName(comp.Metadata.Name)
+	ns := members.Namespace(app.Name)
 	labels := map[string]string{
 		mlsysopsv1.LabelApp:       app.Name,
 		mlsysopsv1.LabelComponent: comp.Metadata.Name,
-		LabelManagedBy:            ManagedByValue,
+		mlsysopsv1.LabelManagedBy: mlsysopsv1.ManagedByValue,
 	}
 	selector := map[string]string{mlsysopsv1.LabelApp: app.Name, mlsysopsv1.LabelComponent: comp.Metadata.Name}
 	sorted := append([]string(nil), nodes...)
@@ -84,6 +62,7 @@ func Render(app *mlsysopsv1.MLSysOpsApp, comp *mlsysopsv1.Component, nodes []str
 			},
 		}},
 		RuntimeClassName: resources.RuntimeClassName(comp),
+		Tolerations:      resources.Tolerations(comp),
 		HostNetwork:      comp.HostNetwork,
 		// Deployments only run pods that restart always; upstream's
 		// OnFailure and Never are honoured in spirit: the container is
@@ -94,8 +73,6 @@ func Render(app *mlsysopsv1.MLSysOpsApp, comp *mlsysopsv1.Component, nodes []str
 			MaxSkew: 1, TopologyKey: mlsysopsv1.LabelHostname, WhenUnsatisfiable: corev1.ScheduleAnyway,
 			LabelSelector: &metav1.LabelSelector{MatchLabels: selector},
 		}},
-		// GPU components tolerate the taint GPU nodes carry.
-		Tolerations: resources.Tolerations(comp),
 	}
 	for _, v := range comp.Volumes {
 		vol := corev1.Volume{Name: v.Name}
@@ -113,7 +90,7 @@ func Render(app *mlsysopsv1.MLSysOpsApp, comp *mlsysopsv1.Component, nodes []str
 		pod.Volumes = append(pod.Volumes, vol)
 	}
 	for i, c := range comp.InitContainers {
-		ct := container(c, dnsLabel(fmt.Sprintf("%s-init-%d", comp.Metadata.Name, i)), nil)
+		ct := container(c, members.DNSLabel(fmt.Sprintf("%s-init-%d", comp.Metadata.Name, i)), nil)
 		ct.Ports = nil
 		pod.InitContainers = append(pod.InitContainers, ct)
 	}
@@ -125,9 +102,9 @@ func Render(app *mlsysopsv1.MLSysOpsApp, comp *mlsysopsv1.Component, nodes []str
 		pod.Containers = append(pod.Containers, container(c, containerName(comp, i), peers))
 	}
 	replicas := ov.Replicas(&app.Spec, comp)
-	annotations := map[string]string{AnnotationNodes: strings.Join(sorted, ","), AnnotationSpecHash: SpecHash(comp)}
+	annotations := map[string]string{mlsysopsv1.AnnotationNodes: strings.Join(sorted, ","), mlsysopsv1.AnnotationSpecHash: SpecHash(comp)}
 	if !ov.Empty() {
-		annotations[AnnotationOverride] = ov.Encode()
+		annotations[mlsysopsv1.AnnotationOverride] = ov.Encode()
 		if ov.Pinned() && len(sorted) > 1 {
 			// A plan asked for the component on each of these nodes.
 			pod.TopologySpreadConstraints[0].WhenUnsatisfiable = corev1.DoNotSchedule
@@ -299,7 +276,7 @@ func peerEnv(app *mlsysopsv1.MLSysOpsApp, comp *mlsysopsv1.Component) []corev1.E
 			continue
 		}
 		key := "MLSYSOPS_PEER_" + envKey(peerName)
-		out = append(out, corev1.EnvVar{Name: key + "_HOST", Value: dnsName(peerName) + "." + Namespace(app.Name) + ".svc"})
+		out = append(out, corev1.EnvVar{Name: key + "_HOST", Value: members.ServiceHost(app.Name, peerName)})
 		for _, c := range peer.Containers {
 			if len(c.Ports) > 0 {
 				out = append(out, corev1.EnvVar{Name: key + "_PORT", Value: strconv.Itoa(int(c.Ports[0].ContainerPort))})
@@ -325,14 +302,14 @@ func envKey(s string) string {
 
 func containerName(comp *mlsysopsv1.Component, i int) string {
 	if len(comp.Containers) == 1 {
-		return dnsLabel(comp.Metadata.Name)
+		return members.DNSLabel(comp.Metadata.Name)
 	}
-	return dnsLabel(fmt.Sprintf("%s-%d", comp.Metadata.Name, i))
+	return members.DNSLabel(fmt.Sprintf("%s-%d", comp.Metadata.Name, i))
 }
 
 func portName(p mlsysopsv1.ContainerPort) string {
 	if p.Name != "" {
-		return dnsLabel(p.Name)
+		return members.DNSLabel(p.Name)
 	}
 	return fmt.Sprintf("%s-%d", strings.ToLower(string(protocol(p.Protocol))), p.ContainerPort)
 }
@@ -342,35 +319,6 @@ func protocol(p string) corev1.Protocol {
 		return corev1.ProtocolTCP
 	}
 	return corev1.Protocol(strings.ToUpper(p))
-}
-
-// dnsName makes a valid DNS-1123 label of at most 63 characters: lower
-// case, invalid characters replaced, long names cut and suffixed with a
-// hash so distinct names stay distinct.
-func dnsName(s string) string { return dnsLabel(s) }
-
-func dnsLabel(s string) string {
-	var b strings.Builder
-	for _, r := range strings.ToLower(s) {
-		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') || r == '-' {
-			b.WriteRune(r)
-		} else {
-			b.WriteByte('-')
-		}
-	}
-	out := strings.Trim(b.String(), "-")
-	if len(validation.IsDNS1123Label(out)) == 0 && out == s {
-		return out
-	}
-	sum := sha256.Sum256([]byte(s))
-	suffix := hex.EncodeToString(sum[:3])
-	if len(out) > 63-7 {
-		out = strings.TrimRight(out[:63-7], "-")
-	}
-	if out == "" {
-		return "x-" + suffix
-	}
-	return out + "-" + suffix
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -140,20 +140,3 @@ func TestWithHostnames(t *testing.T) {
 		t.Error(diff)
 	}
 }
-
-func TestDNSLabel(t *testing.T) {
-	cases := map[string]string{
-		"server-app":            "server-app",
-		"Server_App":            "server-app-",
-		strings.Repeat("x", 70): strings.Repeat("x", 56) + "-",
-	}
-	for in, prefix := range cases {
-		got := dnsLabel(in)
-		if !strings.HasPrefix(got, prefix) || len(got) > 63 {
-			t.Errorf("dnsLabel(%q) = %q, want prefix %q and at most 63 chars", in, got, prefix)
-		}
-	}
-	if dnsLabel("Server_App") == dnsLabel("server-app") {
-		t.Error("distinct names collide")
-	}
-}

@@ -46,7 +46,7 @@ func TestValidateRepositoryFiles(t *testing.T) {
 		}
 	}
 	if got := strings.Count(out, "\n"); got != 16 {
-		t.Errorf("output has %d lines, want 16 (11 descriptions, 5 applications):\n%s", got, out)
+		t.Errorf("output has %d lines, want 16 (12 descriptions, 4 applications):\n%s", got, out)
 	}
 }
 

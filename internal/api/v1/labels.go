@@ -34,6 +34,8 @@ const (
 	LabelFPGAPresent = LabelPrefix + "fpga.present"
 	// LabelFPGAModel is the FPGA model (e.g. zcu102), sanitized.
 	LabelFPGAModel = LabelPrefix + "fpga.model"
+	// LabelTPUPresent is "true" on nodes with a TPU.
+	LabelTPUPresent = LabelPrefix + "tpu.present"
 	// LabelSensorPrefix followed by a sensor type (camera, temperature, ...)
 	// is set to "true" on nodes that offer that sensor.
 	LabelSensorPrefix = LabelPrefix + "sensor."
@@ -72,7 +74,61 @@ const (
 	LabelApp = LabelPrefix + "app"
 	// LabelComponent is the component name within the application.
 	LabelComponent = LabelPrefix + "component"
+	// LabelManagedBy marks objects MLSysOps owns and may delete: the
+	// cluster agent's namespaces, Deployments and Services (ManagedByValue)
+	// and the northbound API's policy ConfigMaps (ManagedByNorthbound).
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	// ManagedByValue is the value of LabelManagedBy on what the cluster
+	// agent creates.
+	ManagedByValue = "mlsysops"
+	// ManagedByNorthbound is the value of LabelManagedBy on what the
+	// northbound API creates.
+	ManagedByNorthbound = "mlsysops-northbound"
+	// LabelPolicyLayer is the agent layer (continuum, cluster, node) whose
+	// policies a ConfigMap holds.
+	LabelPolicyLayer = LabelPrefix + "policy-layer"
 )
+
+// Annotations on a component's Deployment in a member cluster, written by
+// the cluster agent. The override ones carry fluidity plans; they live
+// next to AnnotationNodes so that they survive agent restarts and go with
+// the application's namespace.
+const (
+	// AnnotationNodes records the nodes placement chose for a component,
+	// comma-separated, so a restarted agent knows its earlier decision.
+	AnnotationNodes = LabelPrefix + "nodes"
+	// AnnotationSpecHash is a hash of the component spec a Deployment was
+	// rendered from, to detect spec changes.
+	AnnotationSpecHash = LabelPrefix + "spec-hash"
+	// AnnotationTemplateHash is a hash of the pod template the controller
+	// last wrote into a Deployment. The API server defaults a written
+	// template, so comparing field by field would see a change on every
+	// pass and rewrite the Deployment each time; the hash tells a real
+	// change.
+	AnnotationTemplateHash = LabelPrefix + "template-hash"
+	// AnnotationOverride holds the component's fluidity Override as JSON.
+	AnnotationOverride = LabelPrefix + "override"
+	// AnnotationOverrideDropped says why the placement controller dropped
+	// the component's last override: "<plan>: <reason>".
+	AnnotationOverrideDropped = LabelPrefix + "override-dropped"
+)
+
+// Annotations on an MLSysOpsApp in the Karmada API, written by the
+// continuum agent. The cluster ones carry clusterPlacement plans.
+const (
+	// AnnotationSubmittedBy names who submitted the application through
+	// the northbound API.
+	AnnotationSubmittedBy = LabelPrefix + "submitted-by"
+	// AnnotationClusters holds the application's ClusterPin as JSON.
+	AnnotationClusters = LabelPrefix + "clusters"
+	// AnnotationClustersDropped says why the placement controller dropped
+	// the application's last pin: "<plan>: <reason>".
+	AnnotationClustersDropped = LabelPrefix + "clusters-dropped"
+)
+
+// Finalizer holds an application in a member cluster until the cluster
+// agent has deleted everything it created for it.
+const Finalizer = LabelPrefix + "cleanup"
 
 // Extended resources.
 const (

@@ -63,7 +63,7 @@ func TestEnsureAPIPropagatesAndReflectsStatus(t *testing.T) {
 	name := "status-" + rand.String(5)
 	app := &mlsysopsv1.MLSysOpsApp{
 		TypeMeta:   metav1.TypeMeta{APIVersion: mlsysopsv1.SchemeGroupVersion.String(), Kind: "MLSysOpsApp"},
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: continuum.AppNamespace},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: mlsysopsv1.Namespace},
 		// cluster_id keeps any placement controller running beside this
 		// test (other test packages share the testbed) on cloud-1 too.
 		Spec: mlsysopsv1.MLSysOpsAppSpec{Name: name, ClusterPlacement: &mlsysopsv1.ClusterPlacement{ClusterID: []string{"cloud-1"}}, Components: []mlsysopsv1.Component{{
@@ -75,30 +75,30 @@ func TestEnsureAPIPropagatesAndReflectsStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	kdyn := dynamic.NewForConfigOrDie(karmadaCfg)
-	if _, err := kdyn.Resource(appGVR).Namespace(continuum.AppNamespace).Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{}); err != nil {
+	if _, err := kdyn.Resource(appGVR).Namespace(mlsysopsv1.Namespace).Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = kdyn.Resource(appGVR).Namespace(continuum.AppNamespace).Delete(context.Background(), name, metav1.DeleteOptions{})
+		_ = kdyn.Resource(appGVR).Namespace(mlsysopsv1.Namespace).Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
 	pp := &policyv1alpha1.PropagationPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: continuum.AppNamespace},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: mlsysopsv1.Namespace},
 		Spec: policyv1alpha1.PropagationSpec{
 			ResourceSelectors: []policyv1alpha1.ResourceSelector{{APIVersion: mlsysopsv1.SchemeGroupVersion.String(), Kind: "MLSysOpsApp", Name: name}},
 			Placement:         policyv1alpha1.Placement{ClusterAffinity: &policyv1alpha1.ClusterAffinity{ClusterNames: []string{"cloud-1"}}},
 		},
 	}
-	if _, err := kc.PolicyV1alpha1().PropagationPolicies(continuum.AppNamespace).Create(ctx, pp, metav1.CreateOptions{}); err != nil {
+	if _, err := kc.PolicyV1alpha1().PropagationPolicies(mlsysopsv1.Namespace).Create(ctx, pp, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = kc.PolicyV1alpha1().PropagationPolicies(continuum.AppNamespace).Delete(context.Background(), name, metav1.DeleteOptions{})
+		_ = kc.PolicyV1alpha1().PropagationPolicies(mlsysopsv1.Namespace).Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
 
 	mdyn := dynamic.NewForConfigOrDie(env.RESTConfig(t, "cloud-1"))
 	var member *unstructured.Unstructured
 	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		member, err = mdyn.Resource(appGVR).Namespace(continuum.AppNamespace).Get(ctx, name, metav1.GetOptions{})
+		member, err = mdyn.Resource(appGVR).Namespace(mlsysopsv1.Namespace).Get(ctx, name, metav1.GetOptions{})
 		return err == nil, nil
 	})
 	if err != nil {
@@ -109,14 +109,14 @@ func TestEnsureAPIPropagatesAndReflectsStatus(t *testing.T) {
 		"phase":      "Running",
 		"components": []any{map[string]any{"name": "web", "nodes": []any{"cloud-1"}, "replicas": int64(1), "readyReplicas": int64(1)}},
 	}
-	if _, err := mdyn.Resource(appGVR).Namespace(continuum.AppNamespace).UpdateStatus(ctx, member, metav1.UpdateOptions{}); err != nil {
+	if _, err := mdyn.Resource(appGVR).Namespace(mlsysopsv1.Namespace).UpdateStatus(ctx, member, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// Karmada reflects the member's status into the ResourceBinding, where
 	// the continuum agent reads it.
 	var got []any
 	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		rb, err := kc.WorkV1alpha2().ResourceBindings(continuum.AppNamespace).Get(ctx, name+"-mlsysopsapp", metav1.GetOptions{})
+		rb, err := kc.WorkV1alpha2().ResourceBindings(mlsysopsv1.Namespace).Get(ctx, name+"-mlsysopsapp", metav1.GetOptions{})
 		if err != nil {
 			return false, nil
 		}
@@ -143,5 +143,5 @@ func TestEnsureAPIPropagatesAndReflectsStatus(t *testing.T) {
 }
 
 func metaName(name string) metav1.ObjectMeta {
-	return metav1.ObjectMeta{Name: name, Namespace: continuum.AppNamespace}
+	return metav1.ObjectMeta{Name: name, Namespace: mlsysopsv1.Namespace}
 }

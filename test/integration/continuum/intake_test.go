@@ -79,7 +79,7 @@ func TestIntakeFromRedisToKarmadaAndBack(t *testing.T) {
 		t.Errorf("Redis status message %q does not name cloud-1", st.Message)
 	}
 	app := &mlsysopsv1.MLSysOpsApp{}
-	if err := kc.Get(ctx, types.NamespacedName{Namespace: continuum.AppNamespace, Name: id}, app); err != nil {
+	if err := kc.Get(ctx, types.NamespacedName{Namespace: mlsysopsv1.Namespace, Name: id}, app); err != nil {
 		t.Fatalf("application not in Karmada: %v", err)
 	}
 	if len(app.Spec.Components) != 2 || app.Spec.Components[0].Metadata.Name != "llm-server" {
@@ -99,7 +99,7 @@ func TestIntakeFromRedisToKarmadaAndBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = wait.PollUntilContextTimeout(ctx, 300*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		err := kc.Get(ctx, types.NamespacedName{Namespace: continuum.AppNamespace, Name: id}, &mlsysopsv1.MLSysOpsApp{})
+		err := kc.Get(ctx, types.NamespacedName{Namespace: mlsysopsv1.Namespace, Name: id}, &mlsysopsv1.MLSysOpsApp{})
 		if !apierrors.IsNotFound(err) {
 			return false, nil
 		}

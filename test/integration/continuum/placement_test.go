@@ -89,7 +89,7 @@ func waitAppAPI(t *testing.T, env *testbed.Env) {
 func gpuApp(name, model string, gpus int32) *mlsysopsv1.MLSysOpsApp {
 	cpu := resource.MustParse("2")
 	return &mlsysopsv1.MLSysOpsApp{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: continuum.AppNamespace},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: mlsysopsv1.Namespace},
 		Spec: mlsysopsv1.MLSysOpsAppSpec{Name: name, Components: []mlsysopsv1.Component{{
 			Metadata: mlsysopsv1.ComponentMetadata{Name: "infer"},
 			Containers: []mlsysopsv1.Container{{Image: "registry.example/infer:1", PlatformRequirements: &mlsysopsv1.PlatformRequirements{
@@ -104,7 +104,7 @@ func waitApp(t *testing.T, c client.Client, name string, ok func(*mlsysopsv1.MLS
 	t.Helper()
 	app := &mlsysopsv1.MLSysOpsApp{}
 	err := wait.PollUntilContextTimeout(context.Background(), 300*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
-		if err := c.Get(ctx, types.NamespacedName{Namespace: continuum.AppNamespace, Name: name}, app); err != nil {
+		if err := c.Get(ctx, types.NamespacedName{Namespace: mlsysopsv1.Namespace, Name: name}, app); err != nil {
 			return false, nil
 		}
 		return ok(app), nil
@@ -133,7 +133,7 @@ func TestPlacesOnTheClusterWithTheGPU(t *testing.T) {
 			t.Cleanup(func() { _ = c.Delete(context.Background(), tc.app) })
 			got := waitApp(t, c, tc.app.Name, func(a *mlsysopsv1.MLSysOpsApp) bool { return a.Status.Phase == mlsysopsv1.AppDeploying })
 			pp := &policyv1alpha1.PropagationPolicy{}
-			if err := c.Get(ctx, types.NamespacedName{Namespace: continuum.AppNamespace, Name: tc.app.Name}, pp); err != nil {
+			if err := c.Get(ctx, types.NamespacedName{Namespace: mlsysopsv1.Namespace, Name: tc.app.Name}, pp); err != nil {
 				t.Fatal(err)
 			}
 			if names := pp.Spec.Placement.ClusterAffinity.ClusterNames; len(names) != 1 || names[0] != tc.wantCluster {
@@ -163,7 +163,7 @@ func TestUnschedulableSaysWhyPerCluster(t *testing.T) {
 		t.Errorf("message does not name the GPU product: %s", got.Status.Message)
 	}
 	pp := &policyv1alpha1.PropagationPolicy{}
-	err := c.Get(context.Background(), types.NamespacedName{Namespace: continuum.AppNamespace, Name: app.Name}, pp)
+	err := c.Get(context.Background(), types.NamespacedName{Namespace: mlsysopsv1.Namespace, Name: app.Name}, pp)
 	if err == nil {
 		t.Errorf("an unschedulable app got a propagation policy: %v", pp.Spec.Placement)
 	}
@@ -180,7 +180,7 @@ func TestUserClusterIDHonoured(t *testing.T) {
 	t.Cleanup(func() { _ = c.Delete(context.Background(), app) })
 	waitApp(t, c, app.Name, func(a *mlsysopsv1.MLSysOpsApp) bool { return a.Status.Phase == mlsysopsv1.AppDeploying })
 	pp := &policyv1alpha1.PropagationPolicy{}
-	if err := c.Get(context.Background(), types.NamespacedName{Namespace: continuum.AppNamespace, Name: app.Name}, pp); err != nil {
+	if err := c.Get(context.Background(), types.NamespacedName{Namespace: mlsysopsv1.Namespace, Name: app.Name}, pp); err != nil {
 		t.Fatal(err)
 	}
 	if names := pp.Spec.Placement.ClusterAffinity.ClusterNames; len(names) != 1 || names[0] != "edge-1" {

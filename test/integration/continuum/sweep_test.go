@@ -96,7 +96,7 @@ func TestStartSweepsStatusesOfAppsGoneFromKarmada(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = wait.PollUntilContextTimeout(context.Background(), 300*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		err := kc.Get(ctx, types.NamespacedName{Namespace: continuum.AppNamespace, Name: placed}, &mlsysopsv1.MLSysOpsApp{})
+		err := kc.Get(ctx, types.NamespacedName{Namespace: mlsysopsv1.Namespace, Name: placed}, &mlsysopsv1.MLSysOpsApp{})
 		return apierrors.IsNotFound(err), nil
 	})
 	if err != nil {

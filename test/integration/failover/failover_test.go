@@ -31,10 +31,10 @@ import (
 
 	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
 
-	"github.com/mlsysops-go/mlsysops/agents/cluster/fluidity"
 	"github.com/mlsysops-go/mlsysops/agents/continuum"
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
 	"github.com/mlsysops-go/mlsysops/internal/description"
+	"github.com/mlsysops-go/mlsysops/internal/members"
 	"github.com/mlsysops-go/mlsysops/internal/testbed"
 )
 
@@ -83,7 +83,7 @@ func app(t *testing.T, example, prefix string) *mlsysopsv1.MLSysOpsApp {
 	}
 	a.Name = prefix + "-" + rand.String(5)
 	a.Spec.Name = a.Name
-	a.Namespace = continuum.AppNamespace
+	a.Namespace = mlsysopsv1.Namespace
 	return a
 }
 
@@ -115,7 +115,7 @@ func poll(t *testing.T, what string, interval, within time.Duration, cond func(c
 
 func (w *world) get(ctx context.Context, name string) (*mlsysopsv1.MLSysOpsApp, error) {
 	a := &mlsysopsv1.MLSysOpsApp{}
-	return a, w.karmada.Get(ctx, types.NamespacedName{Namespace: continuum.AppNamespace, Name: name}, a)
+	return a, w.karmada.Get(ctx, types.NamespacedName{Namespace: mlsysopsv1.Namespace, Name: name}, a)
 }
 
 func (w *world) waitPhase(t *testing.T, name string, phase mlsysopsv1.AppPhase, within time.Duration) *mlsysopsv1.MLSysOpsApp {
@@ -141,7 +141,7 @@ func (w *world) waitPhase(t *testing.T, name string, phase mlsysopsv1.AppPhase, 
 // pods, and nothing of it in the other clusters.
 func (w *world) desired(ctx context.Context, a *mlsysopsv1.MLSysOpsApp, on string) error {
 	var pps policyv1alpha1.PropagationPolicyList
-	if err := w.karmada.List(ctx, &pps, client.InNamespace(continuum.AppNamespace), client.MatchingLabels{mlsysopsv1.LabelApp: a.Name}); err != nil {
+	if err := w.karmada.List(ctx, &pps, client.InNamespace(mlsysopsv1.Namespace), client.MatchingLabels{mlsysopsv1.LabelApp: a.Name}); err != nil {
 		return err
 	}
 	if len(pps.Items) != 1 {
@@ -150,7 +150,7 @@ func (w *world) desired(ctx context.Context, a *mlsysopsv1.MLSysOpsApp, on strin
 	if aff := pps.Items[0].Spec.Placement.ClusterAffinity; aff == nil || !slices.Equal(aff.ClusterNames, []string{on}) {
 		return fmt.Errorf("PropagationPolicy places on %+v, want [%s]", aff, on)
 	}
-	ns := fluidity.Namespace(a.Name)
+	ns := members.Namespace(a.Name)
 	for name, cs := range w.members {
 		deps, err := cs.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -209,15 +209,15 @@ func (w *world) gone(ctx context.Context, name string) error {
 		return fmt.Errorf("MLSysOpsApp still in Karmada (%v)", err)
 	}
 	var pps policyv1alpha1.PropagationPolicyList
-	if err := w.karmada.List(ctx, &pps, client.InNamespace(continuum.AppNamespace), client.MatchingLabels{mlsysopsv1.LabelApp: name}); err != nil {
+	if err := w.karmada.List(ctx, &pps, client.InNamespace(mlsysopsv1.Namespace), client.MatchingLabels{mlsysopsv1.LabelApp: name}); err != nil {
 		return err
 	}
 	if len(pps.Items) > 0 {
 		return fmt.Errorf("%d PropagationPolicies left", len(pps.Items))
 	}
 	for c, cs := range w.members {
-		if _, err := cs.CoreV1().Namespaces().Get(ctx, fluidity.Namespace(name), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("namespace %s still in %s (%v)", fluidity.Namespace(name), c, err)
+		if _, err := cs.CoreV1().Namespaces().Get(ctx, members.Namespace(name), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("namespace %s still in %s (%v)", members.Namespace(name), c, err)
 		}
 	}
 	return nil
@@ -258,21 +258,21 @@ func TestAgentKilledMidDeployment(t *testing.T) {
 			// The first component's Deployment exists; the one that depends
 			// on it does not yet.
 			midway: func(ctx context.Context, a *mlsysopsv1.MLSysOpsApp) bool {
-				deps, err := w.members["cloud-1"].AppsV1().Deployments(fluidity.Namespace(a.Name)).List(ctx, metav1.ListOptions{})
+				deps, err := w.members["cloud-1"].AppsV1().Deployments(members.Namespace(a.Name)).List(ctx, metav1.ListOptions{})
 				return err == nil && len(deps.Items) > 0
 			},
 		},
 		{
 			victim: testbed.LayerCluster + "/edge-1", example: "edge-camera-arm64.yaml", cluster: "edge-1",
 			midway: func(ctx context.Context, a *mlsysopsv1.MLSysOpsApp) bool {
-				_, err := w.members["edge-1"].CoreV1().Namespaces().Get(ctx, fluidity.Namespace(a.Name), metav1.GetOptions{})
+				_, err := w.members["edge-1"].CoreV1().Namespaces().Get(ctx, members.Namespace(a.Name), metav1.GetOptions{})
 				return err == nil
 			},
 		},
 		{
 			victim: testbed.LayerNode + "/cloud-gpu-h100-1", example: "gpu-inference.yaml", cluster: "cloud-1",
 			midway: func(ctx context.Context, a *mlsysopsv1.MLSysOpsApp) bool {
-				deps, err := w.members["cloud-1"].AppsV1().Deployments(fluidity.Namespace(a.Name)).List(ctx, metav1.ListOptions{})
+				deps, err := w.members["cloud-1"].AppsV1().Deployments(members.Namespace(a.Name)).List(ctx, metav1.ListOptions{})
 				return err == nil && len(deps.Items) > 0
 			},
 		},
@@ -335,7 +335,7 @@ func TestMemberClusterStopped(t *testing.T) {
 	testbed.StopSharedCluster(t, first)
 	w.agents.Kill(testbed.LayerCluster, first)
 	poll(t, "app re-placed on "+second, time.Second, 4*time.Minute, func(ctx context.Context) error {
-		deps, err := w.members[second].AppsV1().Deployments(fluidity.Namespace(a.Name)).List(ctx, metav1.ListOptions{})
+		deps, err := w.members[second].AppsV1().Deployments(members.Namespace(a.Name)).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return err
 		}
@@ -439,7 +439,7 @@ func TestNodeAgentGoneMovesComponents(t *testing.T) {
 		t.Errorf("moved after %s, before the grace period", elapsed)
 	}
 	poll(t, "exactly the desired set", time.Second, 2*time.Minute, func(ctx context.Context) error { return w.desired(ctx, a, "cloud-1") })
-	pods, err := w.members["cloud-1"].CoreV1().Pods(fluidity.Namespace(a.Name)).List(context.Background(), metav1.ListOptions{})
+	pods, err := w.members["cloud-1"].CoreV1().Pods(members.Namespace(a.Name)).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

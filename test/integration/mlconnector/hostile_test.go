@@ -32,8 +32,8 @@ func TestDeploymentHostileInput(t *testing.T) {
 	}
 	cases := []struct {
 		name, method, path, token, body string
-		status                           int
-		field                            string
+		status                          int
+		field                           string
 	}{
 		{"viewer creates", "POST", "/v1/deployments", e.tb.NorthboundViewerToken, good(""), 403, ""},
 		{"viewer predicts", "POST", "/v1/deployments/" + ready + "/predict", e.tb.NorthboundViewerToken, `{"data": {}}`, 403, ""},

@@ -21,11 +21,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/mlsysops-go/mlsysops/agents/cluster/fluidity"
-	"github.com/mlsysops-go/mlsysops/agents/continuum"
 	"github.com/mlsysops-go/mlsysops/cmd/mls/commands"
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
 	"github.com/mlsysops-go/mlsysops/internal/description"
+	"github.com/mlsysops-go/mlsysops/internal/members"
 	"github.com/mlsysops-go/mlsysops/internal/state"
 	"github.com/mlsysops-go/mlsysops/internal/testbed"
 	"github.com/mlsysops-go/mlsysops/northbound/api"
@@ -118,7 +117,7 @@ func TestCLIEndToEnd(t *testing.T) {
 	karmada := k.Client()
 	cloud := kubernetes.NewForConfigOrDie(tb.RESTConfig(t, "cloud-1"))
 	t.Cleanup(func() {
-		_ = karmada.Delete(context.Background(), &mlsysopsv1.MLSysOpsApp{ObjectMeta: metav1.ObjectMeta{Namespace: continuum.AppNamespace, Name: name}})
+		_ = karmada.Delete(context.Background(), &mlsysopsv1.MLSysOpsApp{ObjectMeta: metav1.ObjectMeta{Namespace: mlsysopsv1.Namespace, Name: name}})
 	})
 
 	out := mustMLS(t, "apps", "deploy-app", "--path", example)
@@ -205,7 +204,7 @@ func TestCLIEndToEnd(t *testing.T) {
 		t.Fatal(errs)
 	}
 	res := obj.(*mlsysopsv1.MLSysOpsApp)
-	res.Namespace = continuum.AppNamespace
+	res.Namespace = mlsysopsv1.Namespace
 	if err := karmada.Create(ctx, res); err != nil {
 		t.Fatal(err)
 	}
@@ -309,12 +308,12 @@ func gone(t *testing.T, store *state.Store, karmada client.Client, member kubern
 			where = fmt.Sprintf("Redis: %v", err)
 			return false, nil
 		}
-		err := karmada.Get(ctx, client.ObjectKey{Namespace: continuum.AppNamespace, Name: name}, &mlsysopsv1.MLSysOpsApp{})
+		err := karmada.Get(ctx, client.ObjectKey{Namespace: mlsysopsv1.Namespace, Name: name}, &mlsysopsv1.MLSysOpsApp{})
 		if !apierrors.IsNotFound(err) {
 			where = fmt.Sprintf("Karmada: %v", err)
 			return false, nil
 		}
-		_, err = member.CoreV1().Namespaces().Get(ctx, fluidity.Namespace(name), metav1.GetOptions{})
+		_, err = member.CoreV1().Namespaces().Get(ctx, members.Namespace(name), metav1.GetOptions{})
 		if !apierrors.IsNotFound(err) {
 			where = fmt.Sprintf("member namespace: %v", err)
 			return false, nil

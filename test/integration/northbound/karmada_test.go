@@ -26,6 +26,7 @@ import (
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
 	"github.com/mlsysops-go/mlsysops/internal/description"
 	"github.com/mlsysops-go/mlsysops/internal/kube"
+	"github.com/mlsysops-go/mlsysops/internal/members"
 	"github.com/mlsysops-go/mlsysops/internal/state"
 	"github.com/mlsysops-go/mlsysops/internal/testbed"
 	"github.com/mlsysops-go/mlsysops/northbound/api"
@@ -295,7 +296,7 @@ func TestMLDeploymentEndpoints(t *testing.T) {
 	}
 	// What the cluster agent renders for the component (fluidity.Render).
 	member := kubernetes.NewForConfigOrDie(ke.tb.RESTConfig(t, "cloud-1"))
-	ns := fluidity.Namespace(id)
+	ns := members.Namespace(id)
 	if err := kube.EnsureNamespace(ctx, member, ns); err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ import (
 func smallApp(name string) *mlsysopsv1.MLSysOpsApp {
 	cpu := resource.MustParse("10m")
 	return &mlsysopsv1.MLSysOpsApp{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: continuum.AppNamespace, Labels: map[string]string{"bench": "true"}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: mlsysopsv1.Namespace, Labels: map[string]string{"bench": "true"}},
 		Spec: mlsysopsv1.MLSysOpsAppSpec{Name: name, Components: []mlsysopsv1.Component{{
 			Metadata: mlsysopsv1.ComponentMetadata{Name: "svc"},
 			Containers: []mlsysopsv1.Container{{Image: "registry.example/svc:1", PlatformRequirements: &mlsysopsv1.PlatformRequirements{
@@ -95,7 +95,7 @@ func (a *agents) watch(ctx context.Context, list *mlsysopsv1.MLSysOpsAppList) (w
 	if !ok {
 		return nil, fmt.Errorf("client cannot watch")
 	}
-	return wc.Watch(ctx, list, client.InNamespace(continuum.AppNamespace))
+	return wc.Watch(ctx, list, client.InNamespace(mlsysopsv1.Namespace))
 }
 
 func percentile(d []time.Duration, p float64) time.Duration {
@@ -112,7 +112,7 @@ func cleanupBench(b *testing.B, a *agents) {
 	defer cancel()
 	for ctx.Err() == nil {
 		var list mlsysopsv1.MLSysOpsAppList
-		if err := a.karmada.List(ctx, &list, client.InNamespace(continuum.AppNamespace), client.MatchingLabels{"bench": "true"}); err != nil {
+		if err := a.karmada.List(ctx, &list, client.InNamespace(mlsysopsv1.Namespace), client.MatchingLabels{"bench": "true"}); err != nil {
 			b.Logf("list benchmark apps: %v", err)
 			time.Sleep(time.Second)
 			continue

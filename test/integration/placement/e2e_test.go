@@ -24,10 +24,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/mlsysops-go/mlsysops/agents/cluster"
-	"github.com/mlsysops-go/mlsysops/agents/cluster/fluidity"
 	"github.com/mlsysops-go/mlsysops/agents/continuum"
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
 	"github.com/mlsysops-go/mlsysops/internal/description"
+	"github.com/mlsysops-go/mlsysops/internal/members"
 	"github.com/mlsysops-go/mlsysops/internal/testbed"
 )
 
@@ -148,7 +148,7 @@ func (a *agents) submit(t *testing.T, example string) *mlsysopsv1.MLSysOpsApp {
 	}
 	app.Name = strings.TrimSuffix(example, ".yaml") + "-" + rand.String(4)
 	app.Spec.Name = app.Name
-	app.Namespace = continuum.AppNamespace
+	app.Namespace = mlsysopsv1.Namespace
 	if err := a.karmada.Create(context.Background(), app); err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +167,7 @@ func (a *agents) waitStatus(t *testing.T, name, what string, within time.Duratio
 	t.Helper()
 	app := &mlsysopsv1.MLSysOpsApp{}
 	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, within, true, func(ctx context.Context) (bool, error) {
-		if err := a.karmada.Get(ctx, types.NamespacedName{Namespace: continuum.AppNamespace, Name: name}, app); err != nil {
+		if err := a.karmada.Get(ctx, types.NamespacedName{Namespace: mlsysopsv1.Namespace, Name: name}, app); err != nil {
 			return false, nil
 		}
 		return ok(app), nil
@@ -180,7 +180,7 @@ func (a *agents) waitStatus(t *testing.T, name, what string, within time.Duratio
 
 func runningPods(t *testing.T, cs kubernetes.Interface, app, comp string) []corev1.Pod {
 	t.Helper()
-	pods, err := cs.CoreV1().Pods(fluidity.Namespace(app)).List(context.Background(), metav1.ListOptions{LabelSelector: mlsysopsv1.LabelComponent + "=" + comp})
+	pods, err := cs.CoreV1().Pods(members.Namespace(app)).List(context.Background(), metav1.ListOptions{LabelSelector: mlsysopsv1.LabelComponent + "=" + comp})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,11 +234,11 @@ func TestGPUAppLandsOnTheOnlyMatchingNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		_, err := cloud.CoreV1().Namespaces().Get(ctx, fluidity.Namespace(app.Name), metav1.GetOptions{})
+		_, err := cloud.CoreV1().Namespaces().Get(ctx, members.Namespace(app.Name), metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
 	if err != nil {
-		t.Errorf("namespace %s still in cloud-1 after removal", fluidity.Namespace(app.Name))
+		t.Errorf("namespace %s still in cloud-1 after removal", members.Namespace(app.Name))
 	}
 }
 

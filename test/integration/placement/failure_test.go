@@ -14,9 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/mlsysops-go/mlsysops/agents/cluster/fluidity"
-	"github.com/mlsysops-go/mlsysops/agents/continuum"
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
+	"github.com/mlsysops-go/mlsysops/internal/members"
 	"github.com/mlsysops-go/mlsysops/internal/testbed"
 )
 
@@ -67,7 +66,7 @@ func isReady(n *corev1.Node) bool {
 func taggedApp(name, tag string) *mlsysopsv1.MLSysOpsApp {
 	cpu := resource.MustParse("500m")
 	return &mlsysopsv1.MLSysOpsApp{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: continuum.AppNamespace},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: mlsysopsv1.Namespace},
 		Spec: mlsysopsv1.MLSysOpsAppSpec{
 			Name:             name,
 			ClusterPlacement: &mlsysopsv1.ClusterPlacement{ClusterID: []string{"cloud-1"}},
@@ -136,7 +135,7 @@ func TestNodeFailureMovesComponentsAndRestartKeepsThem(t *testing.T) {
 	// Restart: a fresh set of agents finds everything in place and leaves
 	// the running pod and the Deployment alone.
 	before := runningPods(t, cloud, app.Name, "worker")
-	dep, err := cloud.AppsV1().Deployments(fluidity.Namespace(app.Name)).Get(context.Background(), "worker", metav1.GetOptions{})
+	dep, err := cloud.AppsV1().Deployments(members.Namespace(app.Name)).Get(context.Background(), "worker", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,14 +147,14 @@ func TestNodeFailureMovesComponentsAndRestartKeepsThem(t *testing.T) {
 	if len(after) != 1 || len(before) != 1 || after[0].UID != before[0].UID {
 		t.Errorf("restart changed the pods: before %v, after %v", names(before), names(after))
 	}
-	dep2, err := cloud.AppsV1().Deployments(fluidity.Namespace(app.Name)).Get(context.Background(), "worker", metav1.GetOptions{})
+	dep2, err := cloud.AppsV1().Deployments(members.Namespace(app.Name)).Get(context.Background(), "worker", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if dep2.Generation != dep.Generation {
 		t.Errorf("restart rewrote the Deployment: generation %d → %d", dep.Generation, dep2.Generation)
 	}
-	list, err := cloud.AppsV1().Deployments(fluidity.Namespace(app.Name)).List(context.Background(), metav1.ListOptions{})
+	list, err := cloud.AppsV1().Deployments(members.Namespace(app.Name)).List(context.Background(), metav1.ListOptions{})
 	if err != nil || len(list.Items) != 1 {
 		t.Errorf("deployments after restart: %d (%v), want 1", len(list.Items), err)
 	}
@@ -200,7 +199,7 @@ func TestClusterFailureMovesApps(t *testing.T) {
 	}
 	// Karmada takes the app off the first cluster, whose agent cleans up.
 	err = wait.PollUntilContextTimeout(context.Background(), time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		_, err := a.member(t, first).CoreV1().Namespaces().Get(ctx, fluidity.Namespace(app.Name), metav1.GetOptions{})
+		_, err := a.member(t, first).CoreV1().Namespaces().Get(ctx, members.Namespace(app.Name), metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
 	if err != nil {

@@ -29,6 +29,7 @@ import (
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
 	"github.com/mlsysops-go/mlsysops/internal/mape"
 	"github.com/mlsysops-go/mlsysops/internal/mechanism"
+	"github.com/mlsysops-go/mlsysops/internal/members"
 	"github.com/mlsysops-go/mlsysops/internal/policy"
 	"github.com/mlsysops-go/mlsysops/internal/testbed"
 )
@@ -151,7 +152,7 @@ func fluidityPlan(app, comp string, actions ...map[string]any) map[string]any {
 // terminating ones included.
 func nodesOf(t *testing.T, cs kubernetes.Interface, app, comp string) []string {
 	t.Helper()
-	pods, err := cs.CoreV1().Pods(fluidity.Namespace(app)).List(context.Background(), metav1.ListOptions{LabelSelector: mlsysopsv1.LabelComponent + "=" + comp})
+	pods, err := cs.CoreV1().Pods(members.Namespace(app)).List(context.Background(), metav1.ListOptions{LabelSelector: mlsysopsv1.LabelComponent + "=" + comp})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +184,7 @@ func waitPodsOn(t *testing.T, cs kubernetes.Interface, app, comp string, nodes .
 
 func deployment(t *testing.T, cs kubernetes.Interface, app, comp string) *appsv1.Deployment {
 	t.Helper()
-	d, err := cs.AppsV1().Deployments(fluidity.Namespace(app)).Get(context.Background(), comp, metav1.GetOptions{})
+	d, err := cs.AppsV1().Deployments(members.Namespace(app)).Get(context.Background(), comp, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,9 +266,9 @@ func TestFluidityMovePlan(t *testing.T) {
 	if len(after) != 1 || after[0].UID != before[0].UID || after[0].Spec.NodeName != to {
 		t.Errorf("restart changed the pods: before %v, after %v", names(before), names(after))
 	}
-	if dep2 := deployment(t, cloud, app.Name, "worker"); dep2.Generation != dep.Generation || dep2.Annotations[fluidity.AnnotationOverride] != dep.Annotations[fluidity.AnnotationOverride] {
+	if dep2 := deployment(t, cloud, app.Name, "worker"); dep2.Generation != dep.Generation || dep2.Annotations[mlsysopsv1.AnnotationOverride] != dep.Annotations[mlsysopsv1.AnnotationOverride] {
 		t.Errorf("restart rewrote the Deployment: generation %d → %d, override %s → %s", dep.Generation, dep2.Generation,
-			dep.Annotations[fluidity.AnnotationOverride], dep2.Annotations[fluidity.AnnotationOverride])
+			dep.Annotations[mlsysopsv1.AnnotationOverride], dep2.Annotations[mlsysopsv1.AnnotationOverride])
 	}
 
 	// The node the plan chose fails: the plan's choice goes, the
@@ -285,10 +286,10 @@ func TestFluidityMovePlan(t *testing.T) {
 		t.Fatalf("worker never left the failed node %s for %s", to, from)
 	}
 	dep = deployment(t, cloud, app.Name, "worker")
-	if _, ok := dep.Annotations[fluidity.AnnotationOverride]; ok {
-		t.Errorf("the override outlived its node: %s", dep.Annotations[fluidity.AnnotationOverride])
+	if _, ok := dep.Annotations[mlsysopsv1.AnnotationOverride]; ok {
+		t.Errorf("the override outlived its node: %s", dep.Annotations[mlsysopsv1.AnnotationOverride])
 	}
-	if d := dep.Annotations[fluidity.AnnotationOverrideDropped]; !strings.Contains(d, "dropped: node "+to+" is not eligible: no node fits: 1 node(s) are not Ready") {
+	if d := dep.Annotations[mlsysopsv1.AnnotationOverrideDropped]; !strings.Contains(d, "dropped: node "+to+" is not eligible: no node fits: 1 node(s) are not Ready") {
 		t.Errorf("dropped annotation = %q", d)
 	}
 }
@@ -386,7 +387,7 @@ func TestFluidityChangeSpecRemoveDeploy(t *testing.T) {
 		t.Fatalf("the user's update did not win: pods %v with %v", names(runningPods(t, cloud, app.Name, "worker")), image(runningPods(t, cloud, app.Name, "worker")))
 	}
 	d := deployment(t, cloud, app.Name, "worker")
-	if got := d.Annotations[fluidity.AnnotationOverrideDropped]; !strings.Contains(got, "change_spec dropped: the application changed the component") {
+	if got := d.Annotations[mlsysopsv1.AnnotationOverrideDropped]; !strings.Contains(got, "change_spec dropped: the application changed the component") {
 		t.Errorf("dropped annotation = %q", got)
 	}
 	ov, err := fluidity.ReadOverride(d.Annotations)
@@ -459,7 +460,7 @@ func TestClusterPlacementPlan(t *testing.T) {
 		t.Errorf("%d running worker pods in %s, want 1", n, second)
 	}
 	err := wait.PollUntilContextTimeout(context.Background(), time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		_, err := a.member(t, first).CoreV1().Namespaces().Get(ctx, fluidity.Namespace(app.Name), metav1.GetOptions{})
+		_, err := a.member(t, first).CoreV1().Namespaces().Get(ctx, members.Namespace(app.Name), metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
 	if err != nil {

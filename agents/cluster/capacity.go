@@ -1,6 +1,4 @@
-//go:build !nodeagent
-
-package agent
+package cluster
 
 import (
 	"context"
@@ -15,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/mlsysops-go/mlsysops/agents/agent"
 	"github.com/mlsysops-go/mlsysops/internal/messaging"
 	"github.com/mlsysops-go/mlsysops/internal/placement"
 )
@@ -23,7 +22,7 @@ import (
 // within a second of a change to a node or a pod's requests, and at least
 // every interval, so the continuum knows the report is current.
 type capacityReporter struct {
-	a        *Agent
+	a        *agent.Agent
 	cs       kubernetes.Interface
 	interval time.Duration
 	changed  chan struct{}
@@ -34,7 +33,7 @@ type capacityReporter struct {
 	sent     int
 }
 
-func newCapacityReporter(a *Agent, cs kubernetes.Interface, interval time.Duration) *capacityReporter {
+func newCapacityReporter(a *agent.Agent, cs kubernetes.Interface, interval time.Duration) *capacityReporter {
 	return &capacityReporter{a: a, cs: cs, interval: interval, changed: make(chan struct{}, 1)}
 }
 
@@ -58,11 +57,11 @@ func (r *capacityReporter) run(ctx context.Context) {
 		DeleteFunc: func(any) { r.poke() },
 	}
 	if _, err := nodes.Informer().AddEventHandler(poke); err != nil {
-		r.a.log.Warn("capacity reports off: node watch", "err", err)
+		r.a.Log.Warn("capacity reports off: node watch", "err", err)
 		return
 	}
 	if _, err := pods.Informer().AddEventHandler(poke); err != nil {
-		r.a.log.Warn("capacity reports off: pod watch", "err", err)
+		r.a.Log.Warn("capacity reports off: pod watch", "err", err)
 		return
 	}
 	nodesF.Start(ctx.Done())
@@ -93,7 +92,7 @@ func (r *capacityReporter) run(ctx context.Context) {
 
 // report sends the current capacity if it changed or is due.
 func (r *capacityReporter) report(ctx context.Context, listNodes func(labels.Selector) ([]*corev1.Node, error), listPods func(labels.Selector) ([]*corev1.Pod, error)) {
-	if !r.a.registered.Load() {
+	if !r.a.Registered.Load() {
 		return
 	}
 	ns, err := listNodes(labels.Everything())
@@ -112,22 +111,22 @@ func (r *capacityReporter) report(ctx context.Context, listNodes func(labels.Sel
 	for i, p := range ps {
 		pods[i] = *p
 	}
-	rep := placement.Report(r.a.name, nodes, pods, time.Now())
+	rep := placement.Report(r.a.Name, nodes, pods, time.Now())
 	r.mu.Lock()
 	due := r.last == nil || time.Since(r.lastSent) >= r.interval || !sameCapacity(r.last, rep)
 	r.mu.Unlock()
 	if !due {
 		return
 	}
-	if _, err := r.a.msg.SendAsync(ctx, r.a.parent, rep); err != nil {
-		r.a.log.Warn("capacity report not queued", "err", err)
+	if _, err := r.a.Msg.SendAsync(ctx, r.a.Parent, rep); err != nil {
+		r.a.Log.Warn("capacity report not queued", "err", err)
 		return
 	}
 	r.mu.Lock()
 	r.last, r.lastSent = rep, time.Now()
 	r.sent++
 	r.mu.Unlock()
-	r.a.log.Debug("capacity reported", "ready_nodes", rep.ReadyNodes, "nodes", len(rep.Nodes))
+	r.a.Log.Debug("capacity reported", "ready_nodes", rep.ReadyNodes, "nodes", len(rep.Nodes))
 }
 
 // sameCapacity compares two reports but for their time.

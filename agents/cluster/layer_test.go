@@ -1,12 +1,11 @@
-//go:build !nodeagent
-
-package agent
+package cluster
 
 import (
 	"context"
 	"encoding/json"
 	"testing"
 
+	nodeagent "github.com/mlsysops-go/mlsysops/agents/node"
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
 	"github.com/mlsysops-go/mlsysops/internal/messaging"
 )
@@ -33,7 +32,7 @@ func TestStateSyncCarriesTheSpecs(t *testing.T) {
 	for comp := range na.Components {
 		placed[comp] = messaging.ComponentPlaced{Name: "shop", ComponentName: comp, Spec: na.Spec}
 	}
-	desc := appDescription("shop", placed)
+	desc := nodeagent.AppDescription("shop", placed)
 	spec, _ := desc["spec"].(map[string]any)
 	comps, _ := spec["components"].([]any)
 	var images []string

@@ -1,6 +1,4 @@
-//go:build !nodeagent
-
-package agent
+package continuum
 
 import (
 	"context"
@@ -15,10 +13,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
-	continuumagent "github.com/mlsysops-go/mlsysops/agents/continuum"
+	"github.com/mlsysops-go/mlsysops/agents/agent"
+	"github.com/mlsysops-go/mlsysops/agents/internal/backends"
 	"github.com/mlsysops-go/mlsysops/internal/agentconfig"
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
 	"github.com/mlsysops-go/mlsysops/internal/description"
+	"github.com/mlsysops-go/mlsysops/internal/kube"
 	"github.com/mlsysops-go/mlsysops/internal/mechanism"
 	"github.com/mlsysops-go/mlsysops/internal/messaging"
 	"github.com/mlsysops-go/mlsysops/internal/state"
@@ -27,11 +27,13 @@ import (
 // continuumLayer is the continuum agent: the MLSysOps API and placement in
 // Karmada, the cluster agents' registration and the registry.
 type continuumLayer struct {
-	a     *Agent
+	a     *agent.Agent
 	desc  *mlsysopsv1.MLSysOpsContinuum
 	kcfg  *rest.Config
 	kc    client.Client
 	store *state.Store
+	// self is the continuum agent's own registry entry.
+	self state.Agent
 
 	mu       sync.Mutex
 	apiReady bool
@@ -40,29 +42,29 @@ type continuumLayer struct {
 
 	// grace says which clusters' agents are gone past the grace period:
 	// their applications are placed elsewhere.
-	grace *graceTracker
+	grace *agent.GraceTracker
 	// reports are the cluster agents' latest capacity reports.
-	reports *continuumagent.Reports
+	reports *Reports
 	// resync asks the running placement controller to reconcile every
 	// application (nil while it is not running).
 	resync func()
 }
 
-var _ layer = (*continuumLayer)(nil)
+var _ agent.Layer = (*continuumLayer)(nil)
 
-func init() { registerLayer(agentconfig.LayerContinuum, newContinuumLayer) }
+func init() { agent.RegisterLayer(agentconfig.LayerContinuum, newContinuumLayer) }
 
-func newContinuumLayer(_ context.Context, a *Agent, env agentconfig.LookupEnv) (layer, error) {
-	desc, err := description.ContinuumFor(a.conn.Descriptions, a.name)
+func newContinuumLayer(_ context.Context, a *agent.Agent, env agentconfig.LookupEnv) (agent.Layer, error) {
+	desc, err := description.ContinuumFor(a.Conn.Descriptions, a.Name)
 	if err != nil {
 		return nil, fmt.Errorf("continuum %s has no valid description in %s (want continuum/%s.yaml with an MLSysOpsContinuum): %w",
-			a.name, a.conn.Descriptions, a.name, err)
+			a.Name, a.Conn.Descriptions, a.Name, err)
 	}
-	kcfg, err := restConfigFrom(a.conn.KarmadaKubeconfig, a.conn.KarmadaContext)
+	kcfg, err := kube.RESTConfig(a.Conn.KarmadaKubeconfig, a.Conn.KarmadaContext)
 	if err != nil {
 		return nil, fmt.Errorf("karmada kubeconfig: %w", err)
 	}
-	scheme, err := continuumagent.Scheme()
+	scheme, err := Scheme()
 	if err != nil {
 		return nil, err
 	}
@@ -70,23 +72,23 @@ func newContinuumLayer(_ context.Context, a *Agent, env agentconfig.LookupEnv) (
 	if err != nil {
 		return nil, fmt.Errorf("karmada client: %w", err)
 	}
-	store, err := newStore(a, env)
+	store, err := backends.Store(a, env)
 	if err != nil {
 		return nil, err
 	}
-	a.registry = store.Agents()
-	a.known[a.jid] = state.Agent{JID: a.jid, Layer: string(agentconfig.LayerContinuum), Node: a.name, Version: Version}
-	c := &continuumLayer{a: a, desc: desc, kcfg: kcfg, kc: kc, store: store, trigger: make(chan struct{}, 1),
+	self := state.Agent{JID: a.JID, Layer: string(agentconfig.LayerContinuum), Node: a.Name, Version: agent.Version}
+	agent.AcceptChildren(a, store.Agents(), self)
+	c := &continuumLayer{a: a, desc: desc, kcfg: kcfg, kc: kc, store: store, self: self, trigger: make(chan struct{}, 1),
 		// A report is trusted for three of the cluster agents' intervals.
-		reports: continuumagent.NewReports(3 * a.conn.CapacityReportInterval)}
-	c.grace = newGraceTracker(a.conn.ChildGracePeriod, desc.Spec.Clusters, c.clustersGoneChanged)
+		reports: NewReports(3 * a.Conn.CapacityReportInterval)}
+	c.grace = agent.NewGraceTracker(a.Conn.ChildGracePeriod, desc.Spec.Clusters, c.clustersGoneChanged)
 	return c, nil
 }
 
 // clustersGoneChanged runs when a cluster agent passes its grace period or
 // comes back: the placement controller re-places what ran there.
 func (c *continuumLayer) clustersGoneChanged() {
-	c.a.log.Info("clusters whose agents are gone changed", "gone", c.grace.goneList())
+	c.a.Log.Info("clusters whose agents are gone changed", "gone", c.grace.GoneList())
 	c.mu.Lock()
 	resync := c.resync
 	c.mu.Unlock()
@@ -98,84 +100,94 @@ func (c *continuumLayer) clustersGoneChanged() {
 // clusterOf returns the cluster a cluster agent's JID names.
 func (c *continuumLayer) clusterOf(jid string) (string, bool) {
 	for _, cl := range c.desc.Spec.Clusters {
-		if AgentJID(agentconfig.LayerCluster, cl, c.a.domain) == jid {
+		if agent.AgentJID(agentconfig.LayerCluster, cl, c.a.Domain) == jid {
 			return cl, true
 		}
 	}
 	return "", false
 }
 
-func (c *continuumLayer) childLayer() messaging.Layer { return messaging.LayerCluster }
+func (c *continuumLayer) ChildLayer() messaging.Layer { return messaging.LayerCluster }
 
-func (c *continuumLayer) children() []string {
+func (c *continuumLayer) Children() []string {
 	out := make([]string, 0, len(c.desc.Spec.Clusters))
 	for _, cl := range c.desc.Spec.Clusters {
-		out = append(out, AgentJID(agentconfig.LayerCluster, cl, c.a.domain))
+		out = append(out, agent.AgentJID(agentconfig.LayerCluster, cl, c.a.Domain))
 	}
 	sort.Strings(out)
 	return out
 }
 
-func (c *continuumLayer) systemDescription() map[string]any {
-	spec := toMap(c.desc.Spec)
-	if spec == nil {
-		spec = map[string]any{}
-	}
-	spec["name"] = c.desc.Name
-	return map[string]any{mlsysopsv1.KindContinuum: spec}
+func (c *continuumLayer) SystemDescription() map[string]any {
+	return agent.SystemDescription(mlsysopsv1.KindContinuum, c.desc.Name, c.desc.Spec)
 }
 
-func (c *continuumLayer) mechanisms(a *Agent) (*mechanism.Set, error) {
+func (c *continuumLayer) Mechanisms(a *agent.Agent) (*mechanism.Set, error) {
 	r := mechanism.NewRegistry()
 	if err := r.Register(ClusterPlacementName, func(env mechanism.Env) (mechanism.Mechanism, error) {
-		return newClusterPlacement(c.kcfg, c.kc, a, env, c.reports, c.grace.Unavailable)
+		return c.newClusterPlacement(env)
 	}); err != nil {
 		return nil, err
 	}
-	return r.Build(a.opts.EnabledMechanisms(), mechanism.Env{Logger: a.log, Node: a.name, Permissions: mechanism.AllowAll()})
+	return r.Build(a.Opts.EnabledMechanisms(), mechanism.Env{Logger: a.Log, Node: a.Name, Permissions: mechanism.AllowAll()})
 }
 
-func (c *continuumLayer) setup(a *Agent) error {
-	messaging.HandleFunc(a.msg, c.handleCapacity)
+func (c *continuumLayer) Setup(a *agent.Agent) error {
+	messaging.HandleFunc(a.Msg, c.handleCapacity)
 	return nil
 }
 
-func (c *continuumLayer) registered(context.Context) {}
+func (c *continuumLayer) Registered(context.Context) {}
 
-func (c *continuumLayer) childRegistered(_ context.Context, jid string, _ *messaging.Subscribe) {
+func (c *continuumLayer) ChildRegistered(_ context.Context, jid string, _ *messaging.Subscribe) {
 	if cl, ok := c.clusterOf(jid); ok {
-		c.grace.set(cl, true, time.Now())
+		c.grace.Set(cl, true, time.Now())
 	}
 }
 
-func (c *continuumLayer) peer(_ context.Context, ev messaging.PeerEvent) {
+func (c *continuumLayer) Peer(_ context.Context, ev messaging.PeerEvent) {
 	if ev.Role != messaging.RoleChild {
 		return
 	}
 	if cl, ok := c.clusterOf(ev.Peer); ok {
-		c.grace.set(cl, ev.Online, ev.Time)
+		c.grace.Set(cl, ev.Online, ev.Time)
 	}
+}
+
+// newClusterPlacement builds the clusterPlacement mechanism on the Karmada
+// API (kc reads without a cache). It judges plans with what the placement
+// controller uses: the cluster agents' capacity reports and the clusters
+// whose agents are gone.
+func (c *continuumLayer) newClusterPlacement(env mechanism.Env) (*ClusterPlacement, error) {
+	capacity, err := NewProxyCapacity(c.kcfg)
+	if err != nil {
+		return nil, err
+	}
+	capacity.Reports = c.reports
+	return NewClusterPlacement(c.kc, capacity, env.Logger, ClusterPlacementOptions{
+		Complete: env.Complete, Timeout: mechanism.FollowTimeout(c.a.Opts.PendingTimeout), Unavailable: c.grace.Unavailable,
+	}), nil
 }
 
 // handleCapacity keeps a cluster agent's capacity report for placement.
 func (c *continuumLayer) handleCapacity(_ context.Context, env *messaging.Envelope, m *messaging.CapacityReport) (messaging.Message, error) {
 	cl, ok := c.clusterOf(env.From)
 	if !ok || cl != m.Cluster {
-		c.a.log.Warn("capacity report rejected: sender is not that cluster's agent", "cluster", m.Cluster, "peer", env.From)
+		c.a.Log.Warn("capacity report rejected: sender is not that cluster's agent", "cluster", m.Cluster, "peer", env.From)
 		return nil, fmt.Errorf("capacity report for %s from %s", m.Cluster, env.From)
 	}
 	if err := c.reports.Put(m); err != nil {
-		c.a.log.Warn("capacity report rejected", "cluster", m.Cluster, "err", err)
+		c.a.Log.Warn("capacity report rejected", "cluster", m.Cluster, "err", err)
 		return nil, err
 	}
 	return nil, nil
 }
 
-func (c *continuumLayer) ready(ctx context.Context) error {
-	return backendsReady(ctx, c.store, c.kcfg, "karmada API")
+func (c *continuumLayer) Ready(ctx context.Context) error {
+	return backends.Ready(ctx, c.store, c.kcfg, "karmada API")
 }
 
-func (c *continuumLayer) status() map[string]any {
+func (c *continuumLayer) Status() map[string]any {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	reports := map[string]any{}
@@ -184,25 +196,25 @@ func (c *continuumLayer) status() map[string]any {
 			"ready_nodes": r.Report.ReadyNodes, "nodes_listed": len(r.Report.Nodes), "gpus": r.Report.GPUs}
 	}
 	return map[string]any{"karmada_api_ready": c.apiReady, "continuum_view_written": c.viewDone, "clusters": c.desc.Spec.Clusters,
-		"clusters_gone": c.grace.goneList(), "capacity_reports": reports}
+		"clusters_gone": c.grace.GoneList(), "capacity_reports": reports}
 }
 
 // run ensures the MLSysOps API in Karmada, runs the placement controller
 // and keeps the MLSysOpsContinuum view, retrying while Karmada is away.
-func (c *continuumLayer) run(ctx context.Context) error {
+func (c *continuumLayer) Run(ctx context.Context) error {
 	// The continuum is an agent of the registry too, so that tools can
 	// ping it and set its mode.
-	if err := c.store.Agents().Register(ctx, c.a.known[c.a.jid]); err == nil {
-		_ = c.store.Agents().SetLiveness(ctx, c.a.jid, true, time.Now())
+	if err := c.store.Agents().Register(ctx, c.self); err == nil {
+		_ = c.store.Agents().SetLiveness(ctx, c.a.JID, true, time.Now())
 	}
-	go c.grace.run(ctx)
+	go c.grace.Run(ctx)
 	backoff := time.Second
 	for ctx.Err() == nil {
 		err := c.start(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
-		c.a.log.Warn("karmada side stopped; retrying", "err", err, "retry_in", backoff)
+		c.a.Log.Warn("karmada side stopped; retrying", "err", err, "retry_in", backoff)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -214,16 +226,16 @@ func (c *continuumLayer) run(ctx context.Context) error {
 }
 
 func (c *continuumLayer) start(ctx context.Context) error {
-	var ctrls *continuumagent.Controllers
+	var ctrls *Controllers
 	var err error
-	if c.a.conn.PlacementControllers {
-		var capacity *continuumagent.ProxyCapacity
-		if capacity, err = continuumagent.NewProxyCapacity(c.kcfg); err == nil {
+	if c.a.Conn.PlacementControllers {
+		var capacity *ProxyCapacity
+		if capacity, err = NewProxyCapacity(c.kcfg); err == nil {
 			capacity.Reports = c.reports
-			ctrls, err = continuumagent.NewControllers(ctx, c.kcfg, capacity, c.a.log)
+			ctrls, err = NewControllers(ctx, c.kcfg, capacity, c.a.Log)
 		}
 	} else {
-		err = continuumagent.EnsureAPI(ctx, c.kcfg)
+		err = EnsureAPI(ctx, c.kcfg)
 	}
 	if err != nil {
 		return fmt.Errorf("MLSysOps API in Karmada: %w", err)
@@ -231,7 +243,7 @@ func (c *continuumLayer) start(ctx context.Context) error {
 	c.mu.Lock()
 	c.apiReady = true
 	c.mu.Unlock()
-	c.a.log.Info("MLSysOps API ready in Karmada", "placement_controllers", ctrls != nil)
+	c.a.Log.Info("MLSysOps API ready in Karmada", "placement_controllers", ctrls != nil)
 	if err := c.upsertView(ctx); err != nil {
 		return fmt.Errorf("MLSysOpsContinuum view: %w", err)
 	}
@@ -244,7 +256,7 @@ func (c *continuumLayer) start(ctx context.Context) error {
 	}
 	// Submissions from the northbound API (applications and ML
 	// deployments) become MLSysOpsApps; their status goes back to Redis.
-	ctrls.Apps.Status = continuumagent.RedisStatus{Apps: c.store.Applications(), ML: c.store.MLDeployments()}
+	ctrls.Apps.Status = RedisStatus{Apps: c.store.Applications(), ML: c.store.MLDeployments()}
 	ctrls.Apps.Unavailable = c.grace.Unavailable
 	c.mu.Lock()
 	c.resync = ctrls.Apps.Resync
@@ -254,21 +266,21 @@ func (c *continuumLayer) start(ctx context.Context) error {
 		c.resync = nil
 		c.mu.Unlock()
 	}()
-	ctrls.Apps.FeedEngine(c.a.engine)
-	apps, err := continuumagent.NewIntake(ctx, c.store, ctrls.Client(), c.a.name, c.a.log)
+	ctrls.Apps.FeedEngine(c.a.Engine)
+	apps, err := NewIntake(ctx, c.store, ctrls.Client(), c.a.Name, c.a.Log)
 	if err != nil {
 		return fmt.Errorf("application submission intake: %w", err)
 	}
-	ml, err := continuumagent.NewMLIntake(ctx, c.store, ctrls.Client(), c.a.name, c.a.log)
+	ml, err := NewMLIntake(ctx, c.store, ctrls.Client(), c.a.Name, c.a.Log)
 	if err != nil {
 		return fmt.Errorf("ML deployment submission intake: %w", err)
 	}
 	ictx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	for _, intake := range []*continuumagent.Intake{apps, ml} {
+	for _, intake := range []*Intake{apps, ml} {
 		go func() {
 			if err := intake.Run(ictx); err != nil && ictx.Err() == nil {
-				c.a.log.Warn("submission intake stopped", "err", err)
+				c.a.Log.Warn("submission intake stopped", "err", err)
 			}
 		}()
 	}
@@ -278,14 +290,14 @@ func (c *continuumLayer) start(ctx context.Context) error {
 // upsertView writes the MLSysOpsContinuum CR in Karmada. It stays in the
 // Karmada API: the CRD propagation carries the CRDs, not this object.
 func (c *continuumLayer) upsertView(ctx context.Context) error {
-	obj := &mlsysopsv1.MLSysOpsContinuum{ObjectMeta: metav1.ObjectMeta{Name: c.desc.Name, Namespace: Namespace}}
+	obj := &mlsysopsv1.MLSysOpsContinuum{ObjectMeta: metav1.ObjectMeta{Name: c.desc.Name, Namespace: mlsysopsv1.Namespace}}
 	if _, err := controllerutil.CreateOrUpdate(ctx, c.kc, obj, func() error {
 		obj.Spec = c.desc.Spec
 		return nil
 	}); err != nil {
 		return err
 	}
-	conds, phase := readyCondition(true, obj.Generation)
+	conds, phase := kube.AgentReady(true, obj.Generation)
 	for _, cnd := range conds {
 		meta.SetStatusCondition(&obj.Status.Conditions, cnd)
 	}
@@ -293,6 +305,6 @@ func (c *continuumLayer) upsertView(ctx context.Context) error {
 	if err := c.kc.Status().Update(ctx, obj); err != nil {
 		return err
 	}
-	c.a.log.Info("MLSysOpsContinuum written", "namespace", Namespace, "name", c.desc.Name)
+	c.a.Log.Info("MLSysOpsContinuum written", "namespace", mlsysopsv1.Namespace, "name", c.desc.Name)
 	return nil
 }

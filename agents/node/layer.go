@@ -1,4 +1,8 @@
-package agent
+// Package node is the node agent's layer: telemetry of its host, the node
+// mechanisms (fluidity_proxy, CPU frequency, GPU) and the components placed
+// on it. It registers itself with agents/agent and needs none of the
+// Kubernetes, Karmada or Redis clients, so the node-only build stays small.
+package node
 
 import (
 	"context"
@@ -8,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mlsysops-go/mlsysops/agents/agent"
 	"github.com/mlsysops-go/mlsysops/internal/agentconfig"
 	"github.com/mlsysops-go/mlsysops/internal/description/generic"
 	"github.com/mlsysops-go/mlsysops/internal/mape"
@@ -24,7 +29,7 @@ var nodeMechanisms = []string{mechanism.FluidityProxyName, mechanism.CPUFrequenc
 // nodeLayer is the node agent: telemetry of its host, node mechanisms and
 // the components placed on it.
 type nodeLayer struct {
-	a *Agent
+	a *agent.Agent
 	// desc is the node's description, checked by the light loader of
 	// description/generic: the node agent needs none of the Kubernetes API
 	// types that package description decodes into.
@@ -43,58 +48,55 @@ type nodeLayer struct {
 }
 
 var (
-	_ layer               = (*nodeLayer)(nil)
+	_ agent.Layer         = (*nodeLayer)(nil)
 	_ mechanism.Forwarder = (*nodeLayer)(nil)
 )
 
-func init() { registerLayer(agentconfig.LayerNode, newNodeLayer) }
+func init() { agent.RegisterLayer(agentconfig.LayerNode, newNodeLayer) }
 
-func newNodeLayer(_ context.Context, a *Agent, _ agentconfig.LookupEnv) (layer, error) {
-	desc, err := generic.LoadOwn(a.conn.Descriptions, a.name, generic.KindNode)
+func newNodeLayer(_ context.Context, a *agent.Agent, _ agentconfig.LookupEnv) (agent.Layer, error) {
+	desc, err := generic.LoadOwn(a.Conn.Descriptions, a.Name, generic.KindNode)
 	if err != nil {
 		return nil, fmt.Errorf("node %s has no valid description in %s (want nodes/%s.yaml with an MLSysOpsNode): %w",
-			a.name, a.conn.Descriptions, a.name, err)
+			a.Name, a.Conn.Descriptions, a.Name, err)
 	}
 	cluster, _ := desc.Spec["cluster_id"].(string)
 	if cluster == "" {
-		return nil, fmt.Errorf("node description of %s: cluster_id is empty; it names the cluster agent to register with", a.name)
+		return nil, fmt.Errorf("node description of %s: cluster_id is empty; it names the cluster agent to register with", a.Name)
 	}
-	if a.conn.ContinuumName == "" {
-		if cn, err := continuumName(a.conn.Descriptions); err == nil {
-			a.conn.ContinuumName = cn
+	if a.Conn.ContinuumName == "" {
+		if cn, err := agent.ContinuumName(a.Conn.Descriptions); err == nil {
+			a.Conn.ContinuumName = cn
 		}
 	}
-	a.parent = AgentJID(agentconfig.LayerCluster, cluster, a.domain)
+	a.Parent = agent.AgentJID(agentconfig.LayerCluster, cluster, a.Domain)
+	a.Cluster = cluster
 	n := &nodeLayer{a: a, desc: desc, cluster: cluster, apps: map[string]map[string]messaging.ComponentPlaced{}}
-	n.collector = telemetry.NewNodeCollector(telemetry.NodeOptions{ProcRoot: a.opts.ProcfsRoot, SysRoot: a.opts.SysfsRoot, NvidiaSMI: a.opts.NvidiaSMI})
-	a.sampler = telemetry.NewSampler(telemetry.SamplerOptions{Interval: a.opts.MonitoringInterval, Logger: a.log})
-	a.sampler.AddSource(n.collector)
-	if err := n.collector.Register(a.reg); err != nil {
+	n.collector = telemetry.NewNodeCollector(telemetry.NodeOptions{ProcRoot: a.Opts.ProcfsRoot, SysRoot: a.Opts.SysfsRoot, NvidiaSMI: a.Opts.NvidiaSMI})
+	sampler := telemetry.NewSampler(telemetry.SamplerOptions{Interval: a.Opts.MonitoringInterval, Logger: a.Log})
+	sampler.AddSource(n.collector)
+	a.Sampler = sampler
+	if err := n.collector.Register(a.Metrics); err != nil {
 		return nil, err
 	}
 	return n, nil
 }
 
-func (n *nodeLayer) childLayer() messaging.Layer { return "" }
-func (n *nodeLayer) children() []string          { return nil }
+func (n *nodeLayer) ChildLayer() messaging.Layer { return "" }
+func (n *nodeLayer) Children() []string          { return nil }
 
-func (n *nodeLayer) systemDescription() map[string]any {
-	spec := toMap(n.desc.Spec)
-	if spec == nil {
-		spec = map[string]any{}
-	}
-	spec["name"] = n.desc.Name
-	return map[string]any{generic.KindNode: spec}
+func (n *nodeLayer) SystemDescription() map[string]any {
+	return agent.SystemDescription(generic.KindNode, n.desc.Name, n.desc.Spec)
 }
 
-func (n *nodeLayer) mechanisms(a *Agent) (*mechanism.Set, error) {
-	enabled := a.opts.Mechanisms
+func (n *nodeLayer) Mechanisms(a *agent.Agent) (*mechanism.Set, error) {
+	enabled := a.Opts.Mechanisms
 	if enabled == nil {
 		enabled = nodeMechanisms
 	}
 	return mechanism.NewBuiltinRegistry().Build(enabled, mechanism.Env{
-		Logger: a.log, Node: a.name, Permissions: mechanism.NewPermissions(n.permittedActions()),
-		SysfsRoot: a.opts.SysfsRoot, NvidiaSMI: a.opts.NvidiaSMI, Forwarder: n,
+		Logger: a.Log, Node: a.Name, Permissions: mechanism.NewPermissions(n.permittedActions()),
+		SysfsRoot: a.Opts.SysfsRoot, NvidiaSMI: a.Opts.NvidiaSMI, Forwarder: n,
 	})
 }
 
@@ -110,12 +112,12 @@ func (n *nodeLayer) permittedActions() []string {
 	return out
 }
 
-func (n *nodeLayer) setup(a *Agent) error {
-	messaging.HandleFunc(a.msg, n.handlePlaced)
-	messaging.HandleFunc(a.msg, n.handleUpdated)
-	messaging.HandleFunc(a.msg, n.handleRemoved)
-	messaging.HandleFunc(a.msg, n.handlePlanExecuted)
-	messaging.HandleFunc(a.msg, n.handleInterval)
+func (n *nodeLayer) Setup(a *agent.Agent) error {
+	messaging.HandleFunc(a.Msg, n.handlePlaced)
+	messaging.HandleFunc(a.Msg, n.handleUpdated)
+	messaging.HandleFunc(a.Msg, n.handleRemoved)
+	messaging.HandleFunc(a.Msg, n.handlePlanExecuted)
+	messaging.HandleFunc(a.Msg, n.handleInterval)
 	return nil
 }
 
@@ -127,43 +129,43 @@ func (n *nodeLayer) Forward(ctx context.Context, planID string, command map[stri
 		return fmt.Errorf("encode plan %s: %w", planID, err)
 	}
 	app, _ := command["name"].(string)
-	n.a.log.Info("plan forwarded to the cluster", "plan", planID, "app", app, "cluster", n.cluster)
-	return n.a.msg.Send(ctx, n.a.parent, &messaging.PlanSubmitted{PlanUID: planID, Node: n.a.name, Application: app, Mechanism: "fluidity", Plan: b})
+	n.a.Log.Info("plan forwarded to the cluster", "plan", planID, "app", app, "cluster", n.cluster)
+	return n.a.Msg.Send(ctx, n.a.Parent, &messaging.PlanSubmitted{PlanUID: planID, Node: n.a.Name, Application: app, Mechanism: "fluidity", Plan: b})
 }
 
 // registered sends the description, asks for the components already placed
 // here and tells the cluster the telemetry interval.
-func (n *nodeLayer) registered(ctx context.Context) {
+func (n *nodeLayer) Registered(ctx context.Context) {
 	a := n.a
-	body, err := json.Marshal(n.systemDescription())
+	body, err := json.Marshal(n.SystemDescription())
 	if err == nil {
-		err = a.msg.Send(ctx, a.parent, &messaging.NodeDescriptionSubmitted{Node: a.name, Description: body})
+		err = a.Msg.Send(ctx, a.Parent, &messaging.NodeDescriptionSubmitted{Node: a.Name, Description: body})
 	}
 	if err != nil {
-		a.log.Warn("description not delivered to the cluster", "cluster", n.cluster, "err", err)
+		a.Log.Warn("description not delivered to the cluster", "cluster", n.cluster, "err", err)
 	}
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	resp, _, err := a.msg.Request(rctx, a.parent, &messaging.NodeStateSync{Node: a.name})
+	resp, _, err := a.Msg.Request(rctx, a.Parent, &messaging.NodeStateSync{Node: a.Name})
 	cancel()
 	if err != nil {
-		a.log.Warn("node state sync failed", "cluster", n.cluster, "err", err)
+		a.Log.Warn("node state sync failed", "cluster", n.cluster, "err", err)
 	} else if st, ok := resp.(*messaging.NodeState); ok {
 		for app, na := range st.Applications {
 			for comp := range na.Components {
 				// A placed or updated message handled while the answer
 				// was on its way is at least as new: keep it.
-				n.placeIfUnknown(ctx, messaging.ComponentPlaced{Name: app, ComponentName: comp, Node: a.name, Spec: na.Spec, PodSpec: na.Components[comp]})
+				n.placeIfUnknown(ctx, messaging.ComponentPlaced{Name: app, ComponentName: comp, Node: a.Name, Spec: na.Spec, PodSpec: na.Components[comp]})
 			}
 		}
 	}
 	n.reportInterval(ctx, true)
 }
 
-func (n *nodeLayer) childRegistered(context.Context, string, *messaging.Subscribe) {}
-func (n *nodeLayer) peer(context.Context, messaging.PeerEvent)                     {}
-func (n *nodeLayer) ready(context.Context) error                                   { return nil }
+func (n *nodeLayer) ChildRegistered(context.Context, string, *messaging.Subscribe) {}
+func (n *nodeLayer) Peer(context.Context, messaging.PeerEvent)                     {}
+func (n *nodeLayer) Ready(context.Context) error                                   { return nil }
 
-func (n *nodeLayer) status() map[string]any {
+func (n *nodeLayer) Status() map[string]any {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	comps := map[string][]string{}
@@ -177,16 +179,16 @@ func (n *nodeLayer) status() map[string]any {
 }
 
 // run reports the latest telemetry to the cluster at the sampling interval.
-func (n *nodeLayer) run(ctx context.Context) error {
+func (n *nodeLayer) Run(ctx context.Context) error {
 	var last time.Time
 	for {
-		d := n.a.sampler.Interval()
+		d := n.a.Sampler.Interval()
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(d):
 		}
-		if !n.a.registered.Load() {
+		if !n.a.Registered.Load() {
 			continue
 		}
 		n.reportInterval(ctx, false)
@@ -199,8 +201,8 @@ func (n *nodeLayer) run(ctx context.Context) error {
 		for _, r := range snap.Readings() {
 			metrics[telemetry.Key(r.Name, r.Labels)] = r.Value
 		}
-		if err := n.a.msg.Send(ctx, n.a.parent, &messaging.TelemetryReport{Node: n.a.name, Time: snap.Time, Metrics: metrics}); err != nil {
-			n.a.log.Debug("telemetry report not sent", "err", err)
+		if err := n.a.Msg.Send(ctx, n.a.Parent, &messaging.TelemetryReport{Node: n.a.Name, Time: snap.Time, Metrics: metrics}); err != nil {
+			n.a.Log.Debug("telemetry report not sent", "err", err)
 		}
 	}
 }
@@ -209,7 +211,7 @@ func (n *nodeLayer) run(ctx context.Context) error {
 // changed (or always when force is set): the interval negotiated with the
 // policies travels back up.
 func (n *nodeLayer) reportInterval(ctx context.Context, force bool) {
-	cur := n.a.sampler.Interval()
+	cur := n.a.Sampler.Interval()
 	n.mu.Lock()
 	changed := cur != n.reported
 	n.reported = cur
@@ -217,21 +219,21 @@ func (n *nodeLayer) reportInterval(ctx context.Context, force bool) {
 	if !changed && !force {
 		return
 	}
-	n.a.log.Info("telemetry interval reported to the cluster", "interval", cur.String(), "cluster", n.cluster)
-	if _, err := n.a.msg.SendAsync(ctx, n.a.parent, &messaging.TelemetryDeploy{Node: n.a.name, IntervalSeconds: cur.Seconds()}); err != nil {
-		n.a.log.Warn("telemetry interval not sent", "err", err)
+	n.a.Log.Info("telemetry interval reported to the cluster", "interval", cur.String(), "cluster", n.cluster)
+	if _, err := n.a.Msg.SendAsync(ctx, n.a.Parent, &messaging.TelemetryDeploy{Node: n.a.Name, IntervalSeconds: cur.Seconds()}); err != nil {
+		n.a.Log.Warn("telemetry interval not sent", "err", err)
 	}
 }
 
 func (n *nodeLayer) handlePlaced(ctx context.Context, _ *messaging.Envelope, m *messaging.ComponentPlaced) (messaging.Message, error) {
-	n.a.log.Info("component placed", "app", m.Name, "component", m.ComponentName)
+	n.a.Log.Info("component placed", "app", m.Name, "component", m.ComponentName)
 	return nil, n.place(ctx, *m)
 }
 
 // handleUpdated takes the new spec of a component running here (after a
 // change_spec): the application's policies see it from their next run.
 func (n *nodeLayer) handleUpdated(ctx context.Context, _ *messaging.Envelope, m *messaging.ComponentUpdated) (messaging.Message, error) {
-	n.a.log.Info("component updated", "app", m.Name, "component", m.ComponentName)
+	n.a.Log.Info("component updated", "app", m.Name, "component", m.ComponentName)
 	return nil, n.place(ctx, messaging.ComponentPlaced(*m))
 }
 
@@ -257,18 +259,18 @@ func (n *nodeLayer) record(ctx context.Context, m messaging.ComponentPlaced, rep
 		n.apps[m.Name] = map[string]messaging.ComponentPlaced{}
 	}
 	n.apps[m.Name][m.ComponentName] = m
-	desc := appDescription(m.Name, n.apps[m.Name])
+	desc := AppDescription(m.Name, n.apps[m.Name])
 	n.mu.Unlock()
-	return n.a.engine.SetApplication(ctx, mape.Application{ID: m.Name, Description: desc})
+	return n.a.Engine.SetApplication(ctx, mape.Application{ID: m.Name, Description: desc})
 }
 
-// appDescription is the node-layer application description upstream
+// AppDescription is the node-layer application description upstream
 // policies expect, {name, component_name, spec, pod_spec}, from the
 // components of app placed here: every one is listed in components, and
 // spec is the application spec with the spec of each of them as its own
 // message last gave it. component_name and pod_spec are those of the
 // first component by name.
-func appDescription(app string, placed map[string]messaging.ComponentPlaced) map[string]any {
+func AppDescription(app string, placed map[string]messaging.ComponentPlaced) map[string]any {
 	desc := map[string]any{"name": app}
 	names := make([]string, 0, len(placed))
 	for c := range placed {
@@ -321,20 +323,20 @@ func (n *nodeLayer) handleRemoved(ctx context.Context, _ *messaging.Envelope, m 
 	if gone {
 		delete(n.apps, m.Name)
 	} else {
-		desc = appDescription(m.Name, n.apps[m.Name])
+		desc = AppDescription(m.Name, n.apps[m.Name])
 	}
 	n.mu.Unlock()
-	n.a.log.Info("component removed", "app", m.Name, "component", m.ComponentName, "app_gone", gone)
+	n.a.Log.Info("component removed", "app", m.Name, "component", m.ComponentName, "app_gone", gone)
 	if gone {
-		n.a.engine.RemoveApplication(m.Name)
+		n.a.Engine.RemoveApplication(m.Name)
 		return nil, nil
 	}
 	// The application's policies see the components left here.
-	return nil, n.a.engine.SetApplication(ctx, mape.Application{ID: m.Name, Description: desc})
+	return nil, n.a.Engine.SetApplication(ctx, mape.Application{ID: m.Name, Description: desc})
 }
 
 func (n *nodeLayer) handlePlanExecuted(_ context.Context, _ *messaging.Envelope, m *messaging.PlanExecuted) (messaging.Message, error) {
-	mech, ok := n.a.mechs.Get(mechanism.FluidityProxyName)
+	mech, ok := n.a.Mechs.Get(mechanism.FluidityProxyName)
 	proxy, isProxy := mech.(*mechanism.FluidityProxy)
 	if !ok || !isProxy {
 		return nil, fmt.Errorf("plan %s executed, but fluidity_proxy is not enabled", m.PlanUID)
@@ -343,9 +345,9 @@ func (n *nodeLayer) handlePlanExecuted(_ context.Context, _ *messaging.Envelope,
 	if m.Status != messaging.PlanCompleted {
 		status = mechanism.StatusFailed
 	}
-	n.a.log.Info("plan executed by the cluster", "plan", m.PlanUID, "status", m.Status, "message", m.Message)
+	n.a.Log.Info("plan executed by the cluster", "plan", m.PlanUID, "status", m.Status, "message", m.Message)
 	if err := proxy.Executed(m.PlanUID, status, m.Message); err != nil {
-		n.a.log.Warn("late or unknown plan result dropped", "plan", m.PlanUID, "err", err)
+		n.a.Log.Warn("late or unknown plan result dropped", "plan", m.PlanUID, "err", err)
 	}
 	return nil, nil
 }
@@ -355,8 +357,8 @@ func (n *nodeLayer) handlePlanExecuted(_ context.Context, _ *messaging.Envelope,
 // cluster's.
 func (n *nodeLayer) handleInterval(ctx context.Context, env *messaging.Envelope, m *messaging.TelemetryIntervalUpdate) (messaging.Message, error) {
 	d := time.Duration(m.IntervalSeconds * float64(time.Second))
-	n.a.log.Info("telemetry interval requested by the cluster", "interval", d.String(), "cluster", n.cluster)
-	n.a.sampler.RequestInterval("parent:"+env.From, d)
+	n.a.Log.Info("telemetry interval requested by the cluster", "interval", d.String(), "cluster", n.cluster)
+	n.a.Sampler.RequestInterval("parent:"+env.From, d)
 	n.reportInterval(ctx, false)
 	return nil, nil
 }

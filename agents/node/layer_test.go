@@ -1,4 +1,4 @@
-package agent
+package node
 
 import (
 	"encoding/json"
@@ -35,7 +35,7 @@ func TestAppDescription(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, appDescription("shop", tc.placed)); diff != "" {
+			if diff := cmp.Diff(tc.want, AppDescription("shop", tc.placed)); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})

@@ -1,0 +1,185 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/mlsysops-go/mlsysops/agents/cluster/fluidity"
+	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
+	"github.com/mlsysops-go/mlsysops/internal/kube"
+)
+
+// apply creates or updates the rendered objects.
+func (r *AppReconciler) apply(ctx context.Context, objs fluidity.Objects) error {
+	want := objs.Deployment
+	th, err := fluidity.TemplateHash(&want.Spec.Template)
+	if err != nil {
+		return err
+	}
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: want.Name, Namespace: want.Namespace}}
+	if _, err := controllerutil.CreateOrUpdate(ctx, r.client, dep, func() error {
+		// Merge: the deployment controller keeps its revision annotation
+		// here.
+		dep.Labels = merge(dep.Labels, want.Labels)
+		dep.Annotations = merge(dep.Annotations, want.Annotations)
+		if _, ok := want.Annotations[mlsysopsv1.AnnotationOverride]; !ok {
+			delete(dep.Annotations, mlsysopsv1.AnnotationOverride)
+		}
+		dep.Spec.Replicas = want.Spec.Replicas
+		dep.Spec.Strategy = want.Spec.Strategy
+		if dep.CreationTimestamp.IsZero() {
+			dep.Spec.Selector = want.Spec.Selector
+		}
+		// The template as the API server defaulted it stays unless ours
+		// changed: no write on a pass that changes nothing.
+		if dep.CreationTimestamp.IsZero() || dep.Annotations[mlsysopsv1.AnnotationTemplateHash] != th {
+			dep.Spec.Template = want.Spec.Template
+		}
+		dep.Annotations[mlsysopsv1.AnnotationTemplateHash] = th
+		return nil
+	}); err != nil {
+		return fmt.Errorf("deployment %s/%s: %w", want.Namespace, want.Name, err)
+	}
+	if s := objs.Service; s != nil {
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace}}
+		if _, err := controllerutil.CreateOrUpdate(ctx, r.client, svc, func() error {
+			svc.Labels = merge(svc.Labels, s.Labels)
+			svc.Spec.Selector = s.Spec.Selector
+			svc.Spec.Type = s.Spec.Type
+			// Keep allocated node ports across updates.
+			for i := range s.Spec.Ports {
+				for _, old := range svc.Spec.Ports {
+					if old.Port == s.Spec.Ports[i].Port && old.Protocol == s.Spec.Ports[i].Protocol {
+						s.Spec.Ports[i].NodePort = old.NodePort
+					}
+				}
+			}
+			svc.Spec.Ports = s.Spec.Ports
+			return nil
+		}); err != nil {
+			return fmt.Errorf("service %s/%s: %w", s.Namespace, s.Name, err)
+		}
+	}
+	return nil
+}
+
+// prune deletes the Deployments and Services of components no longer in
+// the application.
+func (r *AppReconciler) prune(ctx context.Context, ns string, app *mlsysopsv1.MLSysOpsApp) error {
+	keep := map[string]bool{}
+	svcKeep := map[string]bool{}
+	for i := range app.Spec.Components {
+		keep[app.Spec.Components[i].Metadata.Name] = true
+	}
+	var deps appsv1.DeploymentList
+	if err := r.client.List(ctx, &deps, client.InNamespace(ns), client.MatchingLabels{mlsysopsv1.LabelManagedBy: mlsysopsv1.ManagedByValue}); err != nil {
+		return err
+	}
+	for i := range deps.Items {
+		if name := deps.Items[i].Labels[mlsysopsv1.LabelComponent]; !keep[name] {
+			if err := r.client.Delete(ctx, &deps.Items[i]); client.IgnoreNotFound(err) != nil {
+				return err
+			}
+			// The component left the application: it runs nowhere now.
+			if r.Placed != nil {
+				r.Placed(ctx, app, &mlsysopsv1.Component{Metadata: mlsysopsv1.ComponentMetadata{Name: name}}, nil)
+			}
+		}
+	}
+	for i := range app.Spec.Components {
+		comp := &app.Spec.Components[i]
+		if objs, err := fluidity.Render(app, comp, []string{"x"}, nil); err == nil && objs.Service != nil {
+			svcKeep[comp.Metadata.Name] = true
+		}
+	}
+	var svcs corev1.ServiceList
+	if err := r.client.List(ctx, &svcs, client.InNamespace(ns), client.MatchingLabels{mlsysopsv1.LabelManagedBy: mlsysopsv1.ManagedByValue}); err != nil {
+		return err
+	}
+	for i := range svcs.Items {
+		if !svcKeep[svcs.Items[i].Labels[mlsysopsv1.LabelComponent]] {
+			if err := r.client.Delete(ctx, &svcs.Items[i]); client.IgnoreNotFound(err) != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// componentPods lists the pods of a component.
+func (r *AppReconciler) componentPods(ctx context.Context, ns, comp string) ([]corev1.Pod, error) {
+	var pods corev1.PodList
+	if err := r.client.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{mlsysopsv1.LabelComponent: comp}); err != nil {
+		return nil, err
+	}
+	return pods.Items, nil
+}
+
+// podNodes returns the nodes pods run on, sorted.
+func podNodes(pods []corev1.Pod) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, p := range pods {
+		if p.Spec.NodeName != "" && p.DeletionTimestamp.IsZero() && !seen[p.Spec.NodeName] {
+			seen[p.Spec.NodeName] = true
+			out = append(out, p.Spec.NodeName)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (r *AppReconciler) writeStatus(ctx context.Context, app *mlsysopsv1.MLSysOpsApp, statuses map[string]*mlsysopsv1.ComponentStatus, unschedulable bool) error {
+	var comps []mlsysopsv1.ComponentStatus
+	allReady, stopped := true, 0
+	for i := range app.Spec.Components {
+		st := statuses[app.Spec.Components[i].Metadata.Name]
+		comps = append(comps, *st)
+		if st.Replicas == 0 {
+			// A plan stopped it: it is where it was asked to be.
+			stopped++
+		}
+		if st.ReadyReplicas < st.Replicas {
+			allReady = false
+		}
+	}
+	phase, msg := mlsysopsv1.AppDeploying, "components starting"
+	switch {
+	case unschedulable:
+		phase, msg = mlsysopsv1.AppUnschedulable, "some components fit no node of "+r.cluster
+	case stopped == len(comps) && stopped > 0:
+		phase, msg = mlsysopsv1.AppDegraded, "every component stopped by a plan"
+	case allReady && stopped > 0:
+		phase, msg = mlsysopsv1.AppRunning, fmt.Sprintf("all components ready but %d stopped by a plan", stopped)
+	case allReady:
+		phase, msg = mlsysopsv1.AppRunning, "all components ready"
+	case app.Status.Phase == mlsysopsv1.AppRunning || app.Status.Phase == mlsysopsv1.AppDegraded:
+		phase, msg = mlsysopsv1.AppDegraded, "components lost ready replicas"
+	}
+	before := app.DeepCopy()
+	patch := client.MergeFrom(before)
+	app.Status.Components = comps
+	app.Status.Phase, app.Status.Message = phase, msg
+	app.Status.ObservedGeneration = app.Generation
+	meta.SetStatusCondition(&app.Status.Conditions, metav1.Condition{
+		Type: mlsysopsv1.ConditionReady, Status: kube.ConditionStatus(phase == mlsysopsv1.AppRunning), Reason: string(phase), Message: msg,
+		ObservedGeneration: app.Generation,
+	})
+	if equality.Semantic.DeepEqual(before.Status, app.Status) {
+		return nil // nothing to write
+	}
+	if err := r.client.Status().Patch(ctx, app, patch); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("status of %s: %w", app.Name, err)
+	}
+	return nil
+}

@@ -1,0 +1,88 @@
+package members
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	clusterv1alpha1 "github.com/karmada-io/karmada/pkg/apis/cluster/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+
+	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
+	"github.com/mlsysops-go/mlsysops/internal/placement"
+)
+
+// Reader reads member clusters through Karmada's cluster proxy
+// (/apis/cluster.karmada.io/v1alpha1/clusters/<name>/proxy/...), with the
+// Karmada API's credentials.
+type Reader struct {
+	proxy rest.Interface
+}
+
+// NewReader returns a reader on the Karmada API at cfg.
+func NewReader(cfg *rest.Config) (*Reader, error) {
+	pc := rest.CopyConfig(cfg)
+	pc.GroupVersion = &clusterv1alpha1.SchemeGroupVersion
+	pc.APIPath = "/apis"
+	pc.NegotiatedSerializer = clientgoscheme.Codecs.WithoutConversion()
+	rc, err := rest.RESTClientFor(pc)
+	if err != nil {
+		return nil, fmt.Errorf("karmada cluster proxy client: %w", err)
+	}
+	return &Reader{proxy: rc}, nil
+}
+
+// Nodes reads a member cluster's nodes and the requests of its running
+// pods: its capacity, as placement sees it.
+func (r *Reader) Nodes(ctx context.Context, cluster string) ([]placement.Node, error) {
+	var nodes corev1.NodeList
+	if err := r.get(ctx, cluster, "nodes", nil, &nodes); err != nil {
+		return nil, err
+	}
+	var pods corev1.PodList
+	if err := r.get(ctx, cluster, "pods", map[string]string{"fieldSelector": "status.phase!=Succeeded,status.phase!=Failed"}, &pods); err != nil {
+		return nil, err
+	}
+	return placement.NodesWithPods(nodes.Items, pods.Items), nil
+}
+
+// AppPods lists the pods of an application in a member cluster, sorted by
+// name.
+func (r *Reader) AppPods(ctx context.Context, cluster, app string) ([]corev1.Pod, error) {
+	var pods corev1.PodList
+	if err := r.get(ctx, cluster, "pods", map[string]string{"labelSelector": mlsysopsv1.LabelApp + "=" + app}, &pods); err != nil {
+		return nil, err
+	}
+	sort.Slice(pods.Items, func(i, j int) bool { return pods.Items[i].Name < pods.Items[j].Name })
+	return pods.Items, nil
+}
+
+// AppServices lists the Services the cluster agent created for an
+// application's components in a member cluster, sorted by name.
+func (r *Reader) AppServices(ctx context.Context, cluster, app string) ([]corev1.Service, error) {
+	var svcs corev1.ServiceList
+	sel := mlsysopsv1.LabelApp + "=" + app + "," + mlsysopsv1.LabelManagedBy + "=" + mlsysopsv1.ManagedByValue
+	if err := r.get(ctx, cluster, "services", map[string]string{"labelSelector": sel}, &svcs); err != nil {
+		return nil, err
+	}
+	sort.Slice(svcs.Items, func(i, j int) bool { return svcs.Items[i].Name < svcs.Items[j].Name })
+	return svcs.Items, nil
+}
+
+func (r *Reader) get(ctx context.Context, cluster, res string, params map[string]string, into runtime.Object) error {
+	req := r.proxy.Get().Resource("clusters").Name(cluster).SubResource("proxy", "api", "v1", res)
+	for key, v := range params {
+		req = req.Param(key, v)
+	}
+	b, err := req.DoRaw(ctx)
+	if err != nil {
+		return fmt.Errorf("cluster %s: list %s through the Karmada cluster proxy: %w", cluster, res, err)
+	}
+	if err := runtime.DecodeInto(clientgoscheme.Codecs.UniversalDecoder(corev1.SchemeGroupVersion), b, into); err != nil {
+		return fmt.Errorf("cluster %s: decode %s: %w", cluster, res, err)
+	}
+	return nil
+}
