@@ -26,10 +26,10 @@ type Request struct {
 }
 
 type rawRequest struct {
-	ID         string          `json:"id"`
-	Parameters map[string]any  `json:"parameters"`
-	Inputs     []rawInput      `json:"inputs"`
-	Outputs    []rawOutput     `json:"outputs"`
+	ID         string         `json:"id"`
+	Parameters map[string]any `json:"parameters"`
+	Inputs     []rawInput     `json:"inputs"`
+	Outputs    []rawOutput    `json:"outputs"`
 }
 
 type rawInput struct {
