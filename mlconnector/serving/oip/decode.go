@@ -50,8 +50,8 @@ type rawOutput struct {
 func DecodeRequest(body []byte) (*Request, Problems) {
 	var raw rawRequest
 	var probs Problems
-	if p := decodeStrict(body, &raw); p != nil {
-		return nil, Problems{*p}
+	if p := DecodeStrict(body, &raw); p != nil {
+		return nil, p
 	}
 	if len(raw.Inputs) == 0 {
 		probs.add("inputs", "required: at least one input tensor")
@@ -94,16 +94,17 @@ func DecodeRequest(body []byte) (*Request, Problems) {
 	return req, nil
 }
 
-// decodeStrict unmarshals one JSON value into v, refusing unknown fields
-// and trailing data, and turns encoding/json's errors into a Problem.
-func decodeStrict(body []byte, v any) *Problem {
+// DecodeStrict unmarshals one JSON value into v, refusing unknown fields
+// and trailing data, and turns encoding/json's errors into a Problem with
+// the field's path.
+func DecodeStrict(body []byte, v any) Problems {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return jsonProblem(err)
+		return Problems{*jsonProblem(err)}
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return &Problem{Message: "malformed JSON: data after the top-level value"}
+		return Problems{{Message: "malformed JSON: data after the top-level value"}}
 	}
 	return nil
 }
