@@ -346,4 +346,3 @@ func TestSymlinkInDestinationIsRefused(t *testing.T) {
 		t.Errorf("wrote outside the directory: %v", entries)
 	}
 }
-

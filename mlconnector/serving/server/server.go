@@ -94,6 +94,9 @@ func (s *Server) SetModel(m model.Model, bg *explain.Background) {
 	var err error
 	if l.layout, err = explain.NewLayout(l.meta); err != nil {
 		l.whyNot = err.Error()
+	} else if bg != nil && len(bg.Names) == len(l.layout.Names) && len(l.meta.Features) == 0 {
+		// The training CSV names the features the model file does not.
+		l.layout.Names = bg.Names
 	}
 	s.state.Store(l)
 	s.metrics.ready.Set(1)
@@ -185,8 +188,14 @@ func (s *Server) instrument(endpoint string, h handler) http.HandlerFunc {
 			if code >= 500 {
 				level = slog.LevelError
 			}
-			s.log.Log(ctx, level, "request failed", "endpoint", endpoint, "code", code, "error", err.msg, "cause", err.cause,
-				"request_id", r.Header.Get("X-Request-Id"))
+			attrs := []any{"endpoint", endpoint, "code", code, "error", err.msg}
+			if err.cause != nil {
+				attrs = append(attrs, "cause", err.cause)
+			}
+			if id := r.Header.Get("X-Request-Id"); id != "" {
+				attrs = append(attrs, "request_id", id)
+			}
+			s.log.Log(ctx, level, "request failed", attrs...)
 		}
 		s.metrics.observe(endpoint, code, time.Since(start))
 	}
