@@ -9,6 +9,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/mlsysops-go/mlsysops/mlconnector/serving/tensor"
 )
@@ -264,7 +265,7 @@ func appendElement(t *tensor.Tensor, tok []byte, kind byte, i int64) error {
 			return want("a string")
 		}
 		var s string
-		if bytes.IndexByte(tok, '\\') < 0 {
+		if bytes.IndexByte(tok, '\\') < 0 && utf8.Valid(tok) {
 			s = string(tok[1 : len(tok)-1])
 		} else if err := json.Unmarshal(tok, &s); err != nil {
 			return want("a string")

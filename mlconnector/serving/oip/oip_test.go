@@ -179,3 +179,13 @@ func FuzzDecodeRequest(f *testing.F) {
 		}
 	})
 }
+
+func TestInvalidUTF8BecomesReplacementCharacter(t *testing.T) {
+	req, probs := DecodeRequest([]byte("{\"inputs\":[{\"name\":\"s\",\"shape\":[1],\"datatype\":\"BYTES\",\"data\":[\"a\xffb\"]}]}"))
+	if probs != nil {
+		t.Fatal(probs)
+	}
+	if got := string(req.Inputs[0].Bytes[0]); got != "a\ufffdb" {
+		t.Errorf("%q", got)
+	}
+}

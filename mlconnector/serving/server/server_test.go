@@ -316,14 +316,14 @@ func TestExplainRequestProblems(t *testing.T) {
 		code   int
 		fields []string
 	}{
-		"unknown method and more":  {`{` + in + `,"method":"magic","permutations":-1,"background_size":1000}`, 400, []string{"method", "permutations", "background_size"}},
-		"exact with 30 features":   {`{` + in + `,"method":"exact"}`, 400, []string{"method"}},
-		"unknown output":           {`{` + in + `,"output":"logits"}`, 400, []string{"output"}},
-		"the label output": {`{` + in + `,"output":"label","method":"sampling","permutations":2}`, 200, nil},
-		"no inputs":                {`{}`, 400, []string{"inputs"}},
-		"two rows":                 {`{"inputs":[{"name":"input","shape":[2,30],"datatype":"FP64","data":` + x[:len(x)-1] + "," + x[1:] + `}]}`, 400, []string{"inputs"}},
-		"wrong type":               {`{` + in + `,"seed":"x"}`, 400, []string{"seed"}},
-		"unknown field":            {`{` + in + `,"samples":3}`, 400, []string{"samples"}},
+		"unknown method and more": {`{` + in + `,"method":"magic","permutations":-1,"background_size":1000}`, 400, []string{"method", "permutations", "background_size"}},
+		"exact with 30 features":  {`{` + in + `,"method":"exact"}`, 400, []string{"method"}},
+		"unknown output":          {`{` + in + `,"output":"logits"}`, 400, []string{"output"}},
+		"the label output":        {`{` + in + `,"output":"label","method":"sampling","permutations":2}`, 200, nil},
+		"no inputs":               {`{}`, 400, []string{"inputs"}},
+		"two rows":                {`{"inputs":[{"name":"input","shape":[2,30],"datatype":"FP64","data":` + x[:len(x)-1] + "," + x[1:] + `}]}`, 400, []string{"inputs"}},
+		"wrong type":              {`{` + in + `,"seed":"x"}`, 400, []string{"seed"}},
+		"unknown field":           {`{` + in + `,"samples":3}`, 400, []string{"samples"}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
