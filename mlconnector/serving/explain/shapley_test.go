@@ -52,7 +52,7 @@ func TestLinearModelClosedForm(t *testing.T) {
 }
 
 // background is the first n training rows, features only.
-func background(t *testing.T, name string, n int) [][]float64 {
+func background(t testing.TB, name string, n int) [][]float64 {
 	_, rows := servingtest.TrainingRows(t, name)
 	bg := make([][]float64, n)
 	for i := range bg {
@@ -61,7 +61,7 @@ func background(t *testing.T, name string, n int) [][]float64 {
 	return bg
 }
 
-func treeFunction(t *testing.T, name string) (Function, int) {
+func treeFunction(t testing.TB, name string) (Function, int) {
 	m, err := trees.Load(trees.LightGBM, servingtest.Path(name+".txt"), model.Options{})
 	if err != nil {
 		t.Fatal(err)
