@@ -66,7 +66,7 @@ func TestFetchOptionsValidate(t *testing.T) {
 func TestServeLifecycle(t *testing.T) {
 	o := NewServeOptions()
 	o.Listen, o.Model, o.Name, o.Version = "127.0.0.1:0", servingtest.Path("iris_gbm.txt"), "iris", "7"
-	o.Background = servingtest.Path("iris_gbm.train.csv")
+	o.Background = servingtest.TrainingCSV(t, "iris_gbm")
 	ctx, cancel := context.WithCancel(context.Background())
 	addr := make(chan string, 1)
 	done := make(chan error, 1)

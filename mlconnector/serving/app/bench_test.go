@@ -27,7 +27,7 @@ func BenchmarkStartToReady(b *testing.B) {
 	if out, err := build.CombinedOutput(); err != nil {
 		b.Fatalf("build: %v\n%s", err, out)
 	}
-	models := []string{"iris_gbm.txt", "cancer_gbm.txt", "diabetes_gbm.txt"}
+	models := []string{"iris_gbm.txt", "cancer_gbm.txt", "diabetes_gbm.txt", "iris_xgb.json", "cancer_xgb.json", "diabetes_xgb.json"}
 	env := os.Environ()
 	if onnx.Available {
 		models = append(models, "iris_mlp.onnx", "diabetes_linear.onnx")
@@ -58,7 +58,7 @@ func startOnce(b *testing.B, bin string, env []string, file, name string) (time.
 	addr := l.Addr().String()
 	l.Close()
 	cmd := exec.Command(bin, "serve", "--listen", addr, "--model", servingtest.Path(file),
-		"--background", servingtest.Path(name+".train.csv"), "--termination-log", "", "--log-level", "error")
+		"--background", servingtest.TrainingCSV(b, name), "--termination-log", "", "--log-level", "error")
 	cmd.Env = env
 	start := time.Now()
 	if err := cmd.Start(); err != nil {

@@ -28,7 +28,8 @@ type ServeOptions struct {
 	// Listen is host:port (MODELSERVER_LISTEN).
 	Listen string
 	// Model is the model file (MODELSERVER_MODEL); Format its format
-	// (onnx, lightgbm, lightgbm-json, xgboost; empty: detected).
+	// (onnx, lightgbm, lightgbm-json, xgboost-json, xgboost; empty:
+	// detected).
 	Model  string
 	Format string
 	// Name and Version of the model in the API paths (default: the file
@@ -71,7 +72,7 @@ func (o *ServeOptions) AddFlags(fs *pflag.FlagSet) {
 	o.common.addFlags(fs)
 	fs.StringVar(&o.Listen, "listen", o.Listen, "address to serve on, host:port")
 	fs.StringVar(&o.Model, "model", o.Model, "model file (or MODELSERVER_MODEL)")
-	fs.StringVar(&o.Format, "format", o.Format, "model format: onnx, lightgbm, lightgbm-json or xgboost (default: from the file)")
+	fs.StringVar(&o.Format, "format", o.Format, "model format: onnx, lightgbm, lightgbm-json, xgboost-json (XGBoost 1.0+) or xgboost (binary, before 1.0) (default: from the file)")
 	fs.StringVar(&o.Name, "name", o.Name, "model name in the API paths (default: the file name without extension)")
 	fs.StringVar(&o.Version, "model-version", o.Version, "model version reported and accepted in /versions/{version} paths")
 	fs.StringVar(&o.Background, "background", o.Background, "training-data CSV (with a header) that explanations sample their background from")
@@ -97,9 +98,9 @@ func (o *ServeOptions) Validate() error {
 		add("--model is required (or MODELSERVER_MODEL)")
 	}
 	switch o.Format {
-	case "", onnx.Format, trees.LightGBM, trees.LightGBMJSON, trees.XGBoost:
+	case "", onnx.Format, trees.LightGBM, trees.LightGBMJSON, trees.XGBoost, trees.XGBoostJSON:
 	default:
-		add("--format %q: want onnx, lightgbm, lightgbm-json or xgboost", o.Format)
+		add("--format %q: want onnx, lightgbm, lightgbm-json, xgboost-json or xgboost", o.Format)
 	}
 	if o.Name == "" && o.Model != "" && modelName(o.Model) == "" {
 		add("--name is required: the model file's name gives none")

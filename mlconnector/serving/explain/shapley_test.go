@@ -3,6 +3,7 @@ package explain
 import (
 	"context"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -62,7 +63,11 @@ func background(t testing.TB, name string, n int) [][]float64 {
 }
 
 func treeFunction(t testing.TB, name string) (Function, int) {
-	m, err := trees.Load(trees.LightGBM, servingtest.Path(name+".txt"), model.Options{})
+	format, file := trees.LightGBM, name+".txt"
+	if strings.HasSuffix(name, "_xgb") {
+		format, file = trees.XGBoostJSON, name+".json"
+	}
+	m, err := trees.Load(format, servingtest.Path(file), model.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,9 +108,9 @@ func TestExactMatchesBruteForceInPython(t *testing.T) {
 // the values add up to the prediction minus the base value, for the exact
 // method and for sampling (each permutation telescopes).
 func TestValuesSumToPredictionMinusBase(t *testing.T) {
-	for _, name := range []string{"iris_gbm", "cancer_gbm", "diabetes_gbm"} {
+	for _, name := range []string{"iris_gbm", "cancer_gbm", "diabetes_gbm", "iris_xgb", "cancer_xgb", "diabetes_xgb"} {
 		for _, method := range []string{Exact, Sampling} {
-			if method == Exact && name == "cancer_gbm" {
+			if method == Exact && strings.HasPrefix(name, "cancer_") {
 				continue // 30 features: sampling only
 			}
 			t.Run(name+"/"+method, func(t *testing.T) {

@@ -117,7 +117,7 @@ func kindOf(err error) Kind {
 
 func TestFetchFromS3(t *testing.T) {
 	s3 := startS3(t)
-	model, train := fixture(t, "iris_mlp.onnx"), fixture(t, "iris_mlp.train.csv")
+	model, train := fixture(t, "iris_mlp.onnx"), fixture(t, "iris.train.csv")
 	s3.put(t, "iris/1/model.onnx", model)
 	s3.put(t, "iris/1/train.csv", train)
 	corrupt := append([]byte(nil), model...)

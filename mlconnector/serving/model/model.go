@@ -112,11 +112,16 @@ func (r *Registry) Load(format, path string, opts Options) (Model, error) {
 
 // Detect names the format of a model file from its extension, or from its
 // first bytes when the extension says nothing: ".onnx" is onnx; a LightGBM
-// text model starts with "tree"; LightGBM's JSON dump is an object with
-// "tree_info"; anything else is taken for XGBoost's binary format.
+// text model starts with "tree"; XGBoost's JSON model is an object with
+// "learner", LightGBM's JSON dump one with "tree_info"; ".ubj" (XGBoost's
+// UBJSON) is refused; anything else is taken for XGBoost's old binary
+// format.
 func Detect(path string) (string, error) {
-	if strings.EqualFold(filepath.Ext(path), ".onnx") {
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".onnx":
 		return "onnx", nil
+	case ".ubj":
+		return "", fmt.Errorf("%s: XGBoost's UBJSON format is not read: save the model as JSON (a file name ending in .json)", path)
 	}
 	f, err := os.Open(path)
 	if err != nil {
@@ -130,10 +135,12 @@ func Detect(path string) (string, error) {
 	switch {
 	case strings.HasPrefix(trimmed, "tree\n") || strings.HasPrefix(trimmed, "tree\r\n"):
 		return "lightgbm", nil
+	case strings.HasPrefix(trimmed, "{") && strings.Contains(trimmed, `"learner"`):
+		return "xgboost-json", nil
 	case strings.HasPrefix(trimmed, "{") && strings.Contains(trimmed, `"tree_info"`):
 		return "lightgbm-json", nil
 	case strings.HasPrefix(trimmed, "{"):
-		return "", fmt.Errorf("detect model format of %s: a JSON file that is not a LightGBM dump (XGBoost's JSON format is not supported: export the model to ONNX); name the format with --format", path)
+		return "", fmt.Errorf("detect model format of %s: a JSON file that is neither an XGBoost model nor a LightGBM dump; name the format with --format", path)
 	}
 	return "xgboost", nil
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -15,8 +16,9 @@ import (
 )
 
 func BenchmarkTreeModels(b *testing.B) {
-	for _, name := range []string{"iris_gbm", "cancer_gbm", "diabetes_gbm"} {
-		benchModel(b, treeRegistry(), name+".txt", name, []tensor.Spec{{Name: "input", DataType: tensor.FP64}})
+	for _, file := range treeFixtures {
+		name := strings.TrimSuffix(file, filepath.Ext(file))
+		benchModel(b, treeRegistry(), file, name, []tensor.Spec{{Name: "input", DataType: tensor.FP64}})
 	}
 }
 

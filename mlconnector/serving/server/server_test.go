@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -34,7 +35,7 @@ func serve(t testing.TB, registry *model.Registry, file, name string, cfg Config
 	if err != nil {
 		t.Fatal(err)
 	}
-	bg, err := explain.LoadBackground(servingtest.Path(name+".train.csv"), l, []string{"target"}, 50, 1)
+	bg, err := explain.LoadBackground(servingtest.TrainingCSV(t, name), l, []string{"target"}, 50, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,6 +48,9 @@ func serve(t testing.TB, registry *model.Registry, file, name string, cfg Config
 	t.Cleanup(ts.Close)
 	return ts, s
 }
+
+// treeFixtures are the tree models of testdata.
+var treeFixtures = []string{"iris_gbm.txt", "cancer_gbm.txt", "diabetes_gbm.txt", "iris_xgb.json", "cancer_xgb.json", "diabetes_xgb.json"}
 
 func treeRegistry() *model.Registry {
 	r := model.NewRegistry()
@@ -132,9 +136,10 @@ func checkReference(t *testing.T, url, name string, specs []tensor.Spec) {
 }
 
 func TestTreeModelsOverHTTP(t *testing.T) {
-	for _, name := range []string{"iris_gbm", "cancer_gbm", "diabetes_gbm"} {
+	for _, file := range treeFixtures {
+		name := strings.TrimSuffix(file, filepath.Ext(file))
 		t.Run(name, func(t *testing.T) {
-			ts, _ := serve(t, treeRegistry(), name+".txt", name, Config{})
+			ts, _ := serve(t, treeRegistry(), file, name, Config{})
 			checkReference(t, ts.URL, name, []tensor.Spec{{Name: "input", DataType: tensor.FP64}})
 			checkExplain(t, ts.URL, name, servingtest.LoadReference(t, name).Inputs["input"][0])
 		})
@@ -144,7 +149,7 @@ func TestTreeModelsOverHTTP(t *testing.T) {
 // checkExplain asks for an explanation of x (the model's only input) and
 // checks that the values sum to the prediction minus the base value.
 func checkExplain(t *testing.T, url, name string, x []float64) {
-	body := fmt.Sprintf(`{"inputs":[{"name":"input","shape":[1,%d],"datatype":"FP64","data":%s}],"seed":3}`, len(x), mustJSON(x))
+	body := fmt.Sprintf(`{"inputs":[{"name":"input","shape":[1,%d],"datatype":"FP64","data":%s}],"seed":3,"permutations":24,"background_size":20}`, len(x), mustJSON(x))
 	code, b := post(t, url+"/v2/models/"+name+"/explain", body)
 	if code != http.StatusOK {
 		t.Fatalf("explain: %d %s", code, b)

@@ -45,10 +45,12 @@ func ONNXRuntime(tb testing.TB) string {
 // Reference is a fixture's NAME.reference.json: inputs by input name (rows
 // of features) and the expected outputs by output name.
 type Reference struct {
-	Features []string                   `json:"features"`
-	Inputs   map[string][][]float64     `json:"inputs"`
-	Outputs  map[string]json.RawMessage `json:"outputs"`
-	Coef     []float64                  `json:"coef"`
+	// TrainingData is the file name of the model's training CSV.
+	TrainingData string                     `json:"training_data"`
+	Features     []string                   `json:"features"`
+	Inputs       map[string][][]float64     `json:"inputs"`
+	Outputs      map[string]json.RawMessage `json:"outputs"`
+	Coef         []float64                  `json:"coef"`
 }
 
 // LoadReference reads NAME.reference.json.
@@ -89,11 +91,22 @@ func readJSON(tb testing.TB, file string, v any) {
 	}
 }
 
-// TrainingRows reads NAME.train.csv: its header and its rows, the target
-// column included.
+// TrainingCSV is the path of model NAME's training CSV (the reference's
+// training_data).
+func TrainingCSV(tb testing.TB, name string) string {
+	tb.Helper()
+	r := LoadReference(tb, name)
+	if r.TrainingData == "" {
+		tb.Fatalf("%s.reference.json names no training_data", name)
+	}
+	return Path(r.TrainingData)
+}
+
+// TrainingRows reads model NAME's training CSV: its header and its rows,
+// the target column included.
 func TrainingRows(tb testing.TB, name string) ([]string, [][]float64) {
 	tb.Helper()
-	f, err := os.Open(Path(name + ".train.csv"))
+	f, err := os.Open(TrainingCSV(tb, name))
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Writes the model server's test fixtures (run from anywhere; rewrites this folder).
 
-Needs Debian's python3-sklearn, python3-onnx and python3-numpy. Every model is
+Needs Debian's python3-sklearn, python3-onnx, python3-numpy and python3-xgboost. Every model is
 trained here on a small scikit-learn dataset, written in a serving format by
 this script, and its reference predictions come from scikit-learn itself, so
 the Go side is checked against an independent implementation:
@@ -14,9 +14,13 @@ the Go side is checked against an independent implementation:
                        LightGBM's text model format.
   cancer_gbm.txt       GradientBoostingClassifier (binary, 30 features) as LightGBM.
   diabetes_gbm.txt     GradientBoostingRegressor (10 features) as LightGBM.
+  iris_xgb.json        XGBoost (python3-xgboost) multi:softprob, saved as XGBoost JSON;
+  cancer_xgb.json      binary:logistic; references from XGBoost's own predictions
+  diabetes_xgb.json    reg:squarederror  (XGBoost computes in float32).
 
-Per model: NAME.train.csv (feature columns in model order, then "target"),
-NAME.reference.json (inputs and the expected outputs), and for the models
+Per dataset: DATASET.train.csv (feature columns in model order, then "target"),
+shared by the models trained on it; per model: NAME.reference.json (inputs, the
+expected outputs and "training_data", the CSV's name), and for the models
 explained in tests NAME.shap.json (exact interventional Shapley values by brute
 force over every coalition, against the first rows of the training CSV).
 
@@ -40,6 +44,7 @@ from sklearn.model_selection import train_test_split
 from sklearn.neural_network import MLPClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
+import xgboost
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SEED = 7
@@ -54,8 +59,9 @@ def split(X, y, n_test):
     return train_test_split(f32(X), y, test_size=n_test, random_state=SEED)
 
 
-def write_csv(name, features, X, y):
-    with open(os.path.join(HERE, name + ".train.csv"), "w") as f:
+def write_csv(dataset, features, X, y):
+    """Writes DATASET.train.csv; the models trained on the same split share it."""
+    with open(os.path.join(HERE, dataset + ".train.csv"), "w") as f:
         f.write(",".join(features + ["target"]) + "\n")
         for row, t in zip(X, y):
             f.write(",".join(repr(float(v)) for v in row) + "," + repr(float(t)) + "\n")
@@ -114,8 +120,9 @@ def iris_mlp():
          const("w1", mlp.coefs_[0]), const("b1", mlp.intercepts_[0]),
          const("w2", mlp.coefs_[1]), const("b2", mlp.intercepts_[1])])
     save_onnx(graph, "iris_mlp.onnx")
-    write_csv("iris_mlp", features, Xtr, ytr)
+    write_csv("iris", features, Xtr, ytr)
     write_json("iris_mlp.reference.json", {
+        "training_data": "iris.train.csv",
         "features": features,
         "inputs": {"input": tolist(Xte)},
         "outputs": {"label": tolist(pipe.predict(Xte)),
@@ -141,8 +148,9 @@ def diabetes_linear():
         [numpy_helper.from_array(ridge.coef_.reshape(10, 1).astype(np.float64), "coef"),
          numpy_helper.from_array(np.array([ridge.intercept_], dtype=np.float64), "intercept")])
     save_onnx(graph, "diabetes_linear.onnx")
-    write_csv("diabetes_linear", features, Xtr, ytr)
+    write_csv("diabetes", features, Xtr, ytr)
     write_json("diabetes_linear.reference.json", {
+        "training_data": "diabetes.train.csv",
         "features": features,
         "inputs": {"clinical": tolist(Xte[:, :4]), "serum": tolist(Xte[:, 4:])},
         "outputs": {"predict": tolist(ridge.predict(Xte).reshape(-1, 1))},
@@ -233,8 +241,9 @@ def iris_gbm():
     Xtr, Xte, ytr, yte = split(X, y, 12)
     gbm = GradientBoostingClassifier(n_estimators=10, max_depth=2, random_state=SEED).fit(Xtr, ytr)
     save_lgb("iris_gbm.txt", gbm, features, "multiclass num_class:3", 3)
-    write_csv("iris_gbm", features, Xtr, ytr)
+    write_csv("iris", features, Xtr, ytr)
     write_json("iris_gbm.reference.json", {
+        "training_data": "iris.train.csv",
         "features": features,
         "inputs": {"input": tolist(Xte)},
         "outputs": {"label": tolist(gbm.predict(Xte)), "probabilities": tolist(gbm.predict_proba(Xte))},
@@ -247,8 +256,9 @@ def cancer_gbm():
     Xtr, Xte, ytr, yte = split(data.data, data.target, 16)
     gbm = GradientBoostingClassifier(n_estimators=20, max_depth=3, random_state=SEED).fit(Xtr, ytr)
     save_lgb("cancer_gbm.txt", gbm, features, "binary sigmoid:1", 1)
-    write_csv("cancer_gbm", features, Xtr, ytr)
+    write_csv("cancer", features, Xtr, ytr)
     write_json("cancer_gbm.reference.json", {
+        "training_data": "cancer.train.csv",
         "features": features,
         "inputs": {"input": tolist(Xte)},
         "outputs": {"label": tolist(gbm.predict(Xte)), "probabilities": tolist(gbm.predict_proba(Xte))},
@@ -261,13 +271,43 @@ def diabetes_gbm():
     Xtr, Xte, ytr, yte = split(X, y, 12)
     gbm = GradientBoostingRegressor(n_estimators=30, max_depth=3, random_state=SEED).fit(Xtr, ytr)
     save_lgb("diabetes_gbm.txt", gbm, features, "regression", 1)
-    write_csv("diabetes_gbm", features, Xtr, ytr)
+    write_csv("diabetes", features, Xtr, ytr)
     write_json("diabetes_gbm.reference.json", {
+        "training_data": "diabetes.train.csv",
         "features": features,
         "inputs": {"input": tolist(Xte)},
         "outputs": {"predict": tolist(gbm.predict(Xte).reshape(-1, 1))},
     })
     shap_file("diabetes_gbm", lambda A: gbm.predict(A).reshape(-1, 1), Xtr, Xte[0])
+
+
+# --- XGBoost JSON ---------------------------------------------------------------
+
+def xgb_model(name, dataset, X, y, features, n_test, objective, classifier):
+    Xtr, Xte, ytr, yte = split(X, y, n_test)
+    cls = xgboost.XGBClassifier if classifier else xgboost.XGBRegressor
+    m = cls(n_estimators=12, max_depth=3, learning_rate=0.3, objective=objective,
+            random_state=SEED, tree_method="exact")
+    m.fit(Xtr, ytr)
+    m.get_booster().feature_names = features
+    m.get_booster().save_model(os.path.join(HERE, name + ".json"))
+    write_csv(dataset, features, Xtr, ytr)
+    outputs = {"predict": tolist(m.predict(Xte).reshape(-1, 1))}
+    if classifier:
+        outputs = {"label": tolist(m.predict(Xte)), "probabilities": tolist(m.predict_proba(Xte))}
+    write_json(name + ".reference.json", {"training_data": dataset + ".train.csv", "features": features, "inputs": {"input": tolist(Xte)}, "outputs": outputs})
+
+
+def xgb_models():
+    iris = load_iris()
+    xgb_model("iris_xgb", "iris", iris.data, iris.target,
+              ["sepal_length", "sepal_width", "petal_length", "petal_width"], 12, "multi:softprob", True)
+    cancer = load_breast_cancer()
+    xgb_model("cancer_xgb", "cancer", cancer.data, cancer.target,
+              [n.replace(" ", "_") for n in cancer.feature_names], 16, "binary:logistic", True)
+    diabetes = load_diabetes()
+    xgb_model("diabetes_xgb", "diabetes", diabetes.data, diabetes.target,
+              ["age", "sex", "bmi", "bp", "s1", "s2", "s3", "s4", "s5", "s6"], 12, "reg:squarederror", False)
 
 
 # --- Shapley values by brute force -------------------------------------------
@@ -309,3 +349,4 @@ if __name__ == "__main__":
     iris_gbm()
     cancer_gbm()
     diabetes_gbm()
+    xgb_models()

@@ -1,7 +1,8 @@
-// Package trees serves gradient-boosted tree ensembles with the pure-Go
-// reader github.com/dmitryikh/leaves: LightGBM text and JSON models and
-// XGBoost's binary format as XGBoost wrote it before 1.0. It needs no cgo,
-// so it is what an image without ONNX Runtime serves.
+// Package trees serves gradient-boosted tree ensembles in pure Go: LightGBM
+// text and JSON models and XGBoost's binary format as XGBoost wrote it
+// before 1.0 through github.com/dmitryikh/leaves, and XGBoost's JSON format
+// (1.0 and later, numerical splits) through this package's own reader. It
+// needs no cgo, so it is what an image without ONNX Runtime serves.
 //
 // A model has one input, "input" (FP64 [-1, features]). A binary (sigmoid)
 // or multiclass (softmax) model is a classifier with outputs "label" (INT64
@@ -30,7 +31,11 @@ import (
 const (
 	LightGBM     = "lightgbm"
 	LightGBMJSON = "lightgbm-json"
-	XGBoost      = "xgboost"
+	// XGBoost is XGBoost's binary format before 1.0 (read by leaves).
+	XGBoost = "xgboost"
+	// XGBoostJSON is XGBoost's JSON format (1.0 and later; save the model
+	// to a file ending in .json), read by this package.
+	XGBoostJSON = "xgboost-json"
 )
 
 // MaxModelBytes bounds a model file; the reader trusts sizes written in the
@@ -39,17 +44,18 @@ const MaxModelBytes = 1 << 30
 
 // Register adds the tree formats to r.
 func Register(r *model.Registry) {
-	for _, f := range []string{LightGBM, LightGBMJSON, XGBoost} {
+	for _, f := range []string{LightGBM, LightGBMJSON, XGBoost, XGBoostJSON} {
 		r.Register(f, func(path string, opts model.Options) (model.Model, error) { return Load(f, path, opts) })
 	}
 }
 
 // Ensemble is a loaded tree ensemble.
 type Ensemble struct {
-	e       *leaves.Ensemble
+	// predict writes rows*groups transformed predictions.
+	predict func(vals []float64, rows, cols int, out []float64) error
+	groups  int
 	meta    model.Metadata
 	classes int // 0 for a regressor
-	threads int
 }
 
 var _ model.Model = (*Ensemble)(nil)
@@ -70,49 +76,64 @@ func Load(format, path string, opts model.Options) (m *Ensemble, err error) {
 			m, err = nil, fmt.Errorf("malformed model file: %v", p)
 		}
 	}()
-	var e *leaves.Ensemble
+	threads := opts.Threads
+	if threads <= 0 {
+		threads = runtime.GOMAXPROCS(0)
+	}
+	m = &Ensemble{}
 	var platform string
 	var features []string
-	switch format {
-	case LightGBM:
-		e, err = leaves.LGEnsembleFromReader(bufio.NewReader(bytes.NewReader(data)), true)
-		platform, features = "lightgbm", lightGBMFeatures(data)
-	case LightGBMJSON:
-		e, err = leaves.LGEnsembleFromJSON(bytes.NewReader(data), true)
-		platform = "lightgbm"
-	case XGBoost:
-		if bytes.HasPrefix(data, []byte("binf")) || bytes.HasPrefix(data, []byte("{")) {
-			return nil, errors.New("an XGBoost 1.0 or later model: the pure-Go reader reads only the binary format of XGBoost before 1.0; export the model to ONNX and serve it with the onnx format")
+	var nFeatures int
+	if format == XGBoostJSON {
+		x, err := parseXGBoostJSON(data)
+		if err != nil {
+			return nil, err
 		}
-		e, err = leaves.XGEnsembleFromReader(bufio.NewReader(bytes.NewReader(data)), true)
-		platform = "xgboost"
-	default:
-		return nil, fmt.Errorf("format %q is not a tree format", format)
+		m.predict, m.groups, m.classes = x.predict, x.groups, x.classes
+		platform, features, nFeatures = "xgboost", x.names, x.features
+	} else {
+		var e *leaves.Ensemble
+		switch format {
+		case LightGBM:
+			e, err = leaves.LGEnsembleFromReader(bufio.NewReader(bytes.NewReader(data)), true)
+			platform, features = "lightgbm", lightGBMFeatures(data)
+		case LightGBMJSON:
+			e, err = leaves.LGEnsembleFromJSON(bytes.NewReader(data), true)
+			platform = "lightgbm"
+		case XGBoost:
+			if bytes.HasPrefix(data, []byte("binf")) || bytes.HasPrefix(data, []byte("{")) {
+				return nil, errors.New("an XGBoost 1.0 or later model: save it as JSON (a file name ending in .json) and serve it with the xgboost-json format")
+			}
+			e, err = leaves.XGEnsembleFromReader(bufio.NewReader(bytes.NewReader(data)), true)
+			platform = "xgboost"
+		default:
+			return nil, fmt.Errorf("format %q is not a tree format", format)
+		}
+		if err != nil {
+			return nil, err
+		}
+		m.groups, nFeatures = e.NOutputGroups(), e.NFeatures()
+		m.predict = func(vals []float64, rows, cols int, out []float64) error {
+			t := min(threads, (rows+leaves.BatchSize-1)/leaves.BatchSize)
+			return e.PredictDense(vals, rows, cols, out, 0, max(t, 1))
+		}
+		switch e.Transformation().Type() {
+		case transformation.Logistic:
+			m.classes = 2
+		case transformation.Softmax:
+			m.classes = e.NOutputGroups()
+		}
 	}
-	if err != nil {
-		return nil, err
-	}
-	n := e.NFeatures()
-	if n <= 0 {
+	if nFeatures <= 0 {
 		return nil, errors.New("the model has no features")
 	}
-	if len(features) != n {
+	if len(features) != nFeatures {
 		features = nil
-	}
-	m = &Ensemble{e: e, threads: opts.Threads}
-	if m.threads <= 0 {
-		m.threads = runtime.GOMAXPROCS(0)
 	}
 	m.meta = model.Metadata{
 		Platform: platform,
-		Inputs:   []tensor.Spec{{Name: "input", DataType: tensor.FP64, Shape: []int64{-1, int64(n)}}},
+		Inputs:   []tensor.Spec{{Name: "input", DataType: tensor.FP64, Shape: []int64{-1, int64(nFeatures)}}},
 		Features: features,
-	}
-	switch e.Transformation().Type() {
-	case transformation.Logistic:
-		m.classes = 2
-	case transformation.Softmax:
-		m.classes = e.NOutputGroups()
 	}
 	if m.classes > 0 {
 		m.meta.Kind = model.Classifier
@@ -123,7 +144,7 @@ func Load(format, path string, opts model.Options) (m *Ensemble, err error) {
 		m.meta.ExplainOutput = "probabilities"
 	} else {
 		m.meta.Kind = model.Regressor
-		m.meta.Outputs = []tensor.Spec{{Name: "predict", DataType: tensor.FP64, Shape: []int64{-1, int64(e.NOutputGroups())}}}
+		m.meta.Outputs = []tensor.Spec{{Name: "predict", DataType: tensor.FP64, Shape: []int64{-1, int64(m.groups)}}}
 		m.meta.ExplainOutput = "predict"
 	}
 	return m, nil
@@ -153,11 +174,10 @@ func (m *Ensemble) Infer(_ context.Context, inputs []*tensor.Tensor, outputs []s
 	}
 	in := inputs[0]
 	rows, cols := int(in.Shape[0]), int(in.Shape[1])
-	groups := m.e.NOutputGroups()
+	groups := m.groups
 	pred := make([]float64, rows*groups)
 	if rows > 0 {
-		threads := min(m.threads, (rows+leaves.BatchSize-1)/leaves.BatchSize)
-		if err := m.e.PredictDense(in.FP64, rows, cols, pred, 0, max(threads, 1)); err != nil {
+		if err := m.predict(in.FP64, rows, cols, pred); err != nil {
 			return nil, err
 		}
 	}
