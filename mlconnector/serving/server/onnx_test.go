@@ -77,3 +77,23 @@ func TestExplainLinearONNXModel(t *testing.T) {
 		}
 	}
 }
+
+// TestONNXEdgeInputs: an empty batch answers empty outputs; inputs that
+// overflow the model's arithmetic are a 422 (for infer and explain), never
+// a 5xx.
+func TestONNXEdgeInputs(t *testing.T) {
+	ts, _ := serve(t, onnxRegistry(t), "iris_mlp.onnx", "iris_mlp", Config{})
+	huge := `{"inputs":[{"name":"input","shape":[1,4],"datatype":"FP32","data":[3e38,-3e38,3e38,3e38]}]}`
+	for _, tc := range []struct {
+		path, body string
+		code       int
+	}{
+		{"infer", `{"inputs":[{"name":"input","shape":[0,4],"datatype":"FP32","data":[]}]}`, 200},
+		{"infer", huge, 422},
+		{"explain", huge, 422},
+	} {
+		if code, b := post(t, ts.URL+"/v2/models/iris_mlp/"+tc.path, tc.body); code != tc.code {
+			t.Errorf("%s %s: %d %s, want %d", tc.path, tc.body, code, b, tc.code)
+		}
+	}
+}
