@@ -235,34 +235,35 @@ def save_lgb(name, gbm, features, objective, n_class):
         f.write("end of trees\n")
 
 
-def iris_gbm():
-    X, y = load_iris(return_X_y=True)
-    features = ["sepal_length", "sepal_width", "petal_length", "petal_width"]
-    Xtr, Xte, ytr, yte = split(X, y, 12)
-    gbm = GradientBoostingClassifier(n_estimators=10, max_depth=2, random_state=SEED).fit(Xtr, ytr)
-    save_lgb("iris_gbm.txt", gbm, features, "multiclass num_class:3", 3)
-    write_csv("iris", features, Xtr, ytr)
-    write_json("iris_gbm.reference.json", {
-        "training_data": "iris.train.csv",
+IRIS = ["sepal_length", "sepal_width", "petal_length", "petal_width"]
+DIABETES = ["age", "sex", "bmi", "bp", "s1", "s2", "s3", "s4", "s5", "s6"]
+
+
+def cancer_features(data):
+    return [n.replace(" ", "_") for n in data.feature_names]
+
+
+def gbm_classifier(name, dataset, X, y, features, n_test, n_estimators, max_depth, objective, n_class):
+    Xtr, Xte, ytr, yte = split(X, y, n_test)
+    gbm = GradientBoostingClassifier(n_estimators=n_estimators, max_depth=max_depth, random_state=SEED).fit(Xtr, ytr)
+    save_lgb(name + ".txt", gbm, features, objective, n_class)
+    write_csv(dataset, features, Xtr, ytr)
+    write_json(name + ".reference.json", {
+        "training_data": dataset + ".train.csv",
         "features": features,
         "inputs": {"input": tolist(Xte)},
         "outputs": {"label": tolist(gbm.predict(Xte)), "probabilities": tolist(gbm.predict_proba(Xte))},
     })
+
+
+def iris_gbm():
+    X, y = load_iris(return_X_y=True)
+    gbm_classifier("iris_gbm", "iris", X, y, IRIS, 12, 10, 2, "multiclass num_class:3", 3)
 
 
 def cancer_gbm():
     data = load_breast_cancer()
-    features = [n.replace(" ", "_") for n in data.feature_names]
-    Xtr, Xte, ytr, yte = split(data.data, data.target, 16)
-    gbm = GradientBoostingClassifier(n_estimators=20, max_depth=3, random_state=SEED).fit(Xtr, ytr)
-    save_lgb("cancer_gbm.txt", gbm, features, "binary sigmoid:1", 1)
-    write_csv("cancer", features, Xtr, ytr)
-    write_json("cancer_gbm.reference.json", {
-        "training_data": "cancer.train.csv",
-        "features": features,
-        "inputs": {"input": tolist(Xte)},
-        "outputs": {"label": tolist(gbm.predict(Xte)), "probabilities": tolist(gbm.predict_proba(Xte))},
-    })
+    gbm_classifier("cancer_gbm", "cancer", data.data, data.target, cancer_features(data), 16, 20, 3, "binary sigmoid:1", 1)
 
 
 def diabetes_gbm():
@@ -301,13 +302,13 @@ def xgb_model(name, dataset, X, y, features, n_test, objective, classifier):
 def xgb_models():
     iris = load_iris()
     xgb_model("iris_xgb", "iris", iris.data, iris.target,
-              ["sepal_length", "sepal_width", "petal_length", "petal_width"], 12, "multi:softprob", True)
+              IRIS, 12, "multi:softprob", True)
     cancer = load_breast_cancer()
     xgb_model("cancer_xgb", "cancer", cancer.data, cancer.target,
-              [n.replace(" ", "_") for n in cancer.feature_names], 16, "binary:logistic", True)
+              cancer_features(cancer), 16, "binary:logistic", True)
     diabetes = load_diabetes()
     xgb_model("diabetes_xgb", "diabetes", diabetes.data, diabetes.target,
-              ["age", "sex", "bmi", "bp", "s1", "s2", "s3", "s4", "s5", "s6"], 12, "reg:squarederror", False)
+              DIABETES, 12, "reg:squarederror", False)
 
 
 # --- Shapley values by brute force -------------------------------------------
