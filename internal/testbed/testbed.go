@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,6 +20,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/mlsysops-go/mlsysops/internal/description"
+	"github.com/mlsysops-go/mlsysops/internal/images"
+	"github.com/mlsysops-go/mlsysops/internal/testbed/pki"
 	"github.com/mlsysops-go/mlsysops/internal/testbed/proc"
 	"github.com/mlsysops-go/mlsysops/internal/testbed/services"
 )
@@ -46,6 +49,10 @@ type Options struct {
 	// test binary they are always left out: the shared test testbed's
 	// tests run their own agents and controllers.
 	SkipAgents bool
+	// KWOKOnly runs no real node: every node is simulated by KWOK (see
+	// realnode.go). Real nodes need root, containerd, runc and the CNI
+	// plugins (`make deps`).
+	KWOKOnly bool
 }
 
 // Defaults for Options.
@@ -105,6 +112,24 @@ type Testbed struct {
 	certs    *certs
 	redis    *services.Redis
 	ejabberd *services.Ejabberd
+	net      netPlan
+	real     []*realNode
+	// readyIn is how long each real node took from the start of its
+	// containerd to Ready, in the last Up.
+	readyMu sync.Mutex
+	readyIn map[string]time.Duration
+}
+
+// RealNodeReadyTimes returns how long each real node took, in the last
+// Up, from the start of its containerd to Ready (reused nodes included).
+func (tb *Testbed) RealNodeReadyTimes() map[string]time.Duration {
+	tb.readyMu.Lock()
+	defer tb.readyMu.Unlock()
+	out := map[string]time.Duration{}
+	for k, v := range tb.readyIn {
+		out[k] = v
+	}
+	return out
 }
 
 // New loads the descriptions and prepares (but does not start) a testbed.
@@ -131,8 +156,12 @@ func New(opts Options) (*Testbed, error) {
 		tb.clusters = append(tb.clusters, c.Name)
 	}
 	sort.Strings(tb.clusters)
-	if len(tb.clusters) > 50 {
-		return nil, fmt.Errorf("descriptions in %s: %d clusters; the testbed runs at most 50", opts.Descriptions, len(tb.clusters))
+	if len(tb.clusters) > maxNetClusters {
+		return nil, fmt.Errorf("descriptions in %s: %d clusters; the testbed runs at most %d", opts.Descriptions, len(tb.clusters), maxNetClusters)
+	}
+	tb.net = newNetPlan(opts.PortBase)
+	if tb.real, err = tb.planRealNodes(); err != nil {
+		return nil, fmt.Errorf("descriptions in %s: %w", opts.Descriptions, err)
 	}
 	tb.redis = services.NewRedis(tb.l.path("redis"), tb.l.port(portRedis), "")
 	tb.ejabberd = services.NewEjabberd(tb.l.path("ejabberd"), tb.l.port(portEjabberd), opts.XMPPDomain)
@@ -168,6 +197,46 @@ type Env struct {
 	NorthboundURL         string `json:"northboundURL"`
 	NorthboundToken       string `json:"northboundToken"`
 	NorthboundViewerToken string `json:"northboundViewerToken"`
+
+	// Network is the testbed's address plan (see netPlan).
+	Network NetworkEnv `json:"network"`
+	// RealNodes are the nodes with containerd and a kubelet.
+	RealNodes []RealNodeEnv `json:"realNodes"`
+}
+
+// NetworkEnv describes the testbed's addresses.
+type NetworkEnv struct {
+	// Range is the testbed's whole range, blackholed on the host.
+	Range string `json:"range"`
+	// Ranges are the ranges in it by use (services, pod subnets, KWOK's
+	// node and pod addresses, ...).
+	Ranges map[string]string `json:"ranges"`
+	// HostIP is the host's address on the bridge, where the apiservers
+	// listen.
+	HostIP string `json:"hostIP"`
+	// Bridge is the host bridge of the real nodes.
+	Bridge string `json:"bridge"`
+	// ServiceCIDR is every apiserver's Service range;
+	// KubernetesServiceIP the kubernetes Service's ClusterIP.
+	ServiceCIDR         string `json:"serviceCIDR"`
+	KubernetesServiceIP string `json:"kubernetesServiceIP"`
+	// CgroupRoot is the testbed's cgroup tree (below every hierarchy).
+	CgroupRoot string `json:"cgroupRoot"`
+}
+
+// RealNodeEnv is one real node.
+type RealNodeEnv struct {
+	Name string `json:"name"`
+	// Context is its cluster's kubeconfig context.
+	Context string `json:"context"`
+	IP      string `json:"ip"`
+	// PodSubnet is the range its pods get addresses from.
+	PodSubnet string `json:"podSubnet"`
+	// NetNS is its network namespace file.
+	NetNS string `json:"netns"`
+	// Containerd is its containerd socket; Dir its state folder.
+	Containerd string `json:"containerd"`
+	Dir        string `json:"dir"`
 }
 
 // LoadEnv reads the Env a testbed wrote into stateDir.
@@ -201,6 +270,16 @@ func (tb *Testbed) env() *Env {
 		e.Nodes = append(e.Nodes, n.Name)
 	}
 	tb.northboundEnv(e)
+	e.Network = NetworkEnv{
+		Range: tb.net.Range(), Ranges: tb.net.Ranges(len(tb.clusters)), HostIP: tb.net.HostIP(), Bridge: tb.net.Bridge(),
+		ServiceCIDR: tb.net.ServiceCIDR(), KubernetesServiceIP: tb.net.KubernetesServiceIP(), CgroupRoot: tb.cgroupBase(),
+	}
+	for _, n := range tb.real {
+		e.RealNodes = append(e.RealNodes, RealNodeEnv{
+			Name: n.name, Context: n.context, IP: tb.net.NodeIP(n.index), PodSubnet: tb.net.PodSubnet(n.index),
+			NetNS: tb.net.NetNSFile(n.index), Containerd: tb.nodeSocket(n), Dir: tb.nodeDir(n),
+		})
+	}
 	return e
 }
 
@@ -297,7 +376,21 @@ func (tb *Testbed) prepare() (*plan, error) {
 	}
 	tb.redis = services.NewRedis(tb.l.path("redis"), tb.l.port(portRedis), pw)
 
-	apiCert, apiKey, err := c.serving("apiserver", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local")
+	// Real pods reach the apiservers on the host's bridge address, or as
+	// the kubernetes Service's ClusterIP.
+	apiCert, apiKey, err := c.ca.Issue(c.dir, "apiserver-"+tb.net.HostIP(), pki.CertSpec{
+		CommonName: "apiserver",
+		DNSNames:   []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
+		IPs:        []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(tb.net.HostIP()), net.ParseIP(tb.net.KubernetesServiceIP())},
+		Server:     true,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if _, _, err := c.client("apiserver-kubelet-client", "kube-apiserver-kubelet-client", "system:masters"); err != nil {
+		return nil, err
+	}
+	admCert, admKey, err := c.serving("testbed-admission")
 	if err != nil {
 		return nil, err
 	}
@@ -354,11 +447,11 @@ func (tb *Testbed) prepare() (*plan, error) {
 
 	// One kubeconfig per identity per cluster, plus the user's.
 	entries := []kubeconfigEntry{
-		{ContextHost, tb.l.url(portHostAPIServer), adminCert, adminKey},
-		{ContextKarmada, tb.l.url(portKarmadaAPI), adminCert, adminKey},
+		{ContextHost, tb.apiServerURL(ContextHost), adminCert, adminKey},
+		{ContextKarmada, tb.apiServerURL(ContextKarmada), adminCert, adminKey},
 	}
-	for i, name := range tb.clusters {
-		entries = append(entries, kubeconfigEntry{name, fmt.Sprintf("https://127.0.0.1:%d", tb.l.memberPort(i, memberAPIServer)), adminCert, adminKey})
+	for _, name := range tb.clusters {
+		entries = append(entries, kubeconfigEntry{name, tb.apiServerURL(name), adminCert, adminKey})
 	}
 	if err := writeKubeconfig(tb.l.path("kubeconfig"), c.ca.CertFile, ContextKarmada, entries...); err != nil {
 		return nil, err
@@ -390,7 +483,13 @@ func (tb *Testbed) prepare() (*plan, error) {
 		}
 		switch e.name {
 		case ContextHost:
-			p.managers = append(p.managers, tb.kcmProcess(componentPrefix(e.name), tb.l.port(portHostKCM), kcmKubeconfig, kcmControllers))
+			schedKubeconfig, err := kubeconfigFor(e, schedCert, schedKey, "scheduler")
+			if err != nil {
+				return nil, err
+			}
+			// The host's real node runs the continuum agent's pods.
+			p.managers = append(p.managers, tb.kcmProcess(componentPrefix(e.name), tb.l.port(portHostKCM), kcmKubeconfig, kcmControllers),
+				tb.schedulerProcess(componentPrefix(e.name), tb.l.port(portHostScheduler), schedKubeconfig))
 		case ContextKarmada:
 			p.managers = append(p.managers, tb.kcmProcess(componentPrefix(e.name), tb.l.port(portKarmadaKCM), kcmKubeconfig, "namespace,garbagecollector,serviceaccount-token,clusterrole-aggregation,ttl-after-finished,csrsigning,csrcleaner"))
 		default:
@@ -418,6 +517,11 @@ func (tb *Testbed) prepare() (*plan, error) {
 	karmadaKubeconfig, err := kubeconfigFor(entries[1], adminCert, adminKey, "admin")
 	if err != nil {
 		return nil, err
+	}
+	if len(tb.real) > 0 {
+		args := []string{"admission", "--listen=" + tb.l.addr(portAdmission), "--cert=" + admCert, "--key=" + admKey,
+			"--images-manifest=" + filepath.Join(tb.imagesDir(), images.ManifestFile)}
+		p.managers = append(p.managers, tb.process("testbed-admission", testbedBinary, args, servesTLS(tb.l.url(portAdmission)+"/mutate", c.ca.CertFile)))
 	}
 	p.karmada = []*proc.Process{
 		tb.process("karmada-aggregated-apiserver", "karmada-aggregated-apiserver", []string{
@@ -496,8 +600,8 @@ func (tb *Testbed) kwokProcess(cluster string, i int, kubeconfig string) *proc.P
 		"--config=" + tb.l.path("run", "kwok.yaml"),
 		"--manage-all-nodes=false",
 		"--manage-nodes-with-label-selector=" + KWOKLabel + "=fake",
-		"--cidr=10." + strconv.Itoa(100+i) + ".0.0/16",
-		"--node-ip=10." + strconv.Itoa(100+i) + ".255.254",
+		"--cidr=" + tb.net.KWOKCIDR(i),
+		"--node-ip=" + tb.net.KWOKNodeIP(i),
 		"--node-lease-duration-seconds=20",
 		"--server-address=" + fmt.Sprintf("127.0.0.1:%d", tb.l.memberPort(i, memberKwok)),
 	}, httpReady(fmt.Sprintf("http://127.0.0.1:%d/healthz", tb.l.memberPort(i, memberKwok))))
@@ -550,7 +654,18 @@ func (tb *Testbed) rel(p string) string {
 // Ready in Karmada.
 func (tb *Testbed) Up(ctx context.Context) (*Env, error) {
 	start := time.Now()
-	fmt.Fprintf(tb.opts.Out, "MLSysOps testbed: %d clusters, %d nodes, state in %s\n", len(tb.clusters), len(tb.set.Nodes), tb.l.state)
+	fmt.Fprintf(tb.opts.Out, "MLSysOps testbed: %d clusters, %d nodes (%d real), state in %s\n", len(tb.clusters), len(tb.set.Nodes), len(tb.real), tb.l.state)
+	// The apiservers listen on the host's address on the testbed bridge.
+	if err := tb.net.setupHost(); err != nil {
+		return nil, fmt.Errorf("testbed network (needs root and ip(8)): %w", err)
+	}
+	var imgs *builtImages
+	if len(tb.real) > 0 {
+		imgs = tb.ensureImages(ctx)
+		if err := tb.buildTestbedBinary(ctx); err != nil {
+			return nil, err
+		}
+	}
 	p, err := tb.prepare()
 	if err != nil {
 		return nil, err
@@ -601,7 +716,15 @@ func (tb *Testbed) Up(ctx context.Context) (*Env, error) {
 			}
 		}
 	}
+	if err := tb.installAdmission(ctx); err != nil {
+		svcWG.Wait()
+		return nil, err
+	}
 	if err := tb.createNodes(ctx); err != nil {
+		svcWG.Wait()
+		return nil, err
+	}
+	if err := tb.startRealNodes(ctx, tb.real, imgs); err != nil {
 		svcWG.Wait()
 		return nil, err
 	}
@@ -666,9 +789,9 @@ func (tb *Testbed) joinClusters(ctx context.Context) error {
 		return err
 	}
 	keep := map[string]bool{}
-	for i, name := range tb.clusters {
+	for _, name := range tb.clusters {
 		keep[name] = true
-		server := fmt.Sprintf("https://127.0.0.1:%d", tb.l.memberPort(i, memberAPIServer))
+		server := tb.apiServerURL(name)
 		if err := joinCluster(ctx, cfg, name, server, token, tb.certs.ca.CertFile); err != nil {
 			return err
 		}
@@ -690,6 +813,11 @@ func (tb *Testbed) stopStale(p *plan) error {
 	want := map[string]bool{tb.northboundPIDFile(): true}
 	for _, pr := range p.all() {
 		want[pr.PIDFile] = true
+	}
+	for _, n := range tb.real {
+		for _, pr := range tb.nodeProcesses(n) {
+			want[pr.PIDFile] = true
+		}
 	}
 	if as, _, err := tb.agents(); err == nil && !tb.opts.SkipAgents {
 		for _, a := range as {
@@ -715,6 +843,10 @@ func (tb *Testbed) stopStale(p *plan) error {
 // longer described. The state directory stays unless purge is set.
 func (tb *Testbed) Down(ctx context.Context, purge bool) error {
 	var errs []error
+	// Real nodes first: their kubelets would report every apiserver gone.
+	if err := tb.stopRealNodes(); err != nil {
+		errs = append(errs, fmt.Errorf("real nodes: %w", err))
+	}
 	if err := tb.ejabberd.Stop(ctx); err != nil {
 		errs = append(errs, err)
 	}
@@ -747,6 +879,14 @@ func (tb *Testbed) Down(ctx context.Context, purge bool) error {
 	}
 	tb.progress("stopped", "redis")
 	tb.progress("stopped", "ejabberd")
+	if err := tb.net.teardown(); err != nil {
+		errs = append(errs, fmt.Errorf("testbed network: %w", err))
+	} else {
+		tb.progress("removed (bridge %s, routes of %s)", "network", tb.net.Bridge(), tb.net.Range())
+	}
+	if err := releaseHostState(tb.l.state); err != nil {
+		errs = append(errs, fmt.Errorf("host state: %w", err))
+	}
 	if len(errs) == 0 && purge {
 		if err := os.RemoveAll(tb.l.state); err != nil {
 			errs = append(errs, err)
@@ -837,6 +977,22 @@ func (tb *Testbed) Status(ctx context.Context) ([]ComponentStatus, error) {
 		}
 		out = append(out, s)
 	}
+	for _, n := range tb.real {
+		for _, pr := range tb.nodeProcesses(n) {
+			s := ComponentStatus{Name: pr.Name, LogFile: tb.rel(pr.LogFile)}
+			s.Pid, s.Running = pr.Pid()
+			if s.Running {
+				cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+				if err := pr.Ready(cctx); err != nil {
+					s.Detail = err.Error()
+				} else {
+					s.Ready = true
+				}
+				cancel()
+			}
+			out = append(out, s)
+		}
+	}
 	if as, _, err := tb.agents(); err == nil && !tb.opts.SkipAgents {
 		for _, a := range as {
 			s := ComponentStatus{Name: a.Process.Name, LogFile: tb.rel(a.LogFile)}
@@ -853,4 +1009,28 @@ func (tb *Testbed) Status(ctx context.Context) ([]ComponentStatus, error) {
 		}
 	}
 	return out, nil
+}
+
+// Kill kills every process of the testbed with SIGKILL, as a crash would:
+// components, services, real nodes' containerd, kubelet, kube-proxy,
+// shims and containers. State, mounts, namespaces, cgroups, routes and the
+// bridge stay; Up starts from there, Down removes them.
+func (tb *Testbed) Kill() error {
+	var errs []error
+	files, _ := filepath.Glob(tb.l.path("pids", "*.pid"))
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), ".pid")
+		if err := (&proc.Process{Name: name, PIDFile: f}).Kill(); err != nil && !strings.Contains(err.Error(), "not running") {
+			errs = append(errs, err)
+		}
+	}
+	if pw, err := os.ReadFile(tb.l.path("pki", "redis.password")); err == nil {
+		tb.redis = services.NewRedis(tb.l.path("redis"), tb.l.port(portRedis), string(pw))
+	}
+	_ = tb.redis.Kill()
+	_ = tb.ejabberd.Kill()
+	if err := killCgroup(tb.cgroupBase(), 20*time.Second); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }
