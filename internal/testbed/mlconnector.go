@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/mlsysops-go/mlsysops/internal/images"
 	"github.com/mlsysops-go/mlsysops/internal/testbed/proc"
 	"github.com/mlsysops-go/mlsysops/internal/testbed/services"
 )
@@ -28,21 +29,46 @@ const (
 	mlconnectorDatabase    = "mlconnector"
 	// S3Bucket holds the connector's artifacts.
 	S3Bucket = "mlsysops-models"
-	// ModelServerImage is the image deployments serve models with.
-	ModelServerImage = "docker.io/mlsysops/modelserver:dev"
+	// modelServerImage is the catalog's image deployments serve models
+	// with (ONNX Runtime inside); the real nodes have it imported.
+	modelServerImage = "modelserver"
 )
 
-// podHost is the host address pods on the testbed's nodes reach; the
-// connector and the S3 server listen there so that init containers can
-// fetch artifacts.
-func (tb *Testbed) podHost() string { return "127.0.0.1" }
-
+// mlconnectorAddr is where the connector serves: the host's address on
+// the testbed bridge, which pods on the real nodes reach (their init
+// containers download the models' files from it) as well as this host.
 func (tb *Testbed) mlconnectorAddr() string {
 	port := tb.l.port(portMLConnector)
 	if tb.opts.PortBase == DefaultPortBase {
 		port = mlconnectorDefaultPort
 	}
-	return net.JoinHostPort(tb.podHost(), strconv.Itoa(port))
+	return net.JoinHostPort(tb.net.HostIP(), strconv.Itoa(port))
+}
+
+// modelServerRef is the model server image's reference: the one the
+// testbed built and imported into the real nodes (imgs), or, without
+// real nodes, the one in bin/images, or the catalog's name at version
+// dev (which runs nowhere: its pods stay on simulated nodes).
+func (tb *Testbed) modelServerRef(imgs *builtImages) (string, error) {
+	var m *images.Manifest
+	if imgs != nil {
+		var err error
+		if m, _, err = imgs.wait(); err != nil {
+			return "", err
+		}
+	} else if loaded, err := images.LoadManifest(tb.imagesDir()); err == nil {
+		m = loaded
+	}
+	if m != nil {
+		if ref := m.Ref(modelServerImage); ref != "" {
+			return ref, nil
+		}
+	}
+	im, err := images.Lookup(modelServerImage)
+	if err != nil {
+		return "", err
+	}
+	return im[0].Ref("", "dev"), nil
 }
 
 func (tb *Testbed) mlconnectorPIDFile() string { return tb.l.path("pids", mlconnectorName+".pid") }
@@ -69,13 +95,13 @@ func (tb *Testbed) s3() (*services.S3, error) {
 	if err != nil {
 		return nil, err
 	}
-	return services.NewS3(filepath.Join(tb.opts.BinDir, "versitygw"), tb.l.path("s3"), tb.podHost(), tb.l.port(portS3), access, secret), nil
+	return services.NewS3(filepath.Join(tb.opts.BinDir, "versitygw"), tb.l.path("s3"), "127.0.0.1", tb.l.port(portS3), access, secret), nil
 }
 
 // startMLConnector starts PostgreSQL and the S3 server, gives the
 // connector its database, builds it and starts it unless the same build
 // already runs with the same configuration and is ready.
-func (tb *Testbed) startMLConnector(ctx context.Context) error {
+func (tb *Testbed) startMLConnector(ctx context.Context, imgs *builtImages) error {
 	pg, err := tb.postgres()
 	if err != nil {
 		return err
@@ -111,6 +137,10 @@ func (tb *Testbed) startMLConnector(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	image, err := tb.modelServerRef(imgs)
+	if err != nil {
+		return fmt.Errorf("model server image: %w", err)
+	}
 	addr := tb.mlconnectorAddr()
 	args := []string{
 		"--listen=" + addr,
@@ -122,7 +152,10 @@ func (tb *Testbed) startMLConnector(ctx context.Context) error {
 		"--s3-credentials-dir=" + tb.l.path("pki", "s3"),
 		"--northbound-url=http://" + tb.northboundAddr(),
 		"--northbound-token-file=" + tb.l.path("pki", "northbound-operator.token"),
-		"--model-server-image=" + ModelServerImage,
+		"--model-server-image=" + image,
+		// The connector reaches model servers at their pods' addresses
+		// (the real nodes' pod subnets are routed from this host).
+		"--access=pod",
 		"--download-url=http://" + addr,
 		"--upload-dir=" + tb.l.path("mlconnector-uploads"),
 		"--drift-interval=1h",

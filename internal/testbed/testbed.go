@@ -255,7 +255,7 @@ func (tb *Testbed) Up(ctx context.Context) (*Env, error) {
 	if err := tb.startNorthbound(ctx); err != nil {
 		return nil, err
 	}
-	if err := tb.startMLConnector(ctx); err != nil {
+	if err := tb.startMLConnector(ctx, imgs); err != nil {
 		return nil, fmt.Errorf("ML connector: %w", err)
 	}
 	if err := tb.writeEnv(); err != nil {

@@ -262,8 +262,14 @@ func buildApp(in buildInput) (*mlsysopsv1.MLSysOpsApp, error) {
 // names, or "" to let it read the file.
 func serverFormat(format, file string) string {
 	switch format {
-	case "onnx", "xgboost":
+	case "onnx":
 		return format
+	case "xgboost":
+		// XGBoost 1.0+ saves JSON; older versions a binary format.
+		if strings.HasSuffix(file, ".json") {
+			return "xgboost-json"
+		}
+		return "xgboost"
 	case "lightgbm":
 		if strings.HasSuffix(file, ".json") {
 			return "lightgbm-json"

@@ -114,3 +114,18 @@ func TestDownloadToken(t *testing.T) {
 		}
 	}
 }
+
+func TestServerFormat(t *testing.T) {
+	for _, tc := range []struct{ format, file, want string }{
+		{"onnx", "model.onnx", "onnx"},
+		{"lightgbm", "model.txt", "lightgbm"},
+		{"lightgbm", "model.json", "lightgbm-json"},
+		{"xgboost", "model.json", "xgboost-json"},
+		{"xgboost", "model.bin", "xgboost"},
+		{"other", "model.pt", ""},
+	} {
+		if got := serverFormat(tc.format, tc.file); got != tc.want {
+			t.Errorf("serverFormat(%q, %q) = %q, want %q", tc.format, tc.file, got, tc.want)
+		}
+	}
+}
