@@ -87,11 +87,8 @@ func (m *Manager) targetOf(ctx context.Context, id string) (target, error) {
 	case AccessService:
 		base = d.Endpoint.URL
 	case AccessPod:
-		for _, p := range d.Pods {
-			if p.Ready && p.IP != "" {
-				base = "http://" + net.JoinHostPort(p.IP, port)
-				break
-			}
+		if ip := servingPodIP(d.Pods, d.ModelVersion); ip != "" {
+			base = "http://" + net.JoinHostPort(ip, port)
 		}
 	default:
 		if d.Endpoint.ExternalAddress != "" {
@@ -104,9 +101,30 @@ func (m *Manager) targetOf(ctx context.Context, id string) (target, error) {
 	return target{d: d, base: base}, nil
 }
 
+// servingPodIP picks the pod predictions go to: a ready one that is not
+// terminating, of the deployment's version when one is ready (a rollout
+// moves traffic to the new version as soon as it serves).
+func servingPodIP(pods []api.Pod, version int) string {
+	ip := ""
+	for _, p := range pods {
+		if !p.Ready || p.IP == "" || p.Phase == "Terminating" {
+			continue
+		}
+		if p.ModelVersion == version {
+			return p.IP
+		}
+		if ip == "" {
+			ip = p.IP
+		}
+	}
+	return ip
+}
+
 // forward sends a request to the model server and returns its status and
 // body. Connection failures and 503s (a replica being replaced) are tried
-// again until the request's time is up: predictions have no side effects.
+// again until the request's time is up, at the address the deployment's
+// status gives then (a replaced pod's successor): predictions have no
+// side effects.
 func (m *Manager) forward(ctx context.Context, t target, method, path string, body []byte) (int, []byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, m.o.ForwardTimeout)
 	defer cancel()
@@ -142,6 +160,9 @@ func (m *Manager) forward(ctx context.Context, t target, method, path string, bo
 		case <-time.After(delay):
 		}
 		delay = min(delay*2, time.Second)
+		if nt, terr := m.targetOf(ctx, t.d.DeploymentID); terr == nil {
+			t.base = nt.base
+		}
 		m.log.Debug("model server not answering; retrying", "deployment", t.d.DeploymentID, "attempt", attempt, "err", err)
 	}
 }
