@@ -9,6 +9,7 @@ require (
 	github.com/go-logr/logr v1.4.3
 	github.com/google/go-cmp v0.7.0
 	github.com/google/go-containerregistry v0.20.6
+	github.com/jackc/pgx/v5 v5.7.2
 	github.com/karmada-io/karmada v1.13.0
 	github.com/minio/minio-go/v7 v7.0.83
 	github.com/prometheus/client_golang v1.19.1
@@ -20,6 +21,7 @@ require (
 	github.com/yalue/onnxruntime_go v1.27.0
 	go.starlark.net v0.0.0-20230525235612-a134d8f9ddca
 	golang.org/x/image v0.23.0
+	golang.org/x/sys v0.34.0
 	gonum.org/v1/gonum v0.15.1
 	k8s.io/api v0.31.3
 	k8s.io/apiextensions-apiserver v0.31.3
@@ -72,7 +74,6 @@ require (
 	github.com/gorilla/websocket v1.5.0 // indirect
 	github.com/imdario/mergo v0.3.16 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
-	github.com/jackc/pgx/v5 v5.7.2
 	github.com/josharian/intern v1.0.0 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
 	github.com/klauspost/compress v1.18.0 // indirect
@@ -97,7 +98,6 @@ require (
 	golang.org/x/net v0.41.0 // indirect
 	golang.org/x/oauth2 v0.30.0 // indirect
 	golang.org/x/sync v0.15.0 // indirect
-	golang.org/x/sys v0.34.0
 	golang.org/x/term v0.32.0 // indirect
 	golang.org/x/text v0.26.0 // indirect
 	golang.org/x/time v0.5.0 // indirect

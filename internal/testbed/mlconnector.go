@@ -73,16 +73,6 @@ func (tb *Testbed) modelServerRef(imgs *builtImages) (string, error) {
 
 func (tb *Testbed) mlconnectorPIDFile() string { return tb.l.path("pids", mlconnectorName+".pid") }
 
-// postgres describes the testbed's PostgreSQL; its superuser password is
-// generated once per state folder.
-func (tb *Testbed) postgres() (*services.Postgres, error) {
-	pw, err := readOrCreateSecret(tb.l.path("pki", "postgres.password"))
-	if err != nil {
-		return nil, err
-	}
-	return services.NewPostgres(tb.l.path("postgres"), tb.l.port(portPostgres), pw), nil
-}
-
 // s3 describes the testbed's S3 server; its root keys are generated once
 // per state folder and kept in <state>/pki/s3 (access-key, secret-key),
 // the folder the connector reads them from.
@@ -98,18 +88,15 @@ func (tb *Testbed) s3() (*services.S3, error) {
 	return services.NewS3(filepath.Join(tb.opts.BinDir, "versitygw"), tb.l.path("s3"), "127.0.0.1", tb.l.port(portS3), access, secret), nil
 }
 
-// startMLConnector starts PostgreSQL and the S3 server, gives the
-// connector its database, builds it and starts it unless the same build
-// already runs with the same configuration and is ready.
+// startMLConnector gives the connector its own database and role on the
+// testbed's PostgreSQL (started with ejabberd's), starts the S3 server,
+// builds the connector and starts it unless the same build already runs
+// with the same configuration and is ready.
 func (tb *Testbed) startMLConnector(ctx context.Context, imgs *builtImages) error {
-	pg, err := tb.postgres()
+	pg, err := tb.newPostgres()
 	if err != nil {
 		return err
 	}
-	if err := pg.Start(ctx); err != nil {
-		return fmt.Errorf("%w; see %s", err, pg.LogFile())
-	}
-	tb.progress("ready on %s", "postgres", pg.Addr())
 	pw, err := readOrCreateSecret(tb.l.path("pki", "mlconnector-db.password"))
 	if err != nil {
 		return err
@@ -177,22 +164,15 @@ func (tb *Testbed) startMLConnector(ctx context.Context, imgs *builtImages) erro
 	return nil
 }
 
-// stopMLConnectorServices stops the S3 server and PostgreSQL (the
-// connector itself stops with every process of the pids folder).
-func (tb *Testbed) stopMLConnectorServices(ctx context.Context) error {
-	var errs []error
-	if s3, err := tb.s3(); err == nil {
-		if err := s3.Stop(ctx); err != nil {
-			errs = append(errs, err)
-		}
+// stopS3 stops the S3 server (the connector itself stops with every
+// process of the pids folder, PostgreSQL with ejabberd's data).
+func (tb *Testbed) stopS3(ctx context.Context) error {
+	s3, err := tb.s3()
+	if err != nil {
+		return err
 	}
-	if pg, err := tb.postgres(); err == nil {
-		if err := pg.Stop(ctx); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if len(errs) > 0 {
-		return fmt.Errorf("stop the ML connector's services: %v", errs)
+	if err := s3.Stop(ctx); err != nil {
+		return fmt.Errorf("stop the S3 server: %w", err)
 	}
 	return nil
 }
@@ -203,7 +183,7 @@ func (tb *Testbed) mlconnectorEnv(e *Env) {
 	if s3, err := tb.s3(); err == nil {
 		e.S3URL = s3.URL()
 	}
-	if pg, err := tb.postgres(); err == nil {
+	if pg, err := tb.newPostgres(); err == nil {
 		e.PostgresAddr = pg.Addr()
 	}
 }
