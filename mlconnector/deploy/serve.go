@@ -559,10 +559,16 @@ func (m *Manager) explain(ctx context.Context, t target, meta *modelMeta, inputs
 		}
 		return api.Explanation{}, modelRefusal(t.d.DeploymentID, status, out)
 	}
-	var e api.Explanation
-	if err := json.Unmarshal(out, &e); err != nil || len(e.ShapleyValues) == 0 {
+	// The model server names its version as a string (Open Inference
+	// Protocol); the connector's answer gives the deployment's number.
+	var wire struct {
+		api.Explanation
+		ModelVersion json.RawMessage `json:"model_version"`
+	}
+	if err := json.Unmarshal(out, &wire); err != nil || len(wire.ShapleyValues) == 0 {
 		return api.Explanation{}, badGateway(t.d.DeploymentID, "explanation", status, out)
 	}
+	e := wire.Explanation
 	e.DeploymentID, e.ModelVersion = t.d.DeploymentID, t.d.ModelVersion
 	if len(e.ShapleyValues) == len(inputs) {
 		e.Features = make([]string, len(inputs))

@@ -44,7 +44,9 @@ func TestCLI(t *testing.T) {
 	specFile := filepath.Join(dir, "model.json")
 	modelFile := filepath.Join(dir, "iris.onnx")
 	_ = os.WriteFile(specFile, spec, 0o644)
-	_ = os.WriteFile(modelFile, []byte("model bytes"), 0o644)
+	// A real model: the GPU deployment below runs on the testbed's real
+	// GPU node, whose model server loads it.
+	_ = os.WriteFile(modelFile, fixture(t, "iris_mlp.onnx"), 0o644)
 
 	var m api.Model
 	if err := json.Unmarshal([]byte(mustMLS(t, "ml", "model", "add", "--path", specFile, "-o", "json")), &m); err != nil || m.ModelID == "" {

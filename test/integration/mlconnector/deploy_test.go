@@ -58,8 +58,9 @@ func TestDeploymentLifecycle(t *testing.T) {
 	e := newEnv(t)
 	testbed.StartTestAgents(t, e.tb, testbed.TestAgentsOptions{})
 	ctx := ctxT(t)
-	model1 := []byte("onnx model, version 1")
-	m := e.model(t, irisSpec(uniq("iris")), "iris.onnx", model1, irisCSV)
+	// Real models: wherever the agents place them (a simulated node or one
+	// of the testbed's real nodes), the model server can load them.
+	m := e.model(t, irisSpec(uniq("iris")), "iris.onnx", fixture(t, "iris_mlp.onnx"), irisCSV)
 	id := uniq("iris")
 	d, err := e.op.CreateDeployment(ctx, api.DeploymentSpec{DeploymentID: id, ModelID: m.ModelID, OwnerID: "alice",
 		Placement: api.Placement{ClusterID: "cloud-1"},
@@ -134,7 +135,7 @@ func TestDeploymentLifecycle(t *testing.T) {
 	}
 
 	// A new version rolls out: the member's Deployment moves to it.
-	if _, err := e.op.Upload(ctx, m.ModelID, api.FileModel, "iris.onnx", strings.NewReader("onnx model, version 2"), ""); err != nil {
+	if _, err := e.op.Upload(ctx, m.ModelID, api.FileModel, "iris_gbm.txt", bytes.NewReader(fixture(t, "iris_gbm.txt")), "lightgbm"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.op.PatchDeployment(ctx, id, map[string]any{"version": "latest"}); err != nil {
@@ -269,7 +270,7 @@ func TestUnschedulable(t *testing.T) {
 func TestUpstreamDeploymentPaths(t *testing.T) {
 	e := newEnv(t)
 	testbed.StartTestAgents(t, e.tb, testbed.TestAgentsOptions{})
-	m := e.model(t, irisSpec(uniq("iris")), "iris.onnx", []byte("model"), nil)
+	m := e.model(t, irisSpec(uniq("iris")), "iris.onnx", fixture(t, "iris_mlp.onnx"), nil)
 	call := func(method, path string, body string, want int) []byte {
 		t.Helper()
 		req, _ := http.NewRequest(method, e.tb.MLConnectorURL+path, bytes.NewReader([]byte(body)))

@@ -237,7 +237,7 @@ func TestServingEndToEnd(t *testing.T) {
 	// The CPU deployment moves to the LightGBM version while requests
 	// run: none fails.
 	e.waitPhase(t, cpuID, 4*time.Minute, func(d api.Deployment) bool { return d.Phase == api.PhaseReady })
-	var sent, failed atomic.Int64
+	var sent, failed, answered atomic.Int64
 	var firstErr atomic.Value
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -255,11 +255,20 @@ func TestServingEndToEnd(t *testing.T) {
 				if _, err := predictRows(ctx, e, cpuID, refMLP.rows("", 0)[:1]); err != nil {
 					failed.Add(1)
 					firstErr.CompareAndSwap(nil, err.Error())
+				} else {
+					answered.Add(1)
 				}
 			}
 		}()
 	}
-	time.Sleep(time.Second) // requests are running before the move
+	// Requests are running (some answered) before the move.
+	for answered.Load() < 4 {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no predictions before the rollout: %d sent, %d failed (first: %v)", sent.Load(), failed.Load(), firstErr.Load())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 	if _, err := e.op.PatchDeployment(ctx, cpuID, map[string]any{"version": 2}); err != nil {
 		t.Fatal(err)
 	}

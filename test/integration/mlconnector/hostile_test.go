@@ -19,7 +19,7 @@ import (
 func TestDeploymentHostileInput(t *testing.T) {
 	e := newEnv(t)
 	testbed.StartTestAgents(t, e.tb, testbed.TestAgentsOptions{})
-	m := e.model(t, irisSpec(uniq("iris")), "iris.onnx", []byte("model"), nil)
+	m := e.model(t, irisSpec(uniq("iris")), "iris.onnx", fixture(t, "iris_mlp.onnx"), nil)
 	ready := uniq("ready")
 	if _, err := e.op.CreateDeployment(ctxT(t), api.DeploymentSpec{DeploymentID: ready, ModelID: m.ModelID, OwnerID: "dan"}); err != nil {
 		t.Fatal(err)
