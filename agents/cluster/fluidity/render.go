@@ -133,7 +133,7 @@ func Render(app *mlsysopsv1.MLSysOpsApp, comp *mlsysopsv1.Component, nodes []str
 		},
 	}
 	objs := Objects{Deployment: dep}
-	if needsService(app, comp) {
+	if HasService(app, comp) {
 		svc := &corev1.Service{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
@@ -151,11 +151,24 @@ func Render(app *mlsysopsv1.MLSysOpsApp, comp *mlsysopsv1.Component, nodes []str
 				svc.Spec.Ports = append(svc.Spec.Ports, sp)
 			}
 		}
-		if len(svc.Spec.Ports) > 0 {
-			objs.Service = svc
-		}
+		objs.Service = svc
 	}
 	return objs, nil
+}
+
+// HasService reports whether the component gets a Service: another
+// component talks to it, or it is reachable from outside, and it has
+// ports. It does not depend on the nodes the component runs on.
+func HasService(app *mlsysopsv1.MLSysOpsApp, comp *mlsysopsv1.Component) bool {
+	if !needsService(app, comp) {
+		return false
+	}
+	for _, c := range comp.Containers {
+		if len(c.Ports) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // container renders one container (or init container) of a component,

@@ -36,7 +36,7 @@ func mustMLS(t *testing.T, args ...string) string {
 // delete.
 func TestCLI(t *testing.T) {
 	e := newEnv(t)
-	testbed.StartTestAgents(t, e.tb, testbed.TestAgentsOptions{})
+	testbed.StartTestAgents(t, e.tb, testbed.TestAgentsOptions{Nodes: true})
 	t.Setenv("MLS_MLCONNECTOR_ENDPOINT", e.tb.MLConnectorURL)
 	t.Setenv("MLS_TOKEN", e.tb.NorthboundToken)
 	dir := t.TempDir()

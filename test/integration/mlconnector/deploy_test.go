@@ -56,7 +56,7 @@ func memberDeployment(t *testing.T, cs kubernetes.Interface, id string, cond fun
 // the model empties the object store of its files.
 func TestDeploymentLifecycle(t *testing.T) {
 	e := newEnv(t)
-	testbed.StartTestAgents(t, e.tb, testbed.TestAgentsOptions{})
+	testbed.StartTestAgents(t, e.tb, testbed.TestAgentsOptions{Nodes: true})
 	ctx := ctxT(t)
 	// Real models: wherever the agents place them (a simulated node or one
 	// of the testbed's real nodes), the model server can load them.
@@ -229,7 +229,7 @@ func countObjects(t *testing.T, s objstore.Store, prefix string) int {
 // every GPU's memory, are Failed with the agents' per-cluster reasons.
 func TestUnschedulable(t *testing.T) {
 	e := newEnv(t)
-	testbed.StartTestAgents(t, e.tb, testbed.TestAgentsOptions{})
+	testbed.StartTestAgents(t, e.tb, testbed.TestAgentsOptions{Nodes: true})
 	ctx := ctxT(t)
 	big := irisSpec(uniq("llm"))
 	big.RunResource = []api.Resource{{ResourceName: "gpu_memory", Value: api.Scalar("200")}}
@@ -269,7 +269,7 @@ func TestUnschedulable(t *testing.T) {
 // upstream's bodies.
 func TestUpstreamDeploymentPaths(t *testing.T) {
 	e := newEnv(t)
-	testbed.StartTestAgents(t, e.tb, testbed.TestAgentsOptions{})
+	testbed.StartTestAgents(t, e.tb, testbed.TestAgentsOptions{Nodes: true})
 	m := e.model(t, irisSpec(uniq("iris")), "iris.onnx", fixture(t, "iris_mlp.onnx"), nil)
 	call := func(method, path string, body string, want int) []byte {
 		t.Helper()

@@ -142,7 +142,7 @@ func TestServingEndToEnd(t *testing.T) {
 	if len(e.tb.RealNodes) == 0 {
 		t.Fatal("the shared testbed has no real nodes")
 	}
-	testbed.StartTestAgents(t, e.tb, testbed.TestAgentsOptions{})
+	testbed.StartTestAgents(t, e.tb, testbed.TestAgentsOptions{Nodes: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	refMLP, refGBM := loadReference(t, "iris_mlp.reference.json"), loadReference(t, "iris_gbm.reference.json")

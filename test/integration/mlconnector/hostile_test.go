@@ -18,7 +18,7 @@ import (
 // naming what is wrong, never a 5xx, and leaves nothing behind.
 func TestDeploymentHostileInput(t *testing.T) {
 	e := newEnv(t)
-	testbed.StartTestAgents(t, e.tb, testbed.TestAgentsOptions{})
+	testbed.StartTestAgents(t, e.tb, testbed.TestAgentsOptions{Nodes: true})
 	m := e.model(t, irisSpec(uniq("iris")), "iris.onnx", fixture(t, "iris_mlp.onnx"), nil)
 	ready := uniq("ready")
 	if _, err := e.op.CreateDeployment(ctxT(t), api.DeploymentSpec{DeploymentID: ready, ModelID: m.ModelID, OwnerID: "dan"}); err != nil {
