@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -105,6 +106,10 @@ type Manager struct {
 	m    *metrics
 }
 
+// dialTimeout bounds one connection attempt to a model server (on the
+// cluster's network, where connecting takes milliseconds).
+const dialTimeout = 3 * time.Second
+
 // New returns a manager. key signs download tokens (Key reads or makes the
 // database's).
 func New(pool *pgxpool.Pool, reg *registry.Registry, rt *runtimes.Registry, nb Northbound, log *ops.Store, key []byte, o Options) (*Manager, error) {
@@ -127,6 +132,11 @@ func New(pool *pgxpool.Pool, reg *registry.Registry, rt *runtimes.Registry, nb N
 		return nil, errors.New("deploy: the download key must have at least 32 bytes")
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
+	// A replaced pod's address can swallow connection attempts (its
+	// network is gone, its neighbour entry not yet): a short connect
+	// limit lets forward try again at the address the status gives then
+	// instead of spending the request's whole time on one attempt.
+	tr.DialContext = (&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext
 	tr.MaxIdleConnsPerHost = 256
 	tr.ResponseHeaderTimeout = o.ForwardTimeout
 	m := &Manager{pool: pool, reg: reg, rt: rt, nb: nb, ops: log, key: key, o: o,

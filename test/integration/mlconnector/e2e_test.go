@@ -18,10 +18,12 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
 	"github.com/mlsysops-go/mlsysops/internal/testbed"
 	"github.com/mlsysops-go/mlsysops/mlconnector/api"
 	"github.com/mlsysops-go/mlsysops/mlconnector/objstore"
@@ -134,9 +136,10 @@ func predictRows(ctx context.Context, e *env, id string, rows []map[string]float
 // base value. A CPU deployment on the real node cloud-1 moves from
 // version 1 to version 2 while requests run: none fails, and the answers
 // become the LightGBM reference. Drift on shifted inputs is found. A
-// deployment of a corrupted file fails with the reason and nothing
-// serving. Deletion leaves nothing in the members, the connector or the
-// object store.
+// deployment of a corrupted file, and one of a file lost from the object
+// store, fail with the reason and nothing serving. Deletion leaves
+// nothing in Karmada, the members, the connector's database or the object
+// store.
 func TestServingEndToEnd(t *testing.T) {
 	e := newEnv(t)
 	if len(e.tb.RealNodes) == 0 {
@@ -159,14 +162,19 @@ func TestServingEndToEnd(t *testing.T) {
 	bad := e.model(t, irisSpec(uniq("iris-bad")), "iris_mlp.onnx", fixture(t, "iris_mlp.onnx"), nil)
 	store := testbedStore(t, e)
 	corruptObjects(t, store, "models/"+bad.ModelID+"/")
+	// A model whose stored file is then lost.
+	lost := e.model(t, irisSpec(uniq("iris-lost")), "iris_mlp.onnx", fixture(t, "iris_mlp.onnx"), nil)
+	deleteObjects(t, store, "models/"+lost.ModelID+"/")
 
-	gpuID, cpuID, badID := uniq("iris-gpu"), uniq("iris-cpu"), uniq("iris-bad")
+	gpuID, cpuID, badID, lostID := uniq("iris-gpu"), uniq("iris-cpu"), uniq("iris-bad"), uniq("iris-lost")
 	for _, s := range []api.DeploymentSpec{
 		{DeploymentID: gpuID, ModelID: m.ModelID, Version: "1", OwnerID: "alice",
 			Resources: api.Resources{CPU: "100m", GPU: &api.GPU{Count: 1, Model: "NVIDIA-L4"}}},
 		{DeploymentID: cpuID, ModelID: m.ModelID, Version: "1", OwnerID: "alice",
 			Placement: api.Placement{ClusterID: "cloud-1", Node: "cloud-1"}, Resources: api.Resources{CPU: "100m"}},
 		{DeploymentID: badID, ModelID: bad.ModelID, OwnerID: "alice",
+			Placement: api.Placement{ClusterID: "cloud-1", Node: "cloud-1"}, Resources: api.Resources{CPU: "100m"}},
+		{DeploymentID: lostID, ModelID: lost.ModelID, OwnerID: "alice",
 			Placement: api.Placement{ClusterID: "cloud-1", Node: "cloud-1"}, Resources: api.Resources{CPU: "100m"}},
 	} {
 		if _, err := e.op.CreateDeployment(ctx, s); err != nil {
@@ -232,6 +240,16 @@ func TestServingEndToEnd(t *testing.T) {
 	}
 	if _, err := e.op.Predict(ctx, badID, api.PredictRequest{Data: row}); nbclient.StatusCode(err) != http.StatusConflict {
 		t.Errorf("a prediction of a Failed deployment: %v, want 409", err)
+	}
+	// The lost file: Failed with the reason, no container serving.
+	l := e.waitPhase(t, lostID, 4*time.Minute, func(d api.Deployment) bool { return d.Phase == api.PhaseFailed })
+	if l.Reason != api.ReasonArtifactMissing {
+		t.Errorf("lost file: %s/%s: %s", l.Phase, l.Reason, l.Message)
+	}
+	for _, pod := range l.Pods {
+		if pod.Ready {
+			t.Errorf("a pod of the lost model serves: %+v", pod)
+		}
 	}
 
 	// The CPU deployment moves to the LightGBM version while requests
@@ -312,20 +330,28 @@ func TestServingEndToEnd(t *testing.T) {
 
 	// Delete: nothing left in the member, the connector or the store.
 	cloud := kubernetes.NewForConfigOrDie(e.tb.RESTConfig(t, "cloud-1"))
-	for _, id := range []string{gpuID, cpuID, badID} {
+	for _, id := range []string{gpuID, cpuID, badID, lostID} {
 		if err := e.op.DeleteDeployment(ctx, id); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for _, id := range []string{gpuID, cpuID, badID} {
+	karmada := dynamic.NewForConfigOrDie(e.tb.RESTConfig(t, testbed.ContextKarmada)).
+		Resource(mlsysopsv1.SchemeGroupVersion.WithResource("mlsysopsapps")).Namespace(mlsysopsv1.Namespace)
+	for _, id := range []string{gpuID, cpuID, badID, lostID} {
 		if err := e.waitGone(ctx, id); err != nil {
 			t.Fatal(err)
 		}
 		if err := waitNamespaceGone(ctx, cloud, "mls-"+id); err != nil {
 			t.Error(err)
 		}
+		if err := waitNotFound(ctx, "application "+id+" in Karmada", func() error {
+			_, err := karmada.Get(ctx, id, metav1.GetOptions{})
+			return err
+		}); err != nil {
+			t.Error(err)
+		}
 	}
-	for _, id := range []string{m.ModelID, bad.ModelID} {
+	for _, id := range []string{m.ModelID, bad.ModelID, lost.ModelID} {
 		if err := e.op.DeleteModel(ctx, id); err != nil {
 			t.Fatal(err)
 		}
@@ -364,6 +390,21 @@ func corruptObjects(t *testing.T, s objstore.Store, prefix string) {
 			b[i] ^= 0x5a
 		}
 		if err := s.Put(ctx, k, bytes.NewReader(b), int64(len(b)), "application/octet-stream"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// deleteObjects deletes every object under prefix.
+func deleteObjects(t *testing.T, s objstore.Store, prefix string) {
+	t.Helper()
+	ctx := context.Background()
+	var keys []string
+	if err := s.List(ctx, prefix, func(i objstore.Info) error { keys = append(keys, i.Key); return nil }); err != nil || len(keys) == 0 {
+		t.Fatalf("objects under %s: %v %v", prefix, keys, err)
+	}
+	for _, k := range keys {
+		if err := s.Delete(ctx, k); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -408,14 +449,22 @@ func directInfer(t *testing.T, base string, rows [][]float64) api.Prediction {
 }
 
 func waitNamespaceGone(ctx context.Context, cs kubernetes.Interface, ns string) error {
-	for {
+	return waitNotFound(ctx, "namespace "+ns, func() error {
 		_, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		return err
+	})
+}
+
+// waitNotFound polls get until it answers Not Found.
+func waitNotFound(ctx context.Context, what string, get func() error) error {
+	for {
+		err := get()
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("namespace %s still there: %v", ns, err)
+			return fmt.Errorf("%s still there: %v", what, err)
 		case <-time.After(time.Second):
 		}
 	}
