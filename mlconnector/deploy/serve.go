@@ -121,18 +121,29 @@ func servingPodIP(pods []api.Pod, version int) string {
 }
 
 // forward sends a request to the model server and returns its status and
-// body. Connection failures and 503s (a replica being replaced) are tried
-// again until the request's time is up, at the address the deployment's
-// status gives then (a replaced pod's successor): predictions have no
-// side effects.
-func (m *Manager) forward(ctx context.Context, t target, method, path string, body []byte) (int, []byte, error) {
+// body, and the target that answered. Connection failures and 503s (a
+// replica being replaced) are tried again until the request's time is up,
+// at the address the deployment's status gives then (a replaced pod's
+// successor): predictions have no side effects. build makes the body for
+// a target (nil: no body); it is called again when the address changes,
+// since the successor may run another version whose input differs.
+func (m *Manager) forward(ctx context.Context, t target, method, path string, build func(target) ([]byte, error)) (int, []byte, target, error) {
 	ctx, cancel := context.WithTimeout(ctx, m.o.ForwardTimeout)
 	defer cancel()
 	delay := 50 * time.Millisecond
+	var body []byte
+	built := ""
 	for attempt := 1; ; attempt++ {
+		if build != nil && built != t.base {
+			var err error
+			if body, err = build(t); err != nil {
+				return 0, nil, t, err
+			}
+			built = t.base
+		}
 		req, err := http.NewRequestWithContext(ctx, method, t.base+path, bytes.NewReader(body))
 		if err != nil {
-			return 0, nil, err
+			return 0, nil, t, err
 		}
 		if body != nil {
 			req.Header.Set("Content-Type", "application/json")
@@ -142,7 +153,7 @@ func (m *Manager) forward(ctx context.Context, t target, method, path string, bo
 			b, rerr := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 			resp.Body.Close()
 			if rerr == nil && resp.StatusCode != http.StatusServiceUnavailable {
-				return resp.StatusCode, b, nil
+				return resp.StatusCode, b, t, nil
 			}
 			err = fmt.Errorf("%s %s: %s", method, path, firstNonEmpty(string(b), resp.Status))
 			if rerr != nil {
@@ -154,9 +165,9 @@ func (m *Manager) forward(ctx context.Context, t target, method, path string, bo
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				e := httpapi.NewError(http.StatusGatewayTimeout, httpapi.ProblemTimeout, "the model server of deployment %s did not answer in time (%d attempts)", t.d.DeploymentID, attempt)
 				e.Cause = err
-				return 0, nil, e
+				return 0, nil, t, e
 			}
-			return 0, nil, ctx.Err()
+			return 0, nil, t, ctx.Err()
 		case <-time.After(delay):
 		}
 		delay = min(delay*2, time.Second)
@@ -185,11 +196,11 @@ type modelMeta struct {
 }
 
 func (m *Manager) metadata(ctx context.Context, t target) (*modelMeta, error) {
-	key := t.d.DeploymentID + "/" + strconv.Itoa(t.d.ModelVersion) + "/" + t.base
+	key := metaKey(t)
 	if v, ok := m.meta.Load(key); ok {
 		return v.(*modelMeta), nil
 	}
-	status, body, err := m.forward(ctx, t, http.MethodGet, "/v2/models/"+ModelName, nil)
+	status, body, used, err := m.forward(ctx, t, http.MethodGet, "/v2/models/"+ModelName, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -200,8 +211,19 @@ func (m *Manager) metadata(ctx context.Context, t target) (*modelMeta, error) {
 	if err := json.Unmarshal(body, &meta); err != nil || len(meta.Inputs) == 0 {
 		return nil, badGateway(t.d.DeploymentID, "model metadata", status, body)
 	}
+	if used.base != t.base {
+		// Another replica answered: its metadata is not this one's.
+		m.meta.Store(metaKey(used), &meta)
+		return m.metadata(ctx, used)
+	}
 	m.meta.Store(key, &meta)
 	return &meta, nil
+}
+
+// metaKey names a replica's metadata in the cache: its address, under
+// the deployment and version.
+func metaKey(t target) string {
+	return t.d.DeploymentID + "/" + strconv.Itoa(t.d.ModelVersion) + "/" + t.base
 }
 
 func badGateway(id, what string, status int, body []byte) error {
@@ -397,13 +419,16 @@ func (m *Manager) Predict(ctx context.Context, id string, req api.PredictRequest
 	if err != nil {
 		return api.Prediction{}, err
 	}
-	meta, err := m.metadata(ctx, t)
-	if err != nil {
-		m.m.predictions.WithLabelValues("predict", "failed").Inc()
-		return api.Prediction{}, err
-	}
-	body, _ := json.Marshal(map[string]any{"inputs": []any{oipInput(meta, values, len(rs), len(inputs))}})
-	status, out, err := m.forward(ctx, t, http.MethodPost, "/v2/models/"+ModelName+"/infer", body)
+	// The request is made for the replica it goes to (its input's
+	// datatype is in its metadata).
+	var meta *modelMeta
+	status, out, t, err := m.forward(ctx, t, http.MethodPost, "/v2/models/"+ModelName+"/infer", func(t target) ([]byte, error) {
+		var err error
+		if meta, err = m.metadata(ctx, t); err != nil {
+			return nil, err
+		}
+		return json.Marshal(map[string]any{"inputs": []any{oipInput(meta, values, len(rs), len(inputs))}})
+	})
 	if err != nil {
 		m.m.predictions.WithLabelValues("predict", "failed").Inc()
 		return api.Prediction{}, err
@@ -424,7 +449,7 @@ func (m *Manager) Predict(ctx context.Context, id string, req api.PredictRequest
 		p.Inference = perRow
 	}
 	if req.Explanation {
-		e, err := m.explain(ctx, t, meta, inputs, values, api.ExplainRequest{})
+		e, err := m.explain(ctx, t, inputs, values, api.ExplainRequest{})
 		if err != nil {
 			return api.Prediction{}, err
 		}
@@ -474,7 +499,7 @@ func (m *Manager) Infer(ctx context.Context, id string, body []byte, by string) 
 	if err != nil {
 		return 0, nil, err
 	}
-	status, out, err := m.forward(ctx, t, http.MethodPost, "/v2/models/"+ModelName+"/infer", body)
+	status, out, _, err := m.forward(ctx, t, http.MethodPost, "/v2/models/"+ModelName+"/infer", func(target) ([]byte, error) { return body, nil })
 	if err != nil {
 		m.m.predictions.WithLabelValues("infer", "failed").Inc()
 		return 0, nil, err
@@ -527,27 +552,28 @@ func (m *Manager) Explain(ctx context.Context, id string, req api.ExplainRequest
 	if err != nil {
 		return api.Explanation{}, err
 	}
-	meta, err := m.metadata(ctx, t)
-	if err != nil {
-		return api.Explanation{}, err
-	}
-	return m.explain(ctx, t, meta, inputs, values, req)
+	return m.explain(ctx, t, inputs, values, req)
 }
 
-func (m *Manager) explain(ctx context.Context, t target, meta *modelMeta, inputs []api.Feature, values []float64, req api.ExplainRequest) (api.Explanation, error) {
+func (m *Manager) explain(ctx context.Context, t target, inputs []api.Feature, values []float64, req api.ExplainRequest) (api.Explanation, error) {
 	start := time.Now()
-	body := map[string]any{"inputs": []any{oipInput(meta, values, 1, len(inputs))}}
-	if req.Output != "" {
-		body["output"] = req.Output
-	}
-	if req.Method != "" {
-		body["method"] = req.Method
-	}
-	if req.Seed != 0 {
-		body["seed"] = req.Seed
-	}
-	b, _ := json.Marshal(body)
-	status, out, err := m.forward(ctx, t, http.MethodPost, "/v2/models/"+ModelName+"/explain", b)
+	status, out, t, err := m.forward(ctx, t, http.MethodPost, "/v2/models/"+ModelName+"/explain", func(t target) ([]byte, error) {
+		meta, err := m.metadata(ctx, t)
+		if err != nil {
+			return nil, err
+		}
+		body := map[string]any{"inputs": []any{oipInput(meta, values, 1, len(inputs))}}
+		if req.Output != "" {
+			body["output"] = req.Output
+		}
+		if req.Method != "" {
+			body["method"] = req.Method
+		}
+		if req.Seed != 0 {
+			body["seed"] = req.Seed
+		}
+		return json.Marshal(body)
+	})
 	if err != nil {
 		m.m.predictions.WithLabelValues("explain", "failed").Inc()
 		return api.Explanation{}, err

@@ -44,6 +44,10 @@ func classify(err error) error {
 		return httpapi.Unavailable("the database", err)
 	case errors.Is(err, objstore.ErrUnavailable):
 		return httpapi.Unavailable("the artifact store", err)
+	case errors.Is(err, objstore.ErrNotFound):
+		// Registered, but its object is gone from the store: the client
+		// (a deployment's init container) says "artifact missing".
+		return &httpapi.Error{Status: http.StatusNotFound, Type: httpapi.ProblemNotFound, Detail: err.Error() + ": the file is registered but missing from the artifact store"}
 	case errors.Is(err, context.DeadlineExceeded):
 		e := httpapi.NewError(http.StatusGatewayTimeout, httpapi.ProblemTimeout, "the request took too long; retry later")
 		e.Cause = err

@@ -1,6 +1,7 @@
 package handlers_test
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -67,6 +68,22 @@ func TestModelLifecycle(t *testing.T) {
 	code, content := e.do(http.MethodGet, "/v1/models/"+m.ModelID+"/files/"+up.ID+"/content", viewerToken, "", nil)
 	if code != http.StatusOK || string(content) != string(onnx) {
 		t.Fatalf("download: %d %q", code, content)
+	}
+
+	// A file lost from the store is missing (404), not a server error.
+	var lost []string
+	if err := e.store.List(context.Background(), "models/"+m.ModelID+"/", func(i objstore.Info) error { lost = append(lost, i.Key); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range lost {
+		if strings.Contains(k, up.ID) {
+			if err := e.store.Delete(context.Background(), k); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if code, body := e.do(http.MethodGet, "/v1/models/"+m.ModelID+"/files/"+up.ID+"/content", viewerToken, "", nil); code != http.StatusNotFound || !strings.Contains(string(body), "missing from the artifact store") {
+		t.Errorf("download of a lost file: %d %s", code, body)
 	}
 
 	// Aliases.
