@@ -125,6 +125,10 @@ var Catalog = []Image{
 		Description: "MLSysOps model server without cgo: LightGBM and XGBoost models over the Open Inference Protocol v2; `modelserver fetch`",
 	},
 	{
+		Name: "accounts", Package: "./cmd/mlsysops-accounts", Binary: "mlsysops-accounts",
+		Description: "MLSysOps accounts reconciler: keeps the agents' XMPP accounts in place",
+	},
+	{
 		Name: "pause", Package: "./cmd/pause", Binary: "pause", Tag: PauseTag,
 		Description: "Pod sandbox: sleeps, reaps children, exits on TERM or INT",
 	},
