@@ -3,6 +3,7 @@ package placement
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -48,6 +49,11 @@ type resCheck struct {
 func compile(app *mlsysopsv1.MLSysOpsAppSpec, comp *mlsysopsv1.Component) (*compiled, error) {
 	c := &compiled{reqs: resources.NodeSelectorRequirements(app, comp), perPod: PodRequests(comp), replicas: Replicas(app, comp),
 		tolerations: resources.Tolerations(comp)}
+	// The GPU's memory is judged last, so that a node without a GPU says
+	// that rather than that it has no GPU memory.
+	if i := slices.IndexFunc(c.reqs, func(r corev1.NodeSelectorRequirement) bool { return r.Key == mlsysopsv1.LabelGPUMemory }); i >= 0 {
+		c.reqs = append(append(slices.Clone(c.reqs[:i]), c.reqs[i+1:]...), c.reqs[i])
+	}
 	c.ints = make([]int64, len(c.reqs))
 	for i, r := range c.reqs {
 		if err := checkRequirement(r); err != nil {
@@ -139,6 +145,14 @@ var nodeFilters = []nodeFilter{
 		},
 		why: func(c *compiled, e *entry, detail int) string {
 			r := c.reqs[detail-1]
+			if r.Key == mlsysopsv1.LabelGPUMemory && r.Operator == corev1.NodeSelectorOpGt && len(r.Values) == 1 {
+				// Say it in the words of a model that does not fit.
+				need := c.ints[detail-1] + 1
+				if have, ok := e.labels[r.Key]; ok {
+					return fmt.Sprintf("have GPUs of %s MiB, too small: the component needs GPUs of at least %d MiB", have, need)
+				}
+				return fmt.Sprintf("do not say their GPU memory (label %s); the component needs GPUs of at least %d MiB", r.Key, need)
+			}
 			want := strings.ToLower(string(r.Operator)) + " " + strings.Join(r.Values, ",")
 			if have, ok := e.labels[r.Key]; ok {
 				return "have " + r.Key + "=" + have + " (want " + want + ")"

@@ -126,21 +126,39 @@ func Replicas(app *mlsysopsv1.MLSysOpsAppSpec, comp *mlsysopsv1.Component) int32
 
 // PodRequests sums the resource requests of a component's containers
 // (limits stand in for missing requests, as Kubernetes defaults them), plus
-// one pod.
+// one pod. Init containers run one at a time before them, so, as for
+// Kubernetes, a resource counts as the larger of the containers' sum and
+// the largest init container's request.
 func PodRequests(comp *mlsysopsv1.Component) corev1.ResourceList {
-	total := corev1.ResourceList{corev1.ResourcePods: *resource.NewQuantity(1, resource.DecimalSI)}
+	total := corev1.ResourceList{}
 	for _, c := range comp.Containers {
-		rr := resources.ContainerResources(c.PlatformRequirements)
-		for name, q := range rr.Limits {
-			if _, ok := rr.Requests[name]; !ok {
-				add(total, name, q)
-			}
-		}
-		for name, q := range rr.Requests {
+		for name, q := range containerRequests(c) {
 			add(total, name, q)
 		}
 	}
+	for _, c := range comp.InitContainers {
+		for name, q := range containerRequests(c) {
+			if cur, ok := total[name]; !ok || q.Cmp(cur) > 0 {
+				total[name] = q
+			}
+		}
+	}
+	total[corev1.ResourcePods] = *resource.NewQuantity(1, resource.DecimalSI)
 	return total
+}
+
+// containerRequests is what one container requests (limits stand in for
+// missing requests).
+func containerRequests(c mlsysopsv1.Container) corev1.ResourceList {
+	out := corev1.ResourceList{}
+	rr := resources.ContainerResources(c.PlatformRequirements)
+	for name, q := range rr.Limits {
+		out[name] = q
+	}
+	for name, q := range rr.Requests {
+		out[name] = q
+	}
+	return out
 }
 
 func add(list corev1.ResourceList, name corev1.ResourceName, q resource.Quantity) {

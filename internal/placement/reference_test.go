@@ -8,6 +8,7 @@ package placement
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -33,6 +34,9 @@ type refCompiled struct {
 
 func refCompile(req Request) (*refCompiled, error) {
 	c := &refCompiled{reqs: resources.NodeSelectorRequirements(req.App, req.Component), perPod: PodRequests(req.Component)}
+	if i := slices.IndexFunc(c.reqs, func(r corev1.NodeSelectorRequirement) bool { return r.Key == mlsysopsv1.LabelGPUMemory }); i >= 0 {
+		c.reqs = append(append(slices.Clone(c.reqs[:i]), c.reqs[i+1:]...), c.reqs[i])
+	}
 	for _, r := range c.reqs {
 		if err := checkRequirement(r); err != nil {
 			return nil, fmt.Errorf("component %s: node requirement %s: %w", req.Component.Metadata.Name, r.Key, err)
@@ -98,6 +102,13 @@ func (c *refCompiled) fits(n *Node, st refState) string {
 	for _, r := range c.reqs {
 		if !matches(r, node.Labels) {
 			have, ok := node.Labels[r.Key]
+			if r.Key == mlsysopsv1.LabelGPUMemory && r.Operator == corev1.NodeSelectorOpGt && len(r.Values) == 1 {
+				need, _ := strconv.ParseInt(r.Values[0], 10, 64)
+				if !ok {
+					return fmt.Sprintf("do not say their GPU memory (label %s); the component needs GPUs of at least %d MiB", r.Key, need+1)
+				}
+				return fmt.Sprintf("have GPUs of %s MiB, too small: the component needs GPUs of at least %d MiB", have, need+1)
+			}
 			if !ok {
 				return fmt.Sprintf("lack label %s (want %s %s)", r.Key, strings.ToLower(string(r.Operator)), strings.Join(r.Values, ","))
 			}
