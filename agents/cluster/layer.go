@@ -146,13 +146,14 @@ func (c *clusterLayer) nodesGoneChanged() {
 	}
 }
 
-func (c *clusterLayer) ChildRegistered(_ context.Context, _ string, m *messaging.Subscribe) {
+func (c *clusterLayer) ChildRegistered(ctx context.Context, _ string, m *messaging.Subscribe) {
 	c.mu.Lock()
 	r := c.record(m.Name)
 	r.online = true
 	r.dirty = r.desc != nil
 	c.mu.Unlock()
 	c.grace.Set(m.Name, true, time.Now())
+	c.resendTargets(ctx, m.Name)
 	c.poke()
 }
 
@@ -197,7 +198,7 @@ func (c *clusterLayer) Status() map[string]any {
 			sort.Strings(apps[app])
 		}
 		nodes[name] = map[string]any{"jid": r.jid, "online": r.online, "described": r.desc != nil,
-			"interval_seconds": r.interval.Seconds(), "components": apps}
+			"interval_seconds": r.interval.Seconds(), "components": apps, "scrape_targets": len(r.targets)}
 	}
 	return map[string]any{"nodes": nodes, "sent_interval_seconds": c.sentInterval.Seconds(),
 		"nodes_gone": c.grace.GoneList(), "capacity": c.capacity.status()}
@@ -232,8 +233,9 @@ func (c *clusterLayer) Run(ctx context.Context) error {
 func (c *clusterLayer) runControllers(ctx context.Context) {
 	backoff := time.Second
 	for ctx.Err() == nil {
-		ctrls, err := NewControllers(c.kcfg, c.a.Name, c.a.Log)
+		ctrls, err := NewControllers(ctx, c.kcfg, c.a.Name, c.a.Log)
 		if err == nil {
+			ctrls.Targets.Changed = c.setTargets
 			ctrls.Apps.Placed = c.placed
 			ctrls.Apps.Updated = c.updated
 			ctrls.Apps.PendingSettle = c.a.Conn.PendingSettle

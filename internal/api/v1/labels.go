@@ -142,3 +142,8 @@ const (
 	AgentLayerCluster   = "cluster"
 	AgentLayerNode      = "node"
 )
+
+// MetricsPortName names the container port of a component where it serves
+// its Prometheus metrics (ports[].name in the description): the node agent
+// of the node a pod runs on scrapes it for the component's qos_metrics.
+const MetricsPortName = "metrics"
