@@ -29,7 +29,7 @@ func (b *podBuilder) ports(ps ...corev1.ContainerPort) *podBuilder {
 	b.p.Spec.Containers = append(b.p.Spec.Containers, corev1.Container{Name: "c", Ports: ps})
 	return b
 }
-func (b *podBuilder) ip(ip string) *podBuilder           { b.p.Status.PodIP = ip; return b }
+func (b *podBuilder) ip(ip string) *podBuilder            { b.p.Status.PodIP = ip; return b }
 func (b *podBuilder) phase(p corev1.PodPhase) *podBuilder { b.p.Status.Phase = p; return b }
 func (b *podBuilder) deleting() *podBuilder {
 	b.p.DeletionTimestamp = &metav1.Time{Time: time.Now()}
@@ -62,7 +62,7 @@ func TestNodeReadings(t *testing.T) {
 	m := &messaging.TelemetryReport{Node: "n1", Metrics: map[string]float64{
 		"node_load1": 0.5,
 		telemetry.Key("demo_server_latency_seconds", telemetry.Labels{"app": "demo", "component": "server", "pod": "s-1"}): 0.2,
-		telemetry.Key("odd", telemetry.Labels{"node": "inner"}):                                                              1,
+		telemetry.Key("odd", telemetry.Labels{"node": "inner"}):                                                            1,
 		"broken{": 3,
 	}}
 	readings, apps := nodeReadings(m)

@@ -21,8 +21,8 @@ import (
 	"github.com/mlsysops-go/mlsysops/internal/kube"
 	"github.com/mlsysops-go/mlsysops/internal/mechanism"
 	"github.com/mlsysops-go/mlsysops/internal/messaging"
-	"github.com/mlsysops-go/mlsysops/internal/telemetry"
 	"github.com/mlsysops-go/mlsysops/internal/state"
+	"github.com/mlsysops-go/mlsysops/internal/telemetry"
 )
 
 // continuumLayer is the continuum agent: the MLSysOps API and placement in

@@ -22,15 +22,15 @@ func TestValidate(t *testing.T) {
 		modify func(*Options)
 		want   []string
 	}{
-		"server defaults": {mode: ModeServer},
-		"client with a server": {mode: ModeClient, modify: func(o *Options) { o.Server = "10.0.0.1:7070" }},
+		"server defaults":       {mode: ModeServer},
+		"client with a server":  {mode: ModeClient, modify: func(o *Options) { o.Server = "10.0.0.1:7070" }},
 		"client finds its peer": {mode: ModeClient},
-		"bad mode": {mode: "proxy", want: []string{`mode "proxy"`}},
+		"bad mode":              {mode: "proxy", want: []string{`mode "proxy"`}},
 		"everything wrong": {mode: ModeClient, modify: func(o *Options) {
 			o.MetricsListen, o.Server, o.Interval, o.Timeout, o.Window, o.Degrade = "9090", "nohost", 0, -1, 0, "edge-1=fast,=1s"
 		}, want: []string{"--metrics-listen", "--server", "--interval", "--timeout", "--window", "edge-1: latency", `"=1s"`}},
 		"no way to find the server": {mode: ModeClient, modify: func(o *Options) { o.Peer = "" }, want: []string{"--server or --peer"}},
-		"server listen": {mode: ModeServer, modify: func(o *Options) { o.Listen = "7070" }, want: []string{"--listen"}},
+		"server listen":             {mode: ModeServer, modify: func(o *Options) { o.Listen = "7070" }, want: []string{"--listen"}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

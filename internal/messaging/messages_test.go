@@ -11,7 +11,7 @@ func TestValidateMetricMessages(t *testing.T) {
 		msg  interface{ Validate() error }
 		want []string // substrings of the error; none: valid
 	}{
-		"targets": {msg: &ScrapeTargets{Node: "n1", Targets: []ScrapeTarget{{Application: "a", Component: "c", Pod: "p", Address: "10.0.0.1:9090", Path: "/metrics"}}}},
+		"targets":    {msg: &ScrapeTargets{Node: "n1", Targets: []ScrapeTarget{{Application: "a", Component: "c", Pod: "p", Address: "10.0.0.1:9090", Path: "/metrics"}}}},
 		"no targets": {msg: &ScrapeTargets{Node: "n1"}},
 		"bad targets": {msg: &ScrapeTargets{Targets: []ScrapeTarget{
 			{Component: "c", Pod: "p", Address: "10.0.0.1"},

@@ -68,7 +68,9 @@ func (s *TargetScraper) Name() string { return s.name }
 // SetTargets replaces the targets; it reports whether they changed.
 func (s *TargetScraper) SetTargets(targets []Target) bool {
 	list := append([]Target(nil), targets...)
-	sort.Slice(list, func(i, j int) bool { return list[i].URL < list[j].URL || (list[i].URL == list[j].URL && list[i].Pod < list[j].Pod) })
+	sort.Slice(list, func(i, j int) bool {
+		return list[i].URL < list[j].URL || (list[i].URL == list[j].URL && list[i].Pod < list[j].Pod)
+	})
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if slices.Equal(list, s.targets) {
