@@ -7,8 +7,11 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/mlsysops-go/mlsysops/agents/agent"
@@ -42,6 +45,10 @@ type clusterLayer struct {
 	// period: the fluidity controller moves their components.
 	grace    *agent.GraceTracker
 	capacity *capacityReporter
+	// events records the fluidity mechanism's events in the member
+	// cluster.
+	events      record.EventRecorder
+	broadcaster record.EventBroadcaster
 	// resync asks the running fluidity controllers to reconcile every
 	// application (nil while they are not running).
 	resyncMu sync.Mutex
@@ -49,6 +56,10 @@ type clusterLayer struct {
 }
 
 var _ agent.Layer = (*clusterLayer)(nil)
+
+// EventSource is the component name of the cluster agent's Kubernetes
+// events.
+const EventSource = "mlsysops-cluster-agent"
 
 func init() { agent.RegisterLayer(agentconfig.LayerCluster, newClusterLayer) }
 
@@ -90,6 +101,9 @@ func newClusterLayer(_ context.Context, a *agent.Agent, env agentconfig.LookupEn
 		c.nodes[n] = &nodeRecord{jid: agent.AgentJID(agentconfig.LayerNode, n, a.Domain), apps: map[string]map[string]*mlsysopsv1.MLSysOpsAppSpec{}}
 	}
 	c.grace = agent.NewGraceTracker(a.Conn.ChildGracePeriod, desc.Spec.Nodes, c.nodesGoneChanged)
+	c.broadcaster = record.NewBroadcaster()
+	c.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
+	c.events = c.broadcaster.NewRecorder(scheme, corev1.EventSource{Component: EventSource, Host: a.Name})
 	c.capacity = newCapacityReporter(a, cs, a.Conn.CapacityReportInterval)
 	return c, nil
 }
@@ -114,6 +128,7 @@ func (c *clusterLayer) Mechanisms(a *agent.Agent) (*mechanism.Set, error) {
 	if err := r.Register(FluidityName, func(env mechanism.Env) (mechanism.Mechanism, error) {
 		return NewFluidity(c.kc, a.Name, env.Logger, FluidityOptions{
 			Complete: env.Complete, Timeout: mechanism.FollowTimeout(a.Opts.PendingTimeout), Unavailable: c.grace.Unavailable,
+			Events: c.events,
 		}), nil
 	}); err != nil {
 		return nil, err
@@ -223,6 +238,7 @@ func (c *clusterLayer) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			wg.Wait()
+			c.broadcaster.Shutdown()
 			return nil
 		case <-t.C:
 		case <-c.trigger:
