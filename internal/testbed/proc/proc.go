@@ -10,10 +10,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Process is one detached component of the testbed. Its pid file and log
@@ -34,6 +37,12 @@ type Process struct {
 	PIDFile string
 	// Ready reports whether the component serves; it is polled after start.
 	Ready func(ctx context.Context) error
+	// NetNS, when set, is the network namespace file (/run/netns/NAME) the
+	// process runs in; it keeps the testbed's mount namespace.
+	NetNS string
+	// Started, when set, runs with the new process's pid right after the
+	// start, before Start returns (to move it into a cgroup).
+	Started func(pid int) error
 }
 
 // Pid returns the pid recorded for the process when that process is still
@@ -108,8 +117,14 @@ func (p *Process) Start() error {
 	cmd.Env = append(os.Environ(), p.Env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
+	if err := startIn(cmd, p.NetNS); err != nil {
 		return fmt.Errorf("%s: start %s: %w", p.Name, p.Path, err)
+	}
+	if p.Started != nil {
+		if err := p.Started(cmd.Process.Pid); err != nil {
+			_ = cmd.Process.Kill()
+			return fmt.Errorf("%s: %w", p.Name, err)
+		}
 	}
 	if err := os.WriteFile(p.PIDFile+".cmdline", []byte(p.commandLine()), 0o644); err != nil {
 		return err
@@ -120,8 +135,39 @@ func (p *Process) Start() error {
 	return os.WriteFile(p.PIDFile, []byte(strconv.Itoa(cmd.Process.Pid)), 0o644)
 }
 
+// startIn starts cmd in the network namespace netns (a file such as
+// /run/netns/NAME), or in the caller's when netns is empty. The child is
+// forked from a thread that joined the namespace; that thread is never
+// given back to the Go scheduler (the goroutine ends locked, so the
+// runtime ends the thread).
+func startIn(cmd *exec.Cmd, netns string) error {
+	if netns == "" {
+		return cmd.Start()
+	}
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		f, err := os.Open(netns)
+		if err != nil {
+			errc <- fmt.Errorf("network namespace: %w", err)
+			return
+		}
+		defer f.Close()
+		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
+			errc <- fmt.Errorf("join network namespace %s: %w", netns, err)
+			return
+		}
+		errc <- cmd.Start()
+	}()
+	return <-errc
+}
+
 func (p *Process) commandLine() string {
-	return strings.Join(append(append([]string{p.Path}, p.Args...), p.Env...), "\x00")
+	line := []string{p.Path}
+	if p.NetNS != "" {
+		line = append(line, "netns="+p.NetNS)
+	}
+	return strings.Join(append(append(line, p.Args...), p.Env...), "\x00")
 }
 
 // SameCommand reports whether the running process was started with the
@@ -279,4 +325,9 @@ func Tail(file string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return "    " + strings.Join(lines, "\n    ")
+}
+
+// PIDFileAlive reports whether the pid file names a live process.
+func PIDFileAlive(file string) bool {
+	return (&Process{PIDFile: file}).alive()
 }
