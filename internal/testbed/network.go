@@ -195,6 +195,27 @@ func (n netPlan) netnsList() []string {
 	return out
 }
 
+// nodeLinks returns the host ends of the testbed's veth pairs: the links
+// named after the bridge with a suffix.
+func (n netPlan) nodeLinks() []string {
+	out, _ := exec.Command("ip", "-o", "link", "show").Output()
+	var links []string
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		name, _, _ := strings.Cut(strings.TrimSuffix(f[1], ":"), "@")
+		rest, ok := strings.CutPrefix(name, n.Bridge())
+		if ok && len(rest) > 1 && (rest[0] == 'v' || rest[0] == 'k') {
+			if _, err := strconv.Atoi(rest[1:]); err == nil {
+				links = append(links, name)
+			}
+		}
+	}
+	return links
+}
+
 // removeNode deletes real node i's namespace (its link goes with it) and
 // host routes.
 func (n netPlan) removeNode(name string) error {
@@ -210,6 +231,14 @@ func (n netPlan) removeNode(name string) error {
 // processes in the namespaces must be gone.
 func (n netPlan) teardown() error {
 	var errs []error
+	// The host ends of the nodes' links first: deleting a namespace frees
+	// its end of a veth pair, and so the host end, only later, in the
+	// kernel's own time; deleting the host end takes both at once.
+	for _, l := range n.nodeLinks() {
+		if err := ipCmd([]string{"Cannot find device"}, "link", "del", l); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	for _, ns := range n.netnsList() {
 		if err := n.removeNode(ns); err != nil {
 			errs = append(errs, err)

@@ -59,6 +59,11 @@ func (p *Process) Pid() (int, bool) {
 	return pid, processRuns(pid, p.Path)
 }
 
+// Alive reports whether the recorded process is alive, without checking
+// its command line: right after a start (and under load) the kernel may
+// not show the new program's arguments yet, so start-up waits use this.
+func (p *Process) Alive() bool { return p.alive() }
+
 func (p *Process) alive() bool {
 	b, err := os.ReadFile(p.PIDFile)
 	if err != nil {
