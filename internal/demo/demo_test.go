@@ -2,12 +2,14 @@ package demo
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"io"
 	"log/slog"
 	"math"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -31,6 +33,9 @@ func TestValidate(t *testing.T) {
 		}, want: []string{"--metrics-listen", "--server", "--interval", "--timeout", "--window", "edge-1: latency", `"=1s"`}},
 		"no way to find the server": {mode: ModeClient, modify: func(o *Options) { o.Peer = "" }, want: []string{"--server or --peer"}},
 		"server listen":             {mode: ModeServer, modify: func(o *Options) { o.Listen = "7070" }, want: []string{"--listen"}},
+		"negative work":             {mode: ModeServer, modify: func(o *Options) { o.Work = -1 }, want: []string{"--work -1"}},
+		"too much work":             {mode: ModeServer, modify: func(o *Options) { o.Work = MaxWork + 1 }, want: []string{"--work"}},
+		"no work":                   {mode: ModeServer, modify: func(o *Options) { o.Work = 0 }},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -54,6 +59,20 @@ func TestValidate(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDigest: the work is a fixed computation, so its result depends on
+// the message and the rounds only.
+func TestDigest(t *testing.T) {
+	if digest("1", 100) != digest("1", 100) {
+		t.Error("digest is not deterministic")
+	}
+	if digest("1", 100) == digest("2", 100) || digest("1", 100) == digest("1", 101) {
+		t.Error("digest ignores the message or the rounds")
+	}
+	if digest("1", 0) != sha256.Sum256([]byte("1")) {
+		t.Error("zero rounds is not the message's SHA-256")
 	}
 }
 
@@ -278,4 +297,12 @@ func scrape(url, name string) (float64, error) {
 		return m.GetGauge().GetValue(), nil
 	}
 	return 0, fmt.Errorf("%s: not a counter or gauge", name)
+}
+
+// BenchmarkServerWork is the server's CPU time per message at the default
+// work (one core, no contention).
+func BenchmarkServerWork(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		digestSink = digest(strconv.Itoa(i), DefaultWork)
+	}
 }

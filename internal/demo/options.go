@@ -42,6 +42,12 @@ type Options struct {
 	Timeout time.Duration
 	// Window is the span of the sliding-window gauges.
 	Window time.Duration
+	// Work is the computation the server does for each message: this
+	// many rounds of SHA-256 over the message. It is an amount of work,
+	// not of time, so a node that gives the server less CPU (contention,
+	// a CPU quota on its pods) answers more slowly, as a real service
+	// would.
+	Work int
 	// Degrade are the initial degradation settings, "node=latency[/burn]"
 	// (see ParseSettings).
 	Degrade string
@@ -49,6 +55,13 @@ type Options struct {
 	// authentication: it is a demo device, off unless asked for.
 	Admin bool
 }
+
+// DefaultWork is the server's work per message: a few milliseconds of
+// one CPU; MaxWork bounds it (about a second).
+const (
+	DefaultWork = 10000
+	MaxWork     = 5000000
+)
 
 // NewOptions returns the defaults, with the environment applied:
 // NODE_NAME, DEMO_SERVER, DEMO_DEGRADE.
@@ -60,7 +73,7 @@ func NewOptions(mode string, getenv func(string) string) *Options {
 		Mode: mode, Listen: ":7070", MetricsListen: ":9090",
 		Node: getenv("NODE_NAME"), Server: getenv("DEMO_SERVER"), Peer: "server",
 		Interval: 100 * time.Millisecond, Timeout: time.Second, Window: 5 * time.Second,
-		Degrade: getenv("DEMO_DEGRADE"),
+		Degrade: getenv("DEMO_DEGRADE"), Work: DefaultWork,
 	}
 }
 
@@ -74,6 +87,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	switch o.Mode {
 	case ModeServer:
 		fs.StringVar(&o.Listen, "listen", o.Listen, "address the server takes messages on")
+		fs.IntVar(&o.Work, "work", o.Work, "rounds of SHA-256 the server computes per message (its CPU work; 0: none)")
 	case ModeClient:
 		fs.StringVar(&o.Server, "server", o.Server, "server address host:port ($DEMO_SERVER); empty: the peer's address from the environment")
 		fs.StringVar(&o.Peer, "peer", o.Peer, "component name of the server, to find its address in the environment")
@@ -95,6 +109,9 @@ func (o *Options) Validate() error {
 	if o.Mode == ModeServer {
 		if _, _, err := net.SplitHostPort(o.Listen); err != nil {
 			add("--listen %q: want host:port", o.Listen)
+		}
+		if o.Work < 0 || o.Work > MaxWork {
+			add("--work %d: want 0 to %d", o.Work, MaxWork)
 		}
 	}
 	if o.Mode == ModeClient {

@@ -31,7 +31,7 @@ func Run(ctx context.Context, o *Options, log *slog.Logger) error {
 	var work func(context.Context) error
 	switch o.Mode {
 	case ModeServer:
-		srv, err := NewServer(log, d, o.Window, reg)
+		srv, err := NewServer(log, d, o.Work, o.Window, reg)
 		if err != nil {
 			return err
 		}

@@ -3,6 +3,7 @@ package demo
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -20,15 +21,17 @@ type Server struct {
 	log      *slog.Logger
 	degrader *Degrader
 	window   *window
+	work     int
 
 	messages   prometheus.Counter
 	processing prometheus.Histogram
 }
 
-// NewServer returns a server whose metrics are registered on reg.
-func NewServer(log *slog.Logger, d *Degrader, span time.Duration, reg prometheus.Registerer) (*Server, error) {
+// NewServer returns a server that computes work rounds of SHA-256 per
+// message (see Options.Work), whose metrics are registered on reg.
+func NewServer(log *slog.Logger, d *Degrader, work int, span time.Duration, reg prometheus.Registerer) (*Server, error) {
 	s := &Server{
-		log: log, degrader: d, window: newWindow(span, nil),
+		log: log, degrader: d, window: newWindow(span, nil), work: work,
 		messages: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "demo_server_messages_total", Help: "Messages the server answered.",
 		}),
@@ -77,7 +80,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 }
 
-// handle answers the messages of one connection: "msg <n>" gets "ack <n>".
+// handle answers the messages of one connection: "msg <n>" gets "ack <n>"
+// once the server did its work and its node's degradation.
 func (s *Server) handle(ctx context.Context, conn net.Conn) {
 	defer conn.Close()
 	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
@@ -92,6 +96,7 @@ func (s *Server) handle(ctx context.Context, conn net.Conn) {
 			_, _ = fmt.Fprintf(conn, "err want \"msg <n>\"\n")
 			continue
 		}
+		digestSink = digest(seq, s.work)
 		s.degrader.Apply(ctx.Done())
 		if _, err := fmt.Fprintf(conn, "ack %s\n", seq); err != nil {
 			return
@@ -102,6 +107,19 @@ func (s *Server) handle(ctx context.Context, conn net.Conn) {
 		s.window.add(took)
 	}
 }
+
+// digest is the server's work on a message: rounds of SHA-256 chained
+// from it.
+func digest(msg string, rounds int) [sha256.Size]byte {
+	sum := sha256.Sum256([]byte(msg))
+	for i := 0; i < rounds; i++ {
+		sum = sha256.Sum256(sum[:])
+	}
+	return sum
+}
+
+// digestSink keeps the work from being optimised away.
+var digestSink [sha256.Size]byte
 
 // degradeCollector exports the node's degradation:
 // demo_degrade_latency_seconds and demo_degrade_burn_seconds.

@@ -49,7 +49,7 @@ func TestLoadDirRepositoryDescriptions(t *testing.T) {
 		t.Errorf("clusters (-want +got):\n%s", diff)
 	}
 	want := []string{
-		"cloud-1@cloud-1", "cloud-fpga-1@cloud-1", "cloud-gpu-a100-1@cloud-1", "cloud-gpu-h100-1@cloud-1", "cloud-gpu-l4-1@cloud-1",
+		"cloud-1@cloud-1", "cloud-cpu-1@cloud-1", "cloud-fpga-1@cloud-1", "cloud-gpu-a100-1@cloud-1", "cloud-gpu-h100-1@cloud-1", "cloud-gpu-l4-1@cloud-1",
 		"edge-1@edge-1", "edge-jetson-1@edge-1", "edge-t4-1@edge-1", "far-edge-rpi-1@edge-1",
 	}
 	if diff := cmp.Diff(want, nodes); diff != "" {
