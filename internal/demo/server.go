@@ -98,13 +98,17 @@ func (s *Server) handle(ctx context.Context, conn net.Conn) {
 		}
 		digestSink = digest(seq, s.work)
 		s.degrader.Apply(ctx.Done())
-		if _, err := fmt.Fprintf(conn, "ack %s\n", seq); err != nil {
-			return
-		}
+		// The time is the server's, taken before the reply: a client that
+		// gave up waiting (its timeout) still leaves the slow answer in
+		// the metrics, so a starved server shows its latency rather than
+		// no value.
 		took := time.Since(start).Seconds()
 		s.messages.Inc()
 		s.processing.Observe(took)
 		s.window.add(took)
+		if _, err := fmt.Fprintf(conn, "ack %s\n", seq); err != nil {
+			return
+		}
 	}
 }
 
