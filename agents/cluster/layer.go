@@ -59,7 +59,7 @@ var _ agent.Layer = (*clusterLayer)(nil)
 
 // EventSource is the component name of the cluster agent's Kubernetes
 // events.
-const EventSource = "mlsysops-cluster-agent"
+const EventSource = mlsysopsv1.EventSourceClusterAgent
 
 func init() { agent.RegisterLayer(agentconfig.LayerCluster, newClusterLayer) }
 

@@ -408,6 +408,7 @@ func (c collection) detail(a *API, ctx context.Context, v *view) api.Application
 	m := a.members()
 	out.Components = a.components(ctx, v, m)
 	out.Endpoints = a.endpoints(ctx, out.ID, out.Components, m)
+	out.Events = a.events(ctx, out.ID, out.Components, m)
 	out.Warnings = append(v.warnings, m.warnings()...)
 	return out
 }

@@ -247,7 +247,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 	schemas := openAPIDoc(t, newOffline(t))["components"].(map[string]any)["schemas"].(map[string]any)
 	for name, v := range map[string]any{
 		"Endpoint": api.Endpoint{}, "ComponentPlacement": api.ComponentPlacement{}, "Summary": api.Summary{},
-		"List": api.List{}, "UpstreamModelStatus": api.UpstreamModelStatus{},
+		"List": api.List{}, "UpstreamModelStatus": api.UpstreamModelStatus{}, "Event": api.Event{},
 	} {
 		var documented []string
 		for p := range schemas[name].(map[string]any)["properties"].(map[string]any) {
