@@ -15,6 +15,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -61,7 +62,8 @@ type sample struct {
 // counting throttled periods and the metric missing its target there; the
 // plan accepted with the policy's reason (a Kubernetes event); the server
 // running on the other node; the metric within its target again, read
-// from the new pod. It logs the time from the starvation to the recovered
+// from the new pod; the API's details of the application with the plan's
+// event. It logs the time from the starvation to the recovered
 // metric and its parts.
 func TestRelocationOnMissedTarget(t *testing.T) {
 	ctrllog.SetLogger(logr.Discard())
@@ -246,6 +248,27 @@ func TestRelocationOnMissedTarget(t *testing.T) {
 	poll(t, "the plan completed", time.Minute, func(ctx context.Context) error {
 		_, err := event(ctx, member, ns, cluster.EventPlanCompleted, "relocateComponents")
 		return err
+	})
+	// The API tells why: the application's details list the plan's
+	// events with the policy's reason, and where the server runs now.
+	poll(t, "the plan's events in the API", time.Minute, func(ctx context.Context) error {
+		a, err := nb.Applications().Get(ctx, app.Name)
+		if err != nil {
+			return err
+		}
+		runs := false
+		for _, c := range a.Components {
+			runs = runs || (c.Name == component && slices.Equal(c.Nodes, []string{to}))
+		}
+		if !runs {
+			return fmt.Errorf("components %+v, want %s on %s", a.Components, component, to)
+		}
+		for _, e := range a.Events {
+			if e.Reason == cluster.EventPlanAccepted && e.Message == why {
+				return nil
+			}
+		}
+		return fmt.Errorf("no event %q among %+v", why, a.Events)
 	})
 	if q := readInt(t, filepath.Join(cg, "cpu.cfs_quota_us")); q != cpuQuota {
 		t.Errorf("%s: quota %d, want %d still: something reset the starvation", cg, q, cpuQuota)
