@@ -232,6 +232,11 @@ func (e *Ejabberd) ensureAdmin(ctx context.Context) error {
 	var last string
 	for {
 		out, err := e.ctlRun(ctx, "register", "admin", e.domain, e.adminPW)
+		if err != nil && strings.Contains(out, "successfully registered") {
+			// ejabberdctl said so and then did not exit in time (a slow
+			// machine): the account is there.
+			err = nil
+		}
 		if err == nil || strings.Contains(out, "already registered") {
 			if err != nil {
 				// Keep the stored password authoritative.
