@@ -2,7 +2,8 @@
 # make deps: installs what the testbed, the tests and `make up` need.
 # Idempotent: what is installed or built at the right version is skipped.
 #
-#   Debian packages: etcd-server, redis-server, ejabberd, postgresql,
+#   Debian packages: etcd-server, redis-server, ejabberd, erlang-p1-pgsql (its
+#                    PostgreSQL driver), postgresql,
 #                    containerd, runc, containernetworking-plugins (CNI plugins
 #                    in /usr/lib/cni), iptables (the real nodes of the testbed)
 #   bin/: kube-apiserver, kube-controller-manager, kube-scheduler,
@@ -35,7 +36,7 @@ command -v go >/dev/null || die "Go is not installed (need Go 1.24 or newer)"
 mkdir -p "$BIN" "$CACHE"
 
 # --- Debian packages --------------------------------------------------------
-pkgs=(etcd-server redis-server ejabberd postgresql containerd runc containernetworking-plugins iptables)
+pkgs=(etcd-server redis-server ejabberd erlang-p1-pgsql postgresql containerd runc containernetworking-plugins iptables)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

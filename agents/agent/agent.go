@@ -82,6 +82,8 @@ type Agent struct {
 	layer   Layer
 	resub   chan struct{}
 	mode    atomic.Int64
+	// loginReport reports refused logins; nil when they cannot be.
+	loginReport *loginReporter
 
 	modeGauge     prometheus.Gauge
 	regGauge      prometheus.Gauge
@@ -116,12 +118,21 @@ func New(ctx context.Context, opts *agentconfig.Options, conn *Connection, env a
 		a.Parent = conn.Parent
 	}
 
-	pw, err := ReadSecret(conn.XMPPPasswordFile, env, "MLSYSOPS_XMPP_PASSWORD", "NODE_PASSWORD")
+	// A password file is read at every login (a rotated Secret applies
+	// without a restart); a missing one makes the agent unready and
+	// reported, not dead.
+	pw := ""
+	if conn.XMPPPasswordFile == "" {
+		if pw, err = ReadSecret("", env, "MLSYSOPS_XMPP_PASSWORD", "NODE_PASSWORD"); err != nil {
+			return nil, err
+		}
+		if pw == "" {
+			return nil, errors.New("no XMPP password: set --xmpp-password-file (a Secret mount) or $MLSYSOPS_XMPP_PASSWORD")
+		}
+	}
+	a.loginReport, err = newLoginReporter(conn, opts.Layer, a.Name, a.Log)
 	if err != nil {
 		return nil, err
-	}
-	if pw == "" {
-		return nil, errors.New("no XMPP password: set --xmpp-password-file (a Secret mount) or $MLSYSOPS_XMPP_PASSWORD")
 	}
 	controllers := append([]string(nil), conn.Controllers...)
 	if cn := conn.ContinuumName; cn != "" && opts.Layer == agentconfig.LayerNode {
@@ -134,8 +145,9 @@ func New(ctx context.Context, opts *agentconfig.Options, conn *Connection, env a
 		listed[c] = true
 	}
 	a.Msg, err = messaging.New(messaging.Config{
-		JID: a.JID, Password: pw, Layer: messaging.Layer(opts.Layer),
-		Server: conn.XMPPServer, CAFile: conn.XMPPCAFile,
+		JID: a.JID, Password: pw, PasswordFile: conn.XMPPPasswordFile, Layer: messaging.Layer(opts.Layer),
+		OnAuthFailure: a.loginReport.report,
+		Server:        conn.XMPPServer, CAFile: conn.XMPPCAFile,
 		Parent: a.Parent, Controllers: controllers, Children: children,
 		AcceptSubscribe:   func(from string) bool { return listed[from] },
 		HeartbeatInterval: conn.HeartbeatInterval,
@@ -150,6 +162,7 @@ func New(ctx context.Context, opts *agentconfig.Options, conn *Connection, env a
 	}
 	messaging.HandleFunc(a.Msg, a.handlePing)
 	messaging.HandleFunc(a.Msg, a.handleMode)
+	messaging.HandleFunc(a.Msg, a.handleResubscribe)
 	if a.layer.ChildLayer() != "" {
 		if a.acceptChildren == nil {
 			return nil, fmt.Errorf("the %s layer has children but did not call agent.AcceptChildren", opts.Layer)
@@ -223,6 +236,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		start("http", srv)
 	}
 	start("messaging", a.Msg.Run)
+	start("login reports", a.loginReport.run)
 	start("mape", a.Engine.Run)
 	start("peers", a.watchPeers)
 	if a.Parent != "" {
@@ -326,6 +340,12 @@ func (a *Agent) watchPeers(ctx context.Context) error {
 					a.mu.Lock()
 					_, known := a.known[ev.Peer]
 					a.mu.Unlock()
+					if ev.Online && !known {
+						// A child this agent has no subscription of (it
+						// restarted, the child did not see it go): the
+						// child must subscribe again to be recorded.
+						a.askResubscribe(ctx, ev.Peer)
+					}
 					if known {
 						if err := a.registry.SetLiveness(ctx, ev.Peer, ev.Online, ev.Time); err != nil {
 							a.Log.Warn("registry liveness", "peer", ev.Peer, "err", err)
@@ -356,6 +376,34 @@ func (a *Agent) handleMode(ctx context.Context, env *messaging.Envelope, m *mess
 				a.Log.Warn("management mode not delivered", "peer", c, "err", err)
 			}
 		}()
+	}
+	return nil, nil
+}
+
+// askResubscribe asks child to subscribe again, without waiting.
+func (a *Agent) askResubscribe(ctx context.Context, child string) {
+	a.Log.Info("child heard before its subscription; asking it to subscribe", "peer", child)
+	go func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if _, err := a.Msg.SendAsync(sctx, child, &messaging.Resubscribe{Reason: "the parent has no subscription of yours"}); err != nil {
+			a.Log.Warn("resubscribe request not sent", "peer", child, "err", err)
+		}
+	}()
+}
+
+// handleResubscribe subscribes again when the parent asks: it restarted
+// and has no record of this agent.
+func (a *Agent) handleResubscribe(_ context.Context, env *messaging.Envelope, m *messaging.Resubscribe) (messaging.Message, error) {
+	// Authorized as a command already (the parent or a controller sent
+	// it); subscribing again is harmless either way.
+	if a.Parent == "" {
+		return nil, nil
+	}
+	a.Log.Info("parent asks for a new subscription", "parent", a.Parent, "reason", m.Reason)
+	select {
+	case a.resub <- struct{}{}:
+	default:
 	}
 	return nil, nil
 }

@@ -206,11 +206,7 @@ func (tb *Testbed) Up(ctx context.Context) (*Env, error) {
 	}()
 	go func() {
 		defer svcWG.Done()
-		if ejErr = tb.ejabberd.Start(ctx); ejErr == nil {
-			tb.progress("ready on %s (domain %s)", "ejabberd", tb.ejabberd.C2SAddr(), tb.ejabberd.Domain())
-		} else {
-			ejErr = fmt.Errorf("%w; see %s", ejErr, tb.ejabberd.LogFile())
-		}
+		ejErr = tb.startXMPP(ctx)
 	}()
 
 	steps := []struct {
@@ -281,10 +277,11 @@ func (tb *Testbed) stopStale(p *plan) error {
 			want[pr.PIDFile] = true
 		}
 	}
-	if as, _, err := tb.agents(); err == nil && !tb.opts.SkipAgents {
+	if as, cfg, err := tb.agents(); err == nil && !tb.opts.SkipAgents {
 		for _, a := range as {
 			want[a.PIDFile] = true
 		}
+		want[AccountsProcess(cfg).PIDFile] = true
 	}
 	files, _ := filepath.Glob(tb.l.path("pids", "*.pid"))
 	for _, f := range files {
@@ -341,6 +338,10 @@ func (tb *Testbed) Down(ctx context.Context, purge bool) error {
 	}
 	tb.progress("stopped", "redis")
 	tb.progress("stopped", "ejabberd")
+	if err := tb.stopPostgres(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	tb.progress("stopped", "postgres")
 	if err := tb.net.teardown(); err != nil {
 		errs = append(errs, fmt.Errorf("testbed network: %w", err))
 	} else {
@@ -401,20 +402,13 @@ func (tb *Testbed) Status(ctx context.Context) ([]ComponentStatus, error) {
 	if err != nil {
 		return nil, err
 	}
+	pg, err := tb.newPostgres()
+	if err != nil {
+		return nil, err
+	}
 	var out []ComponentStatus
 	for _, pr := range p.all() {
-		s := ComponentStatus{Name: pr.Name, LogFile: tb.rel(pr.LogFile)}
-		s.Pid, s.Running = pr.Pid()
-		if s.Running {
-			cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-			if err := pr.Ready(cctx); err != nil {
-				s.Detail = err.Error()
-			} else {
-				s.Ready = true
-			}
-			cancel()
-		}
-		out = append(out, s)
+		out = append(out, tb.probe(ctx, pr.Name, pr.LogFile, pr.Pid, pr.Ready))
 	}
 	for _, svc := range []struct {
 		name    string
@@ -423,54 +417,39 @@ func (tb *Testbed) Status(ctx context.Context) ([]ComponentStatus, error) {
 		log     string
 	}{
 		{"redis", tb.redis.Pid, tb.redis.Healthy, tb.redis.LogFile()},
+		{"postgres", pg.Pid, pg.Healthy, pg.LogFile()},
 		{"ejabberd", tb.ejabberd.Pid, tb.ejabberd.Healthy, tb.ejabberd.LogFile()},
 		{northboundName, tb.northboundPid, tb.northboundHealthy, tb.l.path("logs", northboundName+".log")},
 	} {
-		s := ComponentStatus{Name: svc.name, LogFile: tb.rel(svc.log)}
-		s.Pid, s.Running = svc.pid()
-		if s.Running {
-			cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-			if err := svc.healthy(cctx); err != nil {
-				s.Detail = err.Error()
-			} else {
-				s.Ready = true
-			}
-			cancel()
-		}
-		out = append(out, s)
+		out = append(out, tb.probe(ctx, svc.name, svc.log, svc.pid, svc.healthy))
 	}
 	for _, n := range tb.real {
 		for _, pr := range tb.nodeProcesses(n) {
-			s := ComponentStatus{Name: pr.Name, LogFile: tb.rel(pr.LogFile)}
-			s.Pid, s.Running = pr.Pid()
-			if s.Running {
-				cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-				if err := pr.Ready(cctx); err != nil {
-					s.Detail = err.Error()
-				} else {
-					s.Ready = true
-				}
-				cancel()
-			}
-			out = append(out, s)
+			out = append(out, tb.probe(ctx, pr.Name, pr.LogFile, pr.Pid, pr.Ready))
 		}
 	}
-	if as, _, err := tb.agents(); err == nil && !tb.opts.SkipAgents {
-		for _, a := range as {
-			s := ComponentStatus{Name: a.Process.Name, LogFile: tb.rel(a.LogFile)}
-			if s.Pid, s.Running = a.Pid(); s.Running {
-				cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-				if err := a.Ready(cctx); err != nil {
-					s.Detail = err.Error()
-				} else {
-					s.Ready = true
-				}
-				cancel()
-			}
-			out = append(out, s)
+	if as, cfg, err := tb.agents(); err == nil && !tb.opts.SkipAgents {
+		for _, a := range append([]*AgentProcess{{Process: AccountsProcess(cfg)}}, as...) {
+			out = append(out, tb.probe(ctx, a.Process.Name, a.LogFile, a.Pid, a.Ready))
 		}
 	}
 	return out, nil
+}
+
+// probe reports one component: its pid, whether it runs and, when it
+// does, whether its readiness check passes within 3 s.
+func (tb *Testbed) probe(ctx context.Context, name, logFile string, pid func() (int, bool), ready func(context.Context) error) ComponentStatus {
+	s := ComponentStatus{Name: name, LogFile: tb.rel(logFile)}
+	if s.Pid, s.Running = pid(); s.Running {
+		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		if err := ready(cctx); err != nil {
+			s.Detail = err.Error()
+		} else {
+			s.Ready = true
+		}
+	}
+	return s
 }
 
 // Kill kills every process of the testbed with SIGKILL, as a crash would:
@@ -491,6 +470,9 @@ func (tb *Testbed) Kill() error {
 	}
 	_ = tb.redis.Kill()
 	_ = tb.ejabberd.Kill()
+	if pg, err := tb.newPostgres(); err == nil {
+		_ = pg.Kill()
+	}
 	if err := killCgroup(tb.cgroupBase(), 20*time.Second); err != nil {
 		errs = append(errs, err)
 	}

@@ -51,6 +51,10 @@ type Options struct {
 	RedisPrefix     string
 	RedisTLS        bool
 	RedisCAFile     string
+	// RedisPasswordFile is a file holding the Redis password, read at
+	// start when REDIS_PASSWORD is not set. There is no flag with the
+	// password itself: any local user could read it in the process list.
+	RedisPasswordFile string
 
 	// Kubeconfig (KUBECONFIG) and its contexts for the Karmada API and
 	// the Karmada host cluster. Without a kubeconfig the in-cluster
@@ -150,7 +154,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.TokenReload, "token-reload", o.TokenReload, "how often the token source is re-read (0 never)")
 	fs.StringSliceVar(&o.PublicPaths, "public-paths", o.PublicPaths, "paths served without a token (a trailing / covers a subtree)")
 	fs.StringSliceVar(&o.RedisAddrs, "redis-addr", o.RedisAddrs, "Redis address(es), host:port: the server, the sentinels or cluster seeds")
-	fs.StringVar(&o.RedisPassword, "redis-password", o.RedisPassword, "Redis password (prefer REDIS_PASSWORD)")
+	fs.StringVar(&o.RedisPasswordFile, "redis-password-file", o.RedisPasswordFile, "file holding the Redis password (or REDIS_PASSWORD)")
 	fs.StringVar(&o.RedisMode, "redis-mode", o.RedisMode, "single, sentinel or cluster")
 	fs.StringVar(&o.RedisMasterName, "redis-master-name", o.RedisMasterName, "Sentinel master group")
 	fs.IntVar(&o.RedisDB, "redis-db", o.RedisDB, "Redis database")

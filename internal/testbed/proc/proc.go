@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -37,6 +38,13 @@ type Process struct {
 	PIDFile string
 	// Ready reports whether the component serves; it is polled after start.
 	Ready func(ctx context.Context) error
+	// User, when set and the testbed runs as root, is the account the
+	// process runs as (servers such as PostgreSQL refuse to run as root).
+	User string
+	// OpenFiles, when above 0, is the process's limit of open files (soft
+	// and hard), set before it runs: servers that hold a connection per
+	// client need more than the usual 1024.
+	OpenFiles uint64
 	// NetNS, when set, is the network namespace file (/run/netns/NAME) the
 	// process runs in; it keeps the testbed's mount namespace.
 	NetNS string
@@ -90,13 +98,27 @@ func processRuns(pid int, exe string) bool {
 	if err != nil {
 		return false
 	}
+	if len(cmdline) == 0 {
+		// An exec under way (the wrappers of Start exec one another):
+		// only kernel threads show no command line for longer.
+		return true
+	}
 	// Scripts show their interpreter first and themselves second.
-	args := bytes.SplitN(cmdline, []byte{0}, 3)
+	args := bytes.Split(cmdline, []byte{0})
 	for _, a := range args[:min(2, len(args))] {
 		// Some servers (Redis) rewrite their title to "name addr".
 		name, _, _ := strings.Cut(filepath.Base(string(a)), " ")
 		if name == filepath.Base(exe) {
 			return true
+		}
+	}
+	// Right after a start, the process may still be one of the wrappers
+	// that set its limits and user (see Start) and exec it.
+	if w := filepath.Base(string(args[0])); w == "prlimit" || w == "setpriv" {
+		for _, a := range args[1:] {
+			if string(a) == exe {
+				return true
+			}
 		}
 	}
 	return false
@@ -117,11 +139,31 @@ func (p *Process) Start() error {
 	}
 	defer logf.Close()
 	fmt.Fprintf(logf, "\n==== %s start %s\n", time.Now().Format(time.RFC3339), p.Name)
-	cmd := exec.Command(p.Path, p.Args...)
+	path, args := p.Path, p.Args
+	asUser := p.User != "" && os.Geteuid() == 0
+	if p.OpenFiles > 0 {
+		// Go cannot set a child's limits, so util-linux's prlimit does,
+		// before setpriv (not su, whose PAM session would reset them)
+		// drops to the user; each execs the next, keeping the pid.
+		wrap := []string{fmt.Sprintf("--nofile=%d:%d", p.OpenFiles, p.OpenFiles), "--"}
+		if asUser {
+			wrap = append(wrap, lookPath("setpriv"), "--reuid="+p.User, "--regid="+p.User, "--init-groups", "--")
+			asUser = false
+		}
+		path, args = lookPath("prlimit"), append(append(wrap, p.Path), p.Args...)
+	}
+	cmd := exec.Command(path, args...)
 	cmd.Dir = p.Dir
 	cmd.Env = append(os.Environ(), p.Env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if asUser {
+		cred, err := Credential(p.User)
+		if err != nil {
+			return fmt.Errorf("%s: %w", p.Name, err)
+		}
+		cmd.SysProcAttr.Credential = cred
+	}
 	if err := startIn(cmd, p.NetNS); err != nil {
 		return fmt.Errorf("%s: start %s: %w", p.Name, p.Path, err)
 	}
@@ -138,6 +180,21 @@ func (p *Process) Start() error {
 	// crashed component is not mistaken for a live zombie.
 	go func() { _ = cmd.Wait() }()
 	return os.WriteFile(p.PIDFile, []byte(strconv.Itoa(cmd.Process.Pid)), 0o644)
+}
+
+// Credential returns the uid and gid of the named account, for running a
+// command as that user.
+func Credential(name string) (*syscall.Credential, error) {
+	u, err := user.Lookup(name)
+	if err != nil {
+		return nil, fmt.Errorf("user %s: %w", name, err)
+	}
+	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
+	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
+	if err1 != nil || err2 != nil {
+		return nil, fmt.Errorf("user %s: uid %q or gid %q is not numeric", name, u.Uid, u.Gid)
+	}
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
 }
 
 // startIn starts cmd in the network namespace netns (a file such as
@@ -172,7 +229,19 @@ func (p *Process) commandLine() string {
 	if p.NetNS != "" {
 		line = append(line, "netns="+p.NetNS)
 	}
-	return strings.Join(append(append(line, p.Args...), p.Env...), "\x00")
+	line = append(append(line, p.Args...), p.Env...)
+	if p.OpenFiles > 0 {
+		line = append(line, "nofile="+strconv.FormatUint(p.OpenFiles, 10))
+	}
+	return strings.Join(line, "\x00")
+}
+
+// lookPath finds a program on PATH, or where Debian installs it.
+func lookPath(name string) string {
+	if p, err := exec.LookPath(name); err == nil {
+		return p
+	}
+	return "/usr/bin/" + name
 }
 
 // SameCommand reports whether the running process was started with the
@@ -331,6 +400,9 @@ func Tail(file string, n int) string {
 	}
 	return "    " + strings.Join(lines, "\n    ")
 }
+
+// PIDAlive reports whether pid is a live process (a zombie is not).
+func PIDAlive(pid int) bool { return processRuns(pid, "") }
 
 // PIDFileAlive reports whether the pid file names a live process.
 func PIDFileAlive(file string) bool {

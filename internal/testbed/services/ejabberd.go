@@ -7,18 +7,23 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"text/template"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/mlsysops-go/mlsysops/internal/testbed/pki"
 	"github.com/mlsysops-go/mlsysops/internal/testbed/proc"
@@ -32,6 +37,12 @@ import (
 // Security: STARTTLS is required with a certificate from a CA of its own,
 // there is no in-band registration, and the admin API (mod_http_api, HTTPS
 // on loopback) accepts only the admin account, which provisions agents.
+//
+// Storage: by default ejabberd keeps its data in Mnesia, which writes
+// through caches that a SIGKILL loses (about the last two seconds of
+// writes: accounts, passwords, roster items). UseSQL moves every table
+// ejabberd can keep in SQL to PostgreSQL, where an acknowledged write
+// survives a crash of ejabberd (see docs/messaging.md).
 type Ejabberd struct {
 	dir      string
 	portBase int
@@ -40,7 +51,21 @@ type Ejabberd struct {
 	ctl      string
 	proc     *proc.Process
 	adminPW  string
+	sql      *EjabberdSQL
 }
+
+// EjabberdSQL is the PostgreSQL database ejabberd keeps its data in.
+type EjabberdSQL struct {
+	// Addr is the server, host:port.
+	Addr string
+	// Database, User and Password: the database (owned by User) and the
+	// account ejabberd logs in with.
+	Database, User, Password string
+}
+
+// ejabberdSchema is the PostgreSQL schema Debian's ejabberd package ships
+// for its single-host ("old") SQL layout.
+const ejabberdSchema = "/usr/share/ejabberd/sql/pg.sql"
 
 // Ejabberd ports are offsets from the port base.
 const (
@@ -70,8 +95,34 @@ func NewEjabberd(dir string, portBase int, domain string) *Ejabberd {
 		PIDFile: filepath.Join(dir, "ejabberd.pid"),
 		Ready:   e.Healthy,
 	}
+	if os.Geteuid() == 0 {
+		// Run as root, ejabberdctl would start the server through su,
+		// whose PAM session sets the open-files limit back to 1024: too
+		// few for a connection per agent. Started as its user, it runs
+		// the server itself, with the limit set here.
+		e.proc.User, e.proc.OpenFiles = ejabberdUser, EjabberdOpenFiles()
+		if u, err := user.Lookup(ejabberdUser); err == nil {
+			e.proc.Env = []string{"HOME=" + u.HomeDir, "USER=" + ejabberdUser, "LOGNAME=" + ejabberdUser}
+		}
+	}
 	return e
 }
+
+// EjabberdOpenFiles is the testbed's ejabberd's limit of open files, for a
+// connection per agent (BenchmarkFanIn connects 1,000) and the server's
+// own files: 65,536, or the hard limit of this process when that is lower
+// (a container may forbid raising it).
+func EjabberdOpenFiles() uint64 {
+	const want = 65536
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil && lim.Max < want {
+		return lim.Max
+	}
+	return want
+}
+
+// ejabberdUser is the account Debian's ejabberd package runs the server as.
+const ejabberdUser = "ejabberd"
 
 func (e *Ejabberd) ctlArgs() []string {
 	return []string{
@@ -81,6 +132,14 @@ func (e *Ejabberd) ctlArgs() []string {
 		"--node", e.node,
 	}
 }
+
+// UseSQL keeps the server's data in the PostgreSQL database db instead of
+// Mnesia; the schema is created on the first Start. Call it before Start.
+// Debian's ejabberd needs its PostgreSQL driver, erlang-p1-pgsql.
+func (e *Ejabberd) UseSQL(db EjabberdSQL) { e.sql = &db }
+
+// SQL returns the database the server keeps its data in, nil for Mnesia.
+func (e *Ejabberd) SQL() *EjabberdSQL { return e.sql }
 
 // C2SAddr is the client-to-server address, "127.0.0.1:port".
 func (e *Ejabberd) C2SAddr() string { return "127.0.0.1:" + strconv.Itoa(e.portBase+ejC2SOffset) }
@@ -101,6 +160,9 @@ func (e *Ejabberd) AdminJID() string { return "admin@" + e.domain }
 // directory.
 func (e *Ejabberd) AdminPassword() string { return e.adminPW }
 
+// AdminPasswordFile holds AdminPassword (mode 0600).
+func (e *Ejabberd) AdminPasswordFile() string { return filepath.Join(e.dir, "admin.password") }
+
 // CAFile is the PEM file of the CA that signed the server certificate (SANs:
 // the domain, localhost and 127.0.0.1).
 func (e *Ejabberd) CAFile() string { return filepath.Join(e.dir, "tls", "ca.crt") }
@@ -118,33 +180,56 @@ func (e *Ejabberd) Running() bool { _, ok := e.proc.Pid(); return ok }
 // server unless it is already healthy, and makes sure the admin account
 // exists.
 func (e *Ejabberd) Start(ctx context.Context) error {
-	if err := e.prepare(); err != nil {
+	changed, err := e.prepare()
+	if err != nil {
 		return fmt.Errorf("ejabberd: %w", err)
 	}
-	if _, ok := e.proc.Pid(); ok && e.Healthy(ctx) == nil {
-		return nil
+	if err := e.ensureSchema(ctx); err != nil {
+		return fmt.Errorf("ejabberd: %w", err)
+	}
+	if _, ok := e.proc.Pid(); ok {
+		if !changed && e.Healthy(ctx) == nil {
+			return nil
+		}
+		// Running with another configuration (say, Mnesia where it now
+		// keeps its data in SQL), or not answering.
+		if err := e.Stop(ctx); err != nil {
+			return err
+		}
 	}
 	_ = e.proc.Stop(5 * time.Second)
 	if err := e.proc.Start(); err != nil {
 		return err
 	}
-	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
 	// The listener comes up before the admin account exists; wait for the
-	// port first, then create the account, then check the API.
-	if err := waitTCP(wctx, e.C2SAddr(), e.proc); err != nil {
-		return err
+	// port first, then create the account, then check the API. Booting
+	// the Erlang VM and loading the modules is most of the time (seconds
+	// alone, tens of seconds on a loaded machine): the boot and the rest
+	// have a deadline each.
+	bctx, cancel := context.WithTimeout(ctx, startupTimeout)
+	defer cancel()
+	if err := waitTCP(bctx, e.C2SAddr(), e.proc); err != nil {
+		// ejabberd logs why it stopped in its own log, not on its output.
+		return fmt.Errorf("%w\n%s:\n%s", err, e.LogFile(), proc.Tail(e.LogFile(), 20))
 	}
+	wctx, cancel := context.WithTimeout(ctx, startupTimeout)
+	defer cancel()
 	if err := e.ensureAdmin(wctx); err != nil {
 		return err
 	}
 	return e.proc.WaitReady(wctx)
 }
 
-func (e *Ejabberd) prepare() error {
+// startupTimeout bounds each of ejabberd's start-up steps: the boot until
+// its client port answers, then the admin account and the API.
+const startupTimeout = 3 * time.Minute
+
+// prepare writes the server's files; it reports whether its configuration
+// changed.
+func (e *Ejabberd) prepare() (bool, error) {
 	for _, d := range []string{"etc", "spool", "logs", "tls"} {
 		if err := os.MkdirAll(filepath.Join(e.dir, d), 0o750); err != nil {
-			return err
+			return false, err
 		}
 	}
 	pwFile := filepath.Join(e.dir, "admin.password")
@@ -153,53 +238,101 @@ func (e *Ejabberd) prepare() error {
 	} else {
 		e.adminPW = RandomSecret()
 		if err := os.WriteFile(pwFile, []byte(e.adminPW), 0o600); err != nil {
-			return err
+			return false, err
 		}
 	}
 	tlsDir := filepath.Join(e.dir, "tls")
 	ca, err := pki.LoadOrCreateCA(tlsDir, "ca", "mlsysops-xmpp-ca")
 	if err != nil {
-		return err
+		return false, err
 	}
 	certFile, keyFile, err := ca.Issue(tlsDir, "server", pki.CertSpec{
 		CommonName: e.domain, DNSNames: []string{e.domain, "localhost"},
 		IPs: []net.IP{net.ParseIP("127.0.0.1")}, Server: true,
 	})
 	if err != nil {
-		return err
+		return false, err
 	}
 	// ejabberd wants certificate and key in one file it can read.
 	var pem bytes.Buffer
 	for _, f := range []string{certFile, keyFile} {
 		b, err := os.ReadFile(f)
 		if err != nil {
-			return err
+			return false, err
 		}
 		pem.Write(b)
 	}
 	if err := os.WriteFile(filepath.Join(e.dir, "etc", "server.pem"), pem.Bytes(), 0o600); err != nil {
-		return err
+		return false, err
 	}
 	var conf bytes.Buffer
-	if err := ejabberdConfig.Execute(&conf, map[string]any{
+	vars := map[string]any{
 		"Domain": e.domain, "C2SPort": e.portBase + ejC2SOffset, "APIPort": e.portBase + ejAPIOffset,
 		"Cert": filepath.Join(e.dir, "etc", "server.pem"), "Admin": e.AdminJID(),
-	}); err != nil {
-		return err
 	}
-	if err := os.WriteFile(filepath.Join(e.dir, "etc", "ejabberd.yml"), conf.Bytes(), 0o640); err != nil {
-		return err
+	if e.sql != nil {
+		host, port, err := net.SplitHostPort(e.sql.Addr)
+		if err != nil {
+			return false, fmt.Errorf("SQL server %q: %w", e.sql.Addr, err)
+		}
+		// YAML double-quoted strings: JSON quoting is a subset.
+		q := func(s string) string { b, _ := json.Marshal(s); return string(b) }
+		vars["SQL"] = map[string]string{"Host": q(host), "Port": port, "Database": q(e.sql.Database),
+			"User": q(e.sql.User), "Password": q(e.sql.Password)}
+	}
+	if err := ejabberdConfig.Execute(&conf, vars); err != nil {
+		return false, err
+	}
+	confFile := filepath.Join(e.dir, "etc", "ejabberd.yml")
+	old, _ := os.ReadFile(confFile)
+	changed := !bytes.Equal(old, conf.Bytes())
+	if err := os.WriteFile(confFile, conf.Bytes(), 0o640); err != nil {
+		return false, err
 	}
 	ctlCfg := fmt.Sprintf("# Written by the MLSysOps testbed.\nERLANG_NODE=%s\nERL_DIST_PORT=%d\nINET_DIST_INTERFACE=127.0.0.1\nERL_OPTIONS=\"-env ERL_CRASH_DUMP_BYTES 0\"\n",
 		e.node, e.portBase+ejDistOffset)
 	// Erlang reads inetrc from the config dir and complains when it is missing.
 	if err := os.WriteFile(filepath.Join(e.dir, "etc", "inetrc"), []byte("{lookup, [file, native]}.\n"), 0o644); err != nil {
-		return err
+		return false, err
 	}
 	if err := os.WriteFile(filepath.Join(e.dir, "etc", "ejabberdctl.cfg"), []byte(ctlCfg), 0o640); err != nil {
-		return err
+		return false, err
 	}
-	return chownTree(e.dir, "ejabberd")
+	return changed, chownTree(e.dir, ejabberdUser)
+}
+
+// ensureSchema creates ejabberd's tables in its SQL database unless they
+// exist. ejabberd 23.01 does not create them itself.
+func (e *Ejabberd) ensureSchema(ctx context.Context) error {
+	if e.sql == nil {
+		return nil
+	}
+	u := url.URL{Scheme: "postgres", User: url.UserPassword(e.sql.User, e.sql.Password), Host: e.sql.Addr,
+		Path: "/" + e.sql.Database, RawQuery: "sslmode=disable"}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(cctx, u.String())
+	if err != nil {
+		return fmt.Errorf("connect to its database %s on %s: %w", e.sql.Database, e.sql.Addr, err)
+	}
+	defer conn.Close(context.Background())
+	var exists bool
+	if err := conn.QueryRow(cctx, "SELECT to_regclass('public.users') IS NOT NULL").Scan(&exists); err != nil {
+		return fmt.Errorf("look for its schema: %w", err)
+	}
+	if exists {
+		return nil
+	}
+	schema, err := os.ReadFile(ejabberdSchema)
+	if err != nil {
+		return fmt.Errorf("read the SQL schema of Debian's ejabberd package: %w", err)
+	}
+	// The whole file in one transaction: a failed attempt leaves nothing
+	// half-created for the next one to trip over.
+	if _, err := conn.Exec(cctx, "BEGIN;\n"+string(schema)+"\nCOMMIT;"); err != nil {
+		return fmt.Errorf("create its schema from %s: %w", ejabberdSchema, err)
+	}
+	return nil
 }
 
 // chownTree gives dir and everything below it to the named user, because
@@ -228,31 +361,78 @@ func (e *Ejabberd) ctlRun(ctx context.Context, args ...string) (string, error) {
 	return strings.TrimSpace(string(out)), err
 }
 
+// ensureAdmin makes the admin account exist with the stored password.
+// The password never goes on a command line, where every local user could
+// read it: ejabberdctl creates the account (or resets it) with a one-time
+// password, and the authenticated admin API then sets the real one.
 func (e *Ejabberd) ensureAdmin(ctx context.Context) error {
+	if e.adminAPI(ctx, e.adminPW, "status", struct{}{}) == nil {
+		return nil // already there with the stored password
+	}
+	once := RandomSecret()
 	var last string
 	for {
-		out, err := e.ctlRun(ctx, "register", "admin", e.domain, e.adminPW)
+		out, err := e.ctlRun(ctx, "register", "admin", e.domain, once)
 		if err != nil && strings.Contains(out, "successfully registered") {
 			// ejabberdctl said so and then did not exit in time (a slow
 			// machine): the account is there.
 			err = nil
 		}
-		if err == nil || strings.Contains(out, "already registered") {
-			if err != nil {
-				// Keep the stored password authoritative.
-				if out, err := e.ctlRun(ctx, "change_password", "admin", e.domain, e.adminPW); err != nil {
-					return fmt.Errorf("ejabberd: set admin password: %s", out)
-				}
-			}
-			return nil
+		if err != nil && strings.Contains(out, "already registered") {
+			out, err = e.ctlRun(ctx, "change_password", "admin", e.domain, once)
+		}
+		if err == nil {
+			break
 		}
 		last = out
+		if err != nil && out == "" {
+			last = err.Error()
+		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("ejabberd: create admin account: %s; see %s", last, e.LogFile())
+			return fmt.Errorf("ejabberd: create admin account: %w (last answer: %s); see %s", ctx.Err(), last, e.LogFile())
 		case <-time.After(300 * time.Millisecond):
 		}
 	}
+	for {
+		err := e.adminAPI(ctx, once, "change_password", map[string]string{"user": "admin", "host": e.domain, "newpass": e.adminPW})
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("ejabberd: set admin password through the admin API: %v; see %s", err, e.LogFile())
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+}
+
+// adminAPI calls an admin API command as the admin account with password
+// pw.
+func (e *Ejabberd) adminAPI(ctx context.Context, pw, command string, args any) error {
+	c, err := e.HTTPClient()
+	if err != nil {
+		return err
+	}
+	body, err := json.Marshal(args)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.APIURL()+"/"+command, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.SetBasicAuth(e.AdminJID(), pw)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("admin API %s: HTTP %d", command, resp.StatusCode)
+	}
+	return nil
 }
 
 // HTTPClient returns a client that trusts the server's CA, for the admin API.
@@ -276,25 +456,7 @@ func (e *Ejabberd) Healthy(ctx context.Context) error {
 			e.adminPW = string(bytes.TrimSpace(b))
 		}
 	}
-	c, err := e.HTTPClient()
-	if err != nil {
-		return err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.APIURL()+"/status", strings.NewReader("{}"))
-	if err != nil {
-		return err
-	}
-	req.SetBasicAuth(e.AdminJID(), e.adminPW)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := c.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("admin API status: HTTP %d", resp.StatusCode)
-	}
-	return nil
+	return e.adminAPI(ctx, e.adminPW, "status", struct{}{})
 }
 
 // Stop stops the server gracefully and waits for it to exit.
@@ -342,7 +504,9 @@ func waitTCP(ctx context.Context, addr string, p *proc.Process) error {
 }
 
 var ejabberdConfig = template.Must(template.New("ejabberd.yml").Parse(`# Written by the MLSysOps testbed.
-loglevel: info
+# notice, not info: at info mod_http_api logs every call with its
+# arguments, the passwords of the accounts it creates included.
+loglevel: notice
 log_rotate_count: 0
 hosts:
   - "{{.Domain}}"
@@ -350,6 +514,20 @@ certfiles:
   - "{{.Cert}}"
 auth_password_format: scram
 auth_scram_hash: sha256
+{{- with .SQL}}
+# Every table ejabberd can keep in SQL lives in PostgreSQL: a write the
+# admin API acknowledged survives a crash of ejabberd. Sessions, routes and
+# stream management state stay in memory.
+sql_type: pgsql
+sql_server: {{.Host}}
+sql_port: {{.Port}}
+sql_database: {{.Database}}
+sql_username: {{.User}}
+sql_password: {{.Password}}
+sql_pool_size: 5
+default_db: sql
+auth_method: sql
+{{- end}}
 define_macro:
   TLS_OPTIONS:
     - "no_sslv3"

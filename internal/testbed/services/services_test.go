@@ -3,14 +3,21 @@ package services_test
 import (
 	"context"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
+	"fmt"
 	"github.com/mlsysops-go/mlsysops/internal/testbed"
 	"github.com/mlsysops-go/mlsysops/internal/testbed/services"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/mlsysops-go/mlsysops/internal/testbed/proc"
 )
 
 // These tests start the real servers from Debian's packages (`make deps`).
@@ -61,16 +68,39 @@ func TestEjabberdLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
+	// The admin password must never be on a command line: watch every
+	// process's while the server starts (and creates the account) and
+	// restarts (and finds it).
+	const adminPW = "admin-password-under-watch-0123456789"
+	if err := os.MkdirAll(filepath.Join(dir, "x"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "x", "admin.password"), []byte(adminPW), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	leaks := watchCmdlines(t, adminPW)
 	e := services.NewEjabberd(filepath.Join(dir, "x"), testbed.FreePorts(t, 10), "mlsysops.test")
 	start := time.Now()
 	if err := e.Start(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if e.AdminPassword() != adminPW {
+		t.Fatalf("admin password %q, want the stored one", e.AdminPassword())
+	}
+	if err := e.Healthy(ctx); err != nil {
+		t.Fatalf("admin API with the stored password: %v", err)
 	}
 	t.Logf("ejabberd up in %v", time.Since(start))
 	t.Cleanup(func() { _ = e.Stop(ctx) })
 	out, err := e.Ctl(ctx, "registered_users", e.Domain())
 	if err != nil || out != "admin" {
 		t.Fatalf("registered_users = %q, %v", out, err)
+	}
+	// The Erlang VM may hold a connection per agent.
+	if os.Geteuid() == 0 {
+		if got, want := beamOpenFiles(t, e), services.EjabberdOpenFiles(); got != want || got < 4096 {
+			t.Errorf("the server may open %d files, want %d (and at least 4096)", got, want)
+		}
 	}
 	if err := e.Stop(ctx); err != nil {
 		t.Fatal(err)
@@ -81,10 +111,55 @@ func TestEjabberdLifecycle(t *testing.T) {
 	if err := e.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if err := e.Healthy(ctx); err != nil {
+		t.Fatalf("admin API with the stored password after a restart: %v", err)
+	}
 	if err := e.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	waitDown(t, e.Running)
+	if l := leaks(); len(l) > 0 {
+		t.Errorf("the admin password was on the command line of: %v", l)
+	}
+}
+
+// watchCmdlines polls every process's command line for secret until the
+// returned function is called, which returns the command lines (cut at
+// the secret) that held it.
+func watchCmdlines(t *testing.T, secret string) func() []string {
+	t.Helper()
+	stop := make(chan struct{})
+	done := make(chan []string)
+	go func() {
+		var found []string
+		for {
+			entries, _ := os.ReadDir("/proc")
+			for _, e := range entries {
+				if e.Name()[0] < '0' || e.Name()[0] > '9' {
+					continue
+				}
+				b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+				if err == nil && strings.Contains(string(b), secret) {
+					line := strings.ReplaceAll(string(b), "\x00", " ")
+					found = append(found, line[:strings.Index(line, secret)])
+				}
+			}
+			select {
+			case <-stop:
+				done <- found
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}()
+	var once sync.Once
+	var result []string
+	get := func() []string {
+		once.Do(func() { close(stop); result = <-done })
+		return result
+	}
+	t.Cleanup(func() { get() })
+	return get
 }
 
 func waitDown(t *testing.T, running func() bool) {
@@ -94,5 +169,141 @@ func waitDown(t *testing.T, running func() bool) {
 	}
 	if running() {
 		t.Fatal("process still running")
+	}
+}
+
+func TestPostgresRestartKeepsData(t *testing.T) {
+	ctx := context.Background()
+	p := testbed.Postgres(t)
+	start := time.Now()
+	if err := p.EnsureDatabase(ctx, "app", "app", "pw-'quoted"); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.EnsureDatabase(ctx, "app", "app", "pw-'quoted"); err != nil { // idempotent
+		t.Fatal(err)
+	}
+	t.Logf("database ready in %v", time.Since(start))
+	exec := func(sql string, args ...any) error {
+		conn, err := pgx.Connect(ctx, p.DSN("app", "pw-'quoted", "app"))
+		if err != nil {
+			return err
+		}
+		defer conn.Close(ctx)
+		_, err = conn.Exec(ctx, sql, args...)
+		return err
+	}
+	if err := exec("CREATE TABLE t (v text); INSERT INTO t VALUES ('kept')"); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	waitDown(t, p.Running)
+	if err := p.Healthy(ctx); err == nil {
+		t.Fatal("killed postgres still answers")
+	}
+	if err := p.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, p.DSN("app", "pw-'quoted", "app"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var v string
+	if err := conn.QueryRow(ctx, "SELECT v FROM t").Scan(&v); err != nil || v != "kept" {
+		t.Fatalf("after a crash t holds %q, %v", v, err)
+	}
+	if _, err := pgx.Connect(ctx, p.DSN("app", "wrong", "app")); err == nil {
+		t.Fatal("a wrong password was accepted")
+	}
+	if err := p.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if p.Running() {
+		t.Fatal("still running after Stop")
+	}
+}
+
+// beamOpenFiles returns the soft open-files limit of the server's Erlang
+// VM (beam.smp, below the ejabberdctl process).
+func beamOpenFiles(t *testing.T, e *services.Ejabberd) uint64 {
+	t.Helper()
+	pid, ok := e.Pid()
+	if !ok {
+		t.Fatal("ejabberd is not running")
+	}
+	for _, p := range proc.Descendants(pid) {
+		exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", p))
+		if err != nil || filepath.Base(exe) != "beam.smp" {
+			continue
+		}
+		limits, err := os.ReadFile(fmt.Sprintf("/proc/%d/limits", p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(limits), "\n") {
+			if f := strings.Fields(line); strings.HasPrefix(line, "Max open files") && len(f) > 3 {
+				n, err := strconv.ParseUint(f[3], 10, 64)
+				if err != nil {
+					t.Fatalf("%s", line)
+				}
+				return n
+			}
+		}
+	}
+	t.Fatal("no beam.smp below ejabberd")
+	return 0
+}
+
+// TestEjabberdMovesToSQL starts ejabberd on Mnesia, then on PostgreSQL as
+// an upgraded testbed would: the running server is restarted with the new
+// configuration and keeps its accounts in the database.
+func TestEjabberdMovesToSQL(t *testing.T) {
+	ctx := context.Background()
+	e := testbed.Ejabberd(t)
+	before, _ := e.Pid()
+	pg := testbed.Postgres(t)
+	db := services.EjabberdSQL{Addr: pg.Addr(), Database: "ejabberd", User: "ejabberd", Password: services.RandomSecret()}
+	if err := pg.EnsureDatabase(ctx, db.Database, db.User, db.Password); err != nil {
+		t.Fatal(err)
+	}
+	e.UseSQL(db)
+	if err := e.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if after, _ := e.Pid(); after == before {
+		t.Fatal("ejabberd was not restarted with its new configuration")
+	}
+	if out, err := e.Ctl(ctx, "register", "someone", e.Domain(), "pw"); err != nil {
+		t.Fatalf("register: %v: %s", err, out)
+	}
+	conn, err := pgx.Connect(ctx, pg.DSN(db.User, db.Password, db.Database))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var users []string
+	rows, err := conn.Query(ctx, "SELECT username FROM users ORDER BY username")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var u string
+		if err := rows.Scan(&u); err != nil {
+			t.Fatal(err)
+		}
+		users = append(users, u)
+	}
+	if len(users) != 2 || users[0] != "admin" || users[1] != "someone" {
+		t.Errorf("users in PostgreSQL = %v, want admin and someone", users)
+	}
+	// A second start with the same configuration keeps the server.
+	pid, _ := e.Pid()
+	if err := e.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := e.Pid(); again != pid {
+		t.Error("ejabberd was restarted although its configuration did not change")
 	}
 }
