@@ -24,6 +24,7 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -199,7 +200,7 @@ func TestRelocationOnMissedTarget(t *testing.T) {
 	var accepted time.Time
 	var why string
 	poll(t, "the relocation plan accepted", 2*time.Minute, func(ctx context.Context) error {
-		ev, err := event(ctx, member, ns, cluster.EventPlanAccepted, "relocateComponents")
+		ev, err := event(ctx, member, app.Name, cluster.EventPlanAccepted, "relocateComponents")
 		if err != nil {
 			return err
 		}
@@ -246,7 +247,7 @@ func TestRelocationOnMissedTarget(t *testing.T) {
 		return nil
 	})
 	poll(t, "the plan completed", time.Minute, func(ctx context.Context) error {
-		_, err := event(ctx, member, ns, cluster.EventPlanCompleted, "relocateComponents")
+		_, err := event(ctx, member, app.Name, cluster.EventPlanCompleted, "relocateComponents")
 		return err
 	})
 	// The API tells why: the application's details list the plan's
@@ -332,10 +333,13 @@ func readySince(p *corev1.Pod) time.Time {
 	return time.Time{}
 }
 
-// event finds the fluidity event with reason on the application whose
+// event finds the fluidity event with reason on the application (its
+// MLSysOpsApp in the member cluster, in the mlsysops namespace) whose
 // message names the policy.
-func event(ctx context.Context, cs kubernetes.Interface, ns, reason, policy string) (*corev1.Event, error) {
-	evs, err := cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+func event(ctx context.Context, cs kubernetes.Interface, app, reason, policy string) (*corev1.Event, error) {
+	evs, err := cs.CoreV1().Events(mlsysopsv1.Namespace).List(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("involvedObject.name", app).String(),
+	})
 	if err != nil {
 		return nil, err
 	}
