@@ -34,6 +34,7 @@ import (
 	"github.com/mlsysops-go/mlsysops/agents/continuum"
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
 	"github.com/mlsysops-go/mlsysops/internal/description"
+	"github.com/mlsysops-go/mlsysops/internal/mape"
 	"github.com/mlsysops-go/mlsysops/internal/members"
 	"github.com/mlsysops-go/mlsysops/internal/testbed"
 	"github.com/mlsysops-go/mlsysops/northbound/api"
@@ -281,6 +282,30 @@ func TestRelocationOnMissedTarget(t *testing.T) {
 		_, err := event(ctx, member, app.Name, cluster.EventPlanCompleted, "relocateComponents")
 		return err
 	})
+	// The cluster agent's plan log has the plan, completed, and its
+	// metrics count it.
+	planID, _, _ := strings.Cut(strings.TrimPrefix(why, "plan "), " ")
+	clusterAgent := agents.Get(testbed.LayerCluster, clusterName)
+	poll(t, "plan "+planID+" completed in the cluster agent's plan log", time.Minute, func(ctx context.Context) error {
+		var st struct {
+			Plans []mape.PlanRecord `json:"plans"`
+		}
+		if err := testbed.GetJSON(ctx, clusterAgent.URL()+"/status", &st); err != nil {
+			return err
+		}
+		for _, p := range st.Plans {
+			if p.ID == planID {
+				if p.Policy != "relocateComponents" || p.App != app.Name || p.State != mape.StateCompleted {
+					return fmt.Errorf("plan %s: policy %s, app %s, state %s (%s)", p.ID, p.Policy, p.App, p.State, p.Reason)
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("no plan %s among %d in the plan log", planID, len(st.Plans))
+	})
+	if n := testbed.MetricValue(t, clusterAgent.URL()+"/metrics", `mlsysops_mape_mechanism_results_total{mechanism="fluidity",status="Success"}`); n < 1 {
+		t.Errorf("the cluster agent counts %g successful fluidity results, want at least the move", n)
+	}
 	// The API tells why: the application's details list the plan's
 	// events with the policy's reason, and where the server runs now.
 	poll(t, "the plan's events in the API", time.Minute, func(ctx context.Context) error {
