@@ -15,6 +15,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -68,6 +69,9 @@ func (r *TargetsReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manag
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("cluster-scrape-targets").
 		Watches(&corev1.Pod{}, byNode, builder.WithPredicates(managed)).
+		// Several cluster layers may run in one process (tests), as with
+		// cluster-fluidity.
+		WithOptions(controller.Options{SkipNameValidation: ptr(true)}).
 		Complete(r)
 }
 
