@@ -103,6 +103,10 @@ var Catalog = []Image{
 		Description: "MLSysOps northbound REST API",
 	},
 	{
+		Name: "accounts", Package: "./cmd/mlsysops-accounts", Binary: "mlsysops-accounts",
+		Description: "MLSysOps accounts reconciler: keeps the agents' XMPP accounts in place",
+	},
+	{
 		Name: "demo", Package: "./cmd/demo", Binary: "mlsysops-demo", Args: []string{"server"}, Tag: DemoTag,
 		Description: "MLSysOps demo workload: a server and a client exchanging messages, with QoS metrics (internal/demo)",
 	},

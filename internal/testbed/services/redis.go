@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -20,7 +21,13 @@ type Redis struct {
 	port     int
 	password string
 	proc     *proc.Process
+	// also are addresses it listens on besides 127.0.0.1 (the testbed
+	// bridge's, for pods).
+	also []string
 }
+
+// AlsoListenOn makes the server listen on ip too (set before Start).
+func (r *Redis) AlsoListenOn(ip string) { r.also = append(r.also, ip) }
 
 // NewRedis describes a Redis that keeps its data, config, pid and log in dir
 // and listens on 127.0.0.1:port.
@@ -49,15 +56,9 @@ func (r *Redis) LogFile() string { return r.proc.LogFile }
 
 // Start starts the server unless it is already running and healthy.
 func (r *Redis) Start(ctx context.Context) error {
-	if _, ok := r.proc.Pid(); ok && r.Healthy(ctx) == nil {
-		return nil
-	}
-	_ = r.proc.Stop(5 * time.Second)
-	if err := os.MkdirAll(r.dir, 0o700); err != nil {
-		return err
-	}
+	bind := strings.Join(append([]string{"127.0.0.1"}, r.also...), " ")
 	conf := fmt.Sprintf(`# Written by the MLSysOps testbed.
-bind 127.0.0.1
+bind %s
 port %d
 protected-mode yes
 daemonize no
@@ -67,7 +68,17 @@ appendfsync everysec
 save ""
 requirepass %q
 loglevel notice
-`, r.port, r.dir, r.password)
+`, bind, r.port, r.dir, r.password)
+	confFile := filepath.Join(r.dir, "redis.conf")
+	if old, err := os.ReadFile(confFile); err == nil && string(old) == conf {
+		if _, ok := r.proc.Pid(); ok && r.Healthy(ctx) == nil {
+			return nil
+		}
+	}
+	_ = r.proc.Stop(5 * time.Second)
+	if err := os.MkdirAll(r.dir, 0o700); err != nil {
+		return err
+	}
 	if err := os.WriteFile(filepath.Join(r.dir, "redis.conf"), []byte(conf), 0o600); err != nil {
 		return err
 	}

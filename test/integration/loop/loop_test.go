@@ -3,7 +3,9 @@
 // cloud-1's two general-purpose real nodes, its node agent scrapes the
 // server's own latency from its pod, the value reaches the API through
 // the cluster agent and Redis, and when the test starves the server's
-// node of CPU (a CFS quota on that node's pod cgroup tree) the cluster
+// node of CPU (a CFS quota on that node's best-effort pod cgroup tree,
+// where the demo's pods run and the agents' pods, which request CPU, do
+// not when they are installed as DaemonSets) the cluster
 // agent's shipped relocation policy moves the server to the other real
 // node, where its latency recovers.
 package loop_test
@@ -197,7 +199,10 @@ func TestRelocationOnMissedTarget(t *testing.T) {
 		t.Errorf("global satisfaction before the starvation: %+v", g)
 	}
 
-	// 2. Starve the node: its pods share 1% of one CPU.
+	// 2. Starve the node: its best-effort pods share 1% of one CPU.
+	if first.Status.QOSClass != corev1.PodQOSBestEffort {
+		t.Fatalf("server pod %s is %s: the starvation of best-effort pods would not reach it", first.Name, first.Status.QOSClass)
+	}
 	cg := podCgroup(t, env, from)
 	before := throttled(t, cg)
 	starve(t, cg)
@@ -406,15 +411,16 @@ func event(ctx context.Context, cs kubernetes.Interface, app, reason, policy str
 	return nil, fmt.Errorf("no %s event of %s among %q", reason, policy, seen)
 }
 
-// podCgroup is the node's pod cgroup tree in the cpu hierarchy: the
-// kubelet's cgroupRoot (the testbed's tree, then the node) and kubepods.
+// podCgroup is the node's best-effort pod cgroup tree in the cpu
+// hierarchy: the kubelet's cgroupRoot (the testbed's tree, then the node),
+// kubepods and besteffort.
 func podCgroup(t *testing.T, env *testbed.Env, node string) string {
 	t.Helper()
 	mount, err := cpuMount()
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := filepath.Join(mount, env.Network.CgroupRoot, node, "kubepods")
+	dir := filepath.Join(mount, env.Network.CgroupRoot, node, "kubepods", "besteffort")
 	if _, err := os.Stat(filepath.Join(dir, "cpu.cfs_quota_us")); err != nil {
 		t.Fatalf("the pod cgroup of %s: %v", node, err)
 	}
