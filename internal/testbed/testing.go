@@ -427,3 +427,20 @@ func HostState() (map[string]string, error) {
 // KernelSettings are the global settings real nodes' kubelets change, by
 // /proc/sys path.
 func KernelSettings() []string { return append([]string(nil), kernelSettings...) }
+
+// Eventually calls cond until it returns nil, failing the test with what
+// and cond's last error when timeout passes first.
+func Eventually(t testing.TB, what string, timeout time.Duration, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}
