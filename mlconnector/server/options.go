@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -32,20 +31,13 @@ const (
 // the S3 keys, the northbound token) come from the environment or from
 // files, never from flags.
 type Options struct {
-	// Listen is the address to serve on (MLC_LISTEN).
-	Listen                  string
-	TLSCertFile, TLSKeyFile string
-
-	// TokenFile holds the bearer tokens, one "token,name,role" per line:
-	// the northbound API's file (MLC_TOKEN_FILE, else NB_TOKEN_FILE).
-	TokenFile string
-	// TokenSecret is a Secret "namespace/name" with the same list under
-	// TokenSecretKey, on the cluster of Kubeconfig's HostContext.
-	TokenSecret    string
-	TokenSecretKey string
-	Kubeconfig     string
-	HostContext    string
-	TokenReload    time.Duration
+	// Serving: where it listens (MLC_LISTEN), TLS, and its token source:
+	// the northbound API's file (MLC_TOKEN_FILE, else NB_TOKEN_FILE) or
+	// Secret (MLC_TOKEN_SECRET, else NB_TOKEN_SECRET), read from the
+	// cluster of Kubeconfig's HostContext.
+	httpapi.Serving
+	Kubeconfig  string
+	HostContext string
 
 	// DatabaseURL is postgres://user:password@host:port/db (MLC_DATABASE_URL,
 	// or upstream's POSTGRES_USER, POSTGRES_PASSWORD, DB_HOST_NAME, DB_PORT
@@ -112,8 +104,9 @@ type Options struct {
 // NewOptions returns the defaults with the environment applied.
 func NewOptions() *Options {
 	o := &Options{
-		Listen: "127.0.0.1:8090", TokenSecretKey: auth.DefaultSecretKey, HostContext: "karmada-host", TokenReload: 30 * time.Second,
-		DBMaxConns: 20, DBWait: 2 * time.Minute,
+		Serving:     httpapi.Serving{Listen: "127.0.0.1:8090", TokenSecretKey: auth.DefaultSecretKey, TokenReload: 30 * time.Second},
+		HostContext: "karmada-host",
+		DBMaxConns:  20, DBWait: 2 * time.Minute,
 		Store: StoreFS, ArtifactDir: "mlconnector-artifacts", S3Bucket: "mlsysops-models", S3Region: "us-east-1",
 		ServingPort: 8080, Access: deploy.AccessExternal, ReconcileInterval: 2 * time.Second, ForwardTimeout: 30 * time.Second,
 		DriftInterval: 24 * time.Hour, DriftWindow: 24 * time.Hour, DriftMaxSamples: 100_000,
@@ -166,15 +159,9 @@ func NewOptions() *Options {
 
 // AddFlags registers every option as a flag.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.Listen, "listen", o.Listen, "address to serve on, host:port")
-	fs.StringVar(&o.TLSCertFile, "tls-cert-file", o.TLSCertFile, "serving certificate (PEM); with --tls-key-file enables HTTPS")
-	fs.StringVar(&o.TLSKeyFile, "tls-key-file", o.TLSKeyFile, "serving key (PEM)")
-	fs.StringVar(&o.TokenFile, "token-file", o.TokenFile, "file of bearer tokens, one \"token,name,role\" per line (the northbound API's)")
-	fs.StringVar(&o.TokenSecret, "token-secret", o.TokenSecret, "Secret namespace/name holding the token list, read from --host-context")
-	fs.StringVar(&o.TokenSecretKey, "token-secret-key", o.TokenSecretKey, "key of the token list in --token-secret")
+	o.Serving.AddFlags(fs, "the northbound API's")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig for --token-secret (default in-cluster)")
 	fs.StringVar(&o.HostContext, "host-context", o.HostContext, "kubeconfig context of the cluster holding --token-secret")
-	fs.DurationVar(&o.TokenReload, "token-reload", o.TokenReload, "how often the token source is re-read (0 never)")
 	fs.StringVar(&o.DatabaseURLFile, "database-url-file", o.DatabaseURLFile, "file holding the PostgreSQL URL (or MLC_DATABASE_URL)")
 	fs.Int32Var(&o.DBMaxConns, "db-max-conns", o.DBMaxConns, "largest number of database connections")
 	fs.DurationVar(&o.DBWait, "db-wait", o.DBWait, "how long the start waits for the database")
@@ -212,25 +199,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 
 // Validate reports every problem with the options.
 func (o *Options) Validate() error {
-	var errs []error
+	errs := o.Serving.Validate()
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if _, _, err := net.SplitHostPort(o.Listen); err != nil {
-		add("--listen %q: want host:port", o.Listen)
-	}
-	if (o.TLSCertFile == "") != (o.TLSKeyFile == "") {
-		add("--tls-cert-file and --tls-key-file go together")
-	}
-	switch {
-	case o.TokenFile == "" && o.TokenSecret == "":
-		add("no token source: set --token-file or --token-secret (the northbound API's; every route but the public ones needs a bearer token)")
-	case o.TokenFile != "" && o.TokenSecret != "":
-		add("--token-file and --token-secret exclude each other")
-	}
-	if o.TokenSecret != "" {
-		if ns, name, ok := strings.Cut(o.TokenSecret, "/"); !ok || ns == "" || name == "" {
-			add("--token-secret %q: want namespace/name", o.TokenSecret)
-		}
-	}
 	if o.DatabaseURL == "" && o.DatabaseURLFile == "" {
 		add("no database: set MLC_DATABASE_URL (postgres://user:password@host:port/db) or --database-url-file")
 	}
@@ -282,8 +252,8 @@ func (o *Options) Validate() error {
 	if o.ServingPort < 1 || o.ServingPort > 65535 {
 		add("--serving-port %d: from 1 to 65535", o.ServingPort)
 	}
-	if o.DriftInterval < 0 || o.SweepInterval < 0 || o.TokenReload < 0 {
-		add("--drift-interval, --sweep-interval and --token-reload must not be negative")
+	if o.DriftInterval < 0 || o.SweepInterval < 0 {
+		add("--drift-interval and --sweep-interval must not be negative")
 	}
 	for _, d := range []struct {
 		name string

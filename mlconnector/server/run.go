@@ -18,6 +18,7 @@ import (
 
 	"github.com/mlsysops-go/mlsysops/internal/auth"
 	"github.com/mlsysops-go/mlsysops/internal/httpapi"
+	"github.com/mlsysops-go/mlsysops/internal/logging"
 	"github.com/mlsysops-go/mlsysops/mlconnector/db"
 	"github.com/mlsysops-go/mlsysops/mlconnector/deploy"
 	"github.com/mlsysops-go/mlsysops/mlconnector/drift"
@@ -69,13 +70,7 @@ API's token source (--token-file or --token-secret).`,
 
 // NewLogger returns the connector's logger as the options say.
 func NewLogger(o *Options, w *os.File) *slog.Logger {
-	var level slog.Level
-	_ = level.UnmarshalText([]byte(o.LogLevel))
-	hopts := &slog.HandlerOptions{Level: level}
-	if o.LogFormat == "text" {
-		return slog.New(slog.NewTextHandler(w, hopts))
-	}
-	return slog.New(slog.NewJSONHandler(w, hopts))
+	return logging.New(w, o.LogFormat, o.LogLevel)
 }
 
 func readSecretFile(path, what string) (string, error) {

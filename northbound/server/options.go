@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/mlsysops-go/mlsysops/internal/auth"
+	"github.com/mlsysops-go/mlsysops/internal/httpapi"
 	"github.com/mlsysops-go/mlsysops/internal/state"
 	"github.com/mlsysops-go/mlsysops/northbound/api"
 	"github.com/mlsysops-go/mlsysops/northbound/handlers"
@@ -23,20 +24,10 @@ import (
 // Options configure the northbound server. Flags win over environment
 // variables, which win over defaults.
 type Options struct {
-	// Listen is the address to serve on (NB_LISTEN).
-	Listen string
-	// TLSCertFile and TLSKeyFile enable HTTPS when both are set.
-	TLSCertFile, TLSKeyFile string
-
-	// TokenFile holds the bearer tokens, one "token,name,role" per line
-	// (NB_TOKEN_FILE).
-	TokenFile string
-	// TokenSecret is a Secret "namespace/name" holding the same list under
-	// TokenSecretKey, read from the host cluster (NB_TOKEN_SECRET).
-	TokenSecret    string
-	TokenSecretKey string
-	// TokenReload is how often the token source is re-read.
-	TokenReload time.Duration
+	// Serving: where it listens (NB_LISTEN), TLS, and its token source, a
+	// file (NB_TOKEN_FILE) or a Secret on the host cluster
+	// (NB_TOKEN_SECRET).
+	httpapi.Serving
 	// PublicPaths are served without a token.
 	PublicPaths []string
 
@@ -98,9 +89,7 @@ type Options struct {
 // NewOptions returns the defaults, with environment variables applied.
 func NewOptions() *Options {
 	o := &Options{
-		Listen:          "127.0.0.1:8000",
-		TokenSecretKey:  auth.DefaultSecretKey,
-		TokenReload:     30 * time.Second,
+		Serving:         httpapi.Serving{Listen: "127.0.0.1:8000", TokenSecretKey: auth.DefaultSecretKey, TokenReload: 30 * time.Second},
 		PublicPaths:     append([]string(nil), handlers.DefaultPublicPaths...),
 		RedisMode:       string(state.ModeSingle),
 		RedisPrefix:     state.DefaultPrefix,
@@ -145,13 +134,7 @@ func NewOptions() *Options {
 
 // AddFlags registers every option as a flag.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.Listen, "listen", o.Listen, "address to serve on, host:port")
-	fs.StringVar(&o.TLSCertFile, "tls-cert-file", o.TLSCertFile, "serving certificate (PEM); with --tls-key-file enables HTTPS")
-	fs.StringVar(&o.TLSKeyFile, "tls-key-file", o.TLSKeyFile, "serving key (PEM)")
-	fs.StringVar(&o.TokenFile, "token-file", o.TokenFile, "file of bearer tokens, one \"token,name,role\" per line (role viewer or operator)")
-	fs.StringVar(&o.TokenSecret, "token-secret", o.TokenSecret, "Secret namespace/name on the host cluster holding the token list")
-	fs.StringVar(&o.TokenSecretKey, "token-secret-key", o.TokenSecretKey, "key of the token list in --token-secret")
-	fs.DurationVar(&o.TokenReload, "token-reload", o.TokenReload, "how often the token source is re-read (0 never)")
+	o.Serving.AddFlags(fs, "the ML connector reads the same")
 	fs.StringSliceVar(&o.PublicPaths, "public-paths", o.PublicPaths, "paths served without a token (a trailing / covers a subtree)")
 	fs.StringSliceVar(&o.RedisAddrs, "redis-addr", o.RedisAddrs, "Redis address(es), host:port: the server, the sentinels or cluster seeds")
 	fs.StringVar(&o.RedisPasswordFile, "redis-password-file", o.RedisPasswordFile, "file holding the Redis password (or REDIS_PASSWORD)")
@@ -182,28 +165,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 
 // Validate reports every problem with the options.
 func (o *Options) Validate() error {
-	var errs []error
+	errs := o.Serving.Validate()
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if _, _, err := net.SplitHostPort(o.Listen); err != nil {
-		add("--listen %q: want host:port", o.Listen)
-	}
-	if (o.TLSCertFile == "") != (o.TLSKeyFile == "") {
-		add("--tls-cert-file and --tls-key-file go together")
-	}
-	switch {
-	case o.TokenFile == "" && o.TokenSecret == "":
-		add("no token source: set --token-file or --token-secret (every route but the public paths needs a bearer token)")
-	case o.TokenFile != "" && o.TokenSecret != "":
-		add("--token-file and --token-secret exclude each other")
-	}
-	if o.TokenSecret != "" {
-		if ns, name, ok := strings.Cut(o.TokenSecret, "/"); !ok || ns == "" || name == "" {
-			add("--token-secret %q: want namespace/name", o.TokenSecret)
-		}
-	}
-	if o.TokenReload < 0 {
-		add("--token-reload must not be negative")
-	}
 	for _, p := range o.PublicPaths {
 		if !strings.HasPrefix(p, "/") {
 			add("--public-paths %q: paths start with /", p)
