@@ -27,6 +27,7 @@ import (
 
 	"github.com/mlsysops-go/mlsysops/deployments/deployer"
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
+	"github.com/mlsysops-go/mlsysops/internal/description"
 	"github.com/mlsysops-go/mlsysops/internal/messaging/authreport"
 	"github.com/mlsysops-go/mlsysops/internal/messaging/provision"
 	"github.com/mlsysops-go/mlsysops/internal/testbed"
@@ -205,12 +206,23 @@ func TestInstall(t *testing.T) {
 	t.Run("admission policy", func(t *testing.T) { testAdmission(t, env) })
 
 	t.Run("status", func(t *testing.T) {
+		// A node agent per node of cloud-1, as its descriptions say.
+		set, err := description.LoadDir("../../../descriptions")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cloud := 0
+		for _, n := range set.Nodes {
+			if n.Spec.ClusterID == "cloud-1" {
+				cloud++
+			}
+		}
 		var out bytes.Buffer
-		err := deployer.New(o, nil).Status(ctx, &out)
+		err = deployer.New(o, nil).Status(ctx, &out)
 		t.Logf("status:\n%s", out.String())
 		for _, want := range []string{
 			"ready     DaemonSet mlsysops-framework/mlsysops-cluster-agent: cloud-1 1/1 ready, 1 updated; edge-1 1/1 ready, 1 updated",
-			"ready     DaemonSet mlsysops-framework/mlsysops-node-agent: cloud-1 5/5 ready",
+			fmt.Sprintf("ready     DaemonSet mlsysops-framework/mlsysops-node-agent: cloud-1 %d/%d ready", cloud, cloud),
 			"ready     DaemonSet mlsysops-framework/mlsysops-continuum-agent: 1/1 ready",
 		} {
 			if !strings.Contains(out.String(), want) {
