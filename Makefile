@@ -32,15 +32,12 @@ all: build
 deps:
 	bash hack/deps.sh
 
-## images: the project's container images (agent, agent-node, northbound, demo, pause;
+## images: the project's container images (agent, agent-node, northbound, pause;
 ## linux/amd64 and linux/arm64) as an OCI layout and archive in $(BIN)/images;
-## PUSH=REGISTRY also pushes them as REGISTRY/mlsysops/<name>:<version>;
-## PLATFORMS=linux/amd64 builds for those platforms only (what the testbed's
-## real nodes need on this machine)
+## PUSH=REGISTRY also pushes them as REGISTRY/mlsysops/<name>:<version>
 PUSH ?=
-PLATFORMS ?=
 images:
-	$(GO) run ./cmd/images --out $(BIN)/images $(if $(PUSH),--push $(PUSH)) $(if $(PLATFORMS),--platforms $(PLATFORMS))
+	$(GO) run ./cmd/images --out $(BIN)/images $(if $(PUSH),--push $(PUSH))
 
 ## up: start (or reuse) the local continuum and the MLSysOps components
 up:

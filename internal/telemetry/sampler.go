@@ -37,9 +37,6 @@ type SamplerOptions struct {
 	Logger *slog.Logger
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
-	// OnSample, when set, is called after each sampling round with its
-	// time (an agent that reports its samples sends them at once).
-	OnSample func(time.Time)
 }
 
 // Sampler is an agent's single monitoring loop: it collects every source
@@ -52,7 +49,6 @@ type Sampler struct {
 	intervals *Intervals
 	store     *Store
 	wake      chan struct{}
-	onSample  func(time.Time)
 
 	mu      sync.Mutex
 	sources []Source
@@ -85,7 +81,6 @@ func NewSampler(opts SamplerOptions) *Sampler {
 		intervals: NewIntervals(opts.Interval),
 		store:     NewStore(opts.Retention, opts.MaxPoints),
 		wake:      make(chan struct{}, 1),
-		onSample:  opts.OnSample,
 		wanted:    map[string][]string{},
 		samples: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "mlsysops", Subsystem: "telemetry", Name: "samples_total",
@@ -253,9 +248,6 @@ func (s *Sampler) Sample(ctx context.Context) error {
 	s.store.Append(start, all)
 	s.samples.Inc()
 	s.duration.Observe(s.now().Sub(start).Seconds())
-	if s.onSample != nil {
-		s.onSample(start)
-	}
 	return errors.Join(errs...)
 }
 
