@@ -16,6 +16,7 @@ import (
 
 	"github.com/mlsysops-go/mlsysops/internal/auth"
 	"github.com/mlsysops-go/mlsysops/internal/httpapi"
+	"github.com/mlsysops-go/mlsysops/internal/logging"
 	"github.com/mlsysops-go/mlsysops/mlconnector/deploy"
 	"github.com/mlsysops-go/mlsysops/mlconnector/handlers"
 )
@@ -274,15 +275,6 @@ func (o *Options) Validate() error {
 	if o.MaxUploadBytes < 1024 {
 		add("--max-upload-bytes %d: at least 1024", o.MaxUploadBytes)
 	}
-	switch o.LogLevel {
-	case "debug", "info", "warn", "error":
-	default:
-		add("--log-level %q: want debug, info, warn or error", o.LogLevel)
-	}
-	switch o.LogFormat {
-	case "json", "text":
-	default:
-		add("--log-format %q: want json or text", o.LogFormat)
-	}
+	errs = append(errs, logging.CheckFlags(o.LogFormat, o.LogLevel)...)
 	return errors.Join(errs...)
 }

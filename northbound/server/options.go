@@ -16,6 +16,7 @@ import (
 
 	"github.com/mlsysops-go/mlsysops/internal/auth"
 	"github.com/mlsysops-go/mlsysops/internal/httpapi"
+	"github.com/mlsysops-go/mlsysops/internal/logging"
 	"github.com/mlsysops-go/mlsysops/internal/state"
 	"github.com/mlsysops-go/mlsysops/northbound/api"
 	"github.com/mlsysops-go/mlsysops/northbound/handlers"
@@ -197,16 +198,7 @@ func (o *Options) Validate() error {
 			add("%s must be positive", d.name)
 		}
 	}
-	switch o.LogLevel {
-	case "debug", "info", "warn", "error":
-	default:
-		add("--log-level %q: want debug, info, warn or error", o.LogLevel)
-	}
-	switch o.LogFormat {
-	case "json", "text":
-	default:
-		add("--log-format %q: want json or text", o.LogFormat)
-	}
+	errs = append(errs, logging.CheckFlags(o.LogFormat, o.LogLevel)...)
 	return errors.Join(errs...)
 }
 
