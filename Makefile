@@ -32,12 +32,15 @@ all: build
 deps:
 	bash hack/deps.sh
 
-## images: the project's container images (agent, agent-node, northbound, pause;
+## images: the project's container images (agent, agent-node, northbound, demo, pause;
 ## linux/amd64 and linux/arm64) as an OCI layout and archive in $(BIN)/images;
-## PUSH=REGISTRY also pushes them as REGISTRY/mlsysops/<name>:<version>
+## PUSH=REGISTRY also pushes them as REGISTRY/mlsysops/<name>:<version>;
+## PLATFORMS=linux/amd64 builds for those platforms only (what the testbed's
+## real nodes need on this machine)
 PUSH ?=
+PLATFORMS ?=
 images:
-	$(GO) run ./cmd/images --out $(BIN)/images $(if $(PUSH),--push $(PUSH))
+	$(GO) run ./cmd/images --out $(BIN)/images $(if $(PUSH),--push $(PUSH)) $(if $(PLATFORMS),--platforms $(PLATFORMS))
 
 ## up: start (or reuse) the local continuum and the MLSysOps components
 up:

@@ -68,6 +68,8 @@ type AppReconciler struct {
 
 	resync  kube.Resyncer
 	assumed assumed
+	// refused remembers the nodes found full for each component.
+	refused refusals
 	// passes records what each successful pass read.
 	passes *kube.Passes
 }
@@ -214,6 +216,8 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (_
 			return reconcile.Result{}, err
 		}
 		full, recheck := unschedulableOn(pods, prev, r.PendingSettle, time.Now())
+		// Nodes found full for it before stay avoided for a while.
+		full = r.refused.note(app.Name, comp.Metadata.Name, full, time.Now())
 		if recheck > 0 && (requeue == 0 || recheck < requeue) {
 			requeue = recheck
 		}
@@ -286,6 +290,7 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (_
 
 func (r *AppReconciler) gone(ctx context.Context, app string) {
 	r.assumed.forget(app)
+	r.refused.forget(app)
 	if r.AppGone != nil {
 		r.AppGone(ctx, app)
 	}

@@ -7,8 +7,11 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/mlsysops-go/mlsysops/agents/agent"
@@ -42,6 +45,10 @@ type clusterLayer struct {
 	// period: the fluidity controller moves their components.
 	grace    *agent.GraceTracker
 	capacity *capacityReporter
+	// events records the fluidity mechanism's events in the member
+	// cluster.
+	events      record.EventRecorder
+	broadcaster record.EventBroadcaster
 	// resync asks the running fluidity controllers to reconcile every
 	// application (nil while they are not running); passes says what
 	// their last successful pass over each application read.
@@ -51,6 +58,10 @@ type clusterLayer struct {
 }
 
 var _ agent.Layer = (*clusterLayer)(nil)
+
+// EventSource is the component name of the cluster agent's Kubernetes
+// events.
+const EventSource = mlsysopsv1.EventSourceClusterAgent
 
 func init() { agent.RegisterLayer(agentconfig.LayerCluster, newClusterLayer) }
 
@@ -92,6 +103,9 @@ func newClusterLayer(_ context.Context, a *agent.Agent, env agentconfig.LookupEn
 		c.nodes[n] = &nodeRecord{jid: agent.AgentJID(agentconfig.LayerNode, n, a.Domain), apps: map[string]map[string]*mlsysopsv1.MLSysOpsAppSpec{}}
 	}
 	c.grace = agent.NewGraceTracker(a.Conn.ChildGracePeriod, desc.Spec.Nodes, c.nodesGoneChanged)
+	c.broadcaster = record.NewBroadcaster()
+	c.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
+	c.events = c.broadcaster.NewRecorder(scheme, corev1.EventSource{Component: EventSource, Host: a.Name})
 	c.capacity = newCapacityReporter(a, cs, a.Conn.CapacityReportInterval)
 	return c, nil
 }
@@ -128,6 +142,7 @@ func (c *clusterLayer) Mechanisms(a *agent.Agent) (*mechanism.Set, error) {
 	if err := r.Register(FluidityName, func(env mechanism.Env) (mechanism.Mechanism, error) {
 		return NewFluidity(c.kc, a.Name, env.Logger, FluidityOptions{
 			Complete: env.Complete, Timeout: mechanism.FollowTimeout(a.Opts.PendingTimeout), Unavailable: c.grace.Unavailable,
+			Events: c.events,
 		}), nil
 	}); err != nil {
 		return nil, err
@@ -160,13 +175,14 @@ func (c *clusterLayer) nodesGoneChanged() {
 	}
 }
 
-func (c *clusterLayer) ChildRegistered(_ context.Context, _ string, m *messaging.Subscribe) {
+func (c *clusterLayer) ChildRegistered(ctx context.Context, _ string, m *messaging.Subscribe) {
 	c.mu.Lock()
 	r := c.record(m.Name)
 	r.online = true
 	r.dirty = r.desc != nil
 	c.mu.Unlock()
 	c.grace.Set(m.Name, true, time.Now())
+	c.resendTargets(ctx, m.Name)
 	c.poke()
 }
 
@@ -211,7 +227,7 @@ func (c *clusterLayer) Status() map[string]any {
 			sort.Strings(apps[app])
 		}
 		nodes[name] = map[string]any{"jid": r.jid, "online": r.online, "described": r.desc != nil,
-			"interval_seconds": r.interval.Seconds(), "components": apps}
+			"interval_seconds": r.interval.Seconds(), "components": apps, "scrape_targets": len(r.targets)}
 	}
 	c.resyncMu.Lock()
 	var passes map[string]string
@@ -242,6 +258,7 @@ func (c *clusterLayer) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			wg.Wait()
+			c.broadcaster.Shutdown()
 			return nil
 		case <-t.C:
 		case <-c.trigger:
@@ -252,8 +269,9 @@ func (c *clusterLayer) Run(ctx context.Context) error {
 func (c *clusterLayer) runControllers(ctx context.Context) {
 	backoff := time.Second
 	for ctx.Err() == nil {
-		ctrls, err := NewControllers(c.kcfg, c.a.Name, c.a.Log)
+		ctrls, err := NewControllers(ctx, c.kcfg, c.a.Name, c.a.Log)
 		if err == nil {
+			ctrls.Targets.Changed = c.setTargets
 			ctrls.Apps.Placed = c.placed
 			ctrls.Apps.Updated = c.updated
 			ctrls.Apps.PendingSettle = c.a.Conn.PendingSettle

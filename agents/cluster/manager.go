@@ -32,13 +32,15 @@ func Scheme() (*runtime.Scheme, error) {
 // Controllers is the cluster agent's Kubernetes side on one
 // controller-runtime manager.
 type Controllers struct {
-	mgr  ctrl.Manager
-	Apps *AppReconciler
+	mgr     ctrl.Manager
+	Apps    *AppReconciler
+	Targets *TargetsReconciler
 }
 
-// NewControllers sets up the application controller for the member cluster
-// named cluster. Metrics are served by the agent, not here.
-func NewControllers(cfg *rest.Config, cluster string, log *slog.Logger) (*Controllers, error) {
+// NewControllers sets up the application and scrape-target controllers for
+// the member cluster named cluster. Metrics are served by the agent, not
+// here.
+func NewControllers(ctx context.Context, cfg *rest.Config, cluster string, log *slog.Logger) (*Controllers, error) {
 	scheme, err := Scheme()
 	if err != nil {
 		return nil, err
@@ -67,7 +69,11 @@ func NewControllers(cfg *rest.Config, cluster string, log *slog.Logger) (*Contro
 	if err := apps.SetupWithManager(mgr); err != nil {
 		return nil, err
 	}
-	return &Controllers{mgr: mgr, Apps: apps}, nil
+	targets := NewTargetsReconciler(mgr.GetClient(), log)
+	if err := targets.SetupWithManager(ctx, mgr); err != nil {
+		return nil, err
+	}
+	return &Controllers{mgr: mgr, Apps: apps, Targets: targets}, nil
 }
 
 // Start runs the controllers until ctx ends.

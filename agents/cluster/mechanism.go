@@ -13,7 +13,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -44,7 +46,19 @@ type FluidityOptions struct {
 	Timeout time.Duration
 	// Poll is how often a pending plan is checked; one second when zero.
 	Poll time.Duration
+	// Events, when set, records Kubernetes events of the plans on the
+	// application and the Deployments of the components they change:
+	// PlanAccepted, PlanRefused, PlanCompleted, PlanFailed.
+	Events record.EventRecorder
 }
+
+// Reasons of the fluidity mechanism's Kubernetes events.
+const (
+	EventPlanAccepted  = "PlanAccepted"
+	EventPlanRefused   = "PlanRefused"
+	EventPlanCompleted = "PlanCompleted"
+	EventPlanFailed    = "PlanFailed"
+)
 
 // Fluidity is the cluster's fluidity mechanism. It executes upstream
 // deployment plans, {name, deployment_plan: {component: [{action: deploy |
@@ -106,9 +120,14 @@ type target struct {
 // Apply implements mechanism.Mechanism.
 func (f *Fluidity) Apply(ctx context.Context, cmd map[string]any) (mechanism.Result, error) {
 	planID, _ := cmd[mechanism.PlanIDKey].(string)
+	policy, _ := cmd[mechanism.PolicyKey].(string)
 	p, err := fluidity.ParsePlan(cmd)
 	if err != nil {
 		return mechanism.Result{}, err
+	}
+	who := "plan " + planID
+	if policy != "" {
+		who += " of policy " + policy
 	}
 	app := &mlsysopsv1.MLSysOpsApp{}
 	if err := f.client.Get(ctx, types.NamespacedName{Namespace: mlsysopsv1.Namespace, Name: p.App}, app); err != nil {
@@ -145,23 +164,32 @@ func (f *Fluidity) Apply(ctx context.Context, cmd map[string]any) (mechanism.Res
 		}
 	}
 	if len(problems) > 0 {
-		f.log.Warn("fluidity plan refused", "app", p.App, "plan", planID, "problems", problems)
+		f.log.Warn("fluidity plan refused", "app", p.App, "plan", planID, "policy", policy, "problems", problems)
+		f.event(app, corev1.EventTypeWarning, EventPlanRefused, "%s refused: %s", who, strings.Join(problems, "; "))
 		return mechanism.Result{}, fmt.Errorf("fluidity cannot execute the plan for %s: %s", p.App, strings.Join(problems, "; "))
 	}
 	for _, t := range writes {
 		if t.ov != nil {
 			t.ov.Plan = planID
 		}
-		if err := f.record(ctx, app.Name, t); err != nil {
+		dep, err := f.record(ctx, app.Name, t)
+		if err != nil {
 			return mechanism.Result{}, fmt.Errorf("fluidity: record the plan for %s/%s: %w", app.Name, t.comp, err)
 		}
-		f.log.Info("fluidity plan recorded", "app", app.Name, "component", t.comp, "plan", planID, "nodes", t.ov.Running(nil), "override", t.ov != nil)
+		f.log.Info("fluidity plan recorded", "app", app.Name, "component", t.comp, "plan", planID, "policy", policy,
+			"actions", actionList(p.Components[t.comp]), "nodes", t.ov.Running(nil), "override", t.ov != nil, "reason", p.Reason)
+		msg := fmt.Sprintf("%s: %s %s", who, t.comp, actionList(p.Components[t.comp]))
+		if p.Reason != "" {
+			msg += " (" + p.Reason + ")"
+		}
+		f.event(app, corev1.EventTypeNormal, EventPlanAccepted, "%s", msg)
+		f.event(dep, corev1.EventTypeNormal, EventPlanAccepted, "%s", msg)
 	}
 	todo := append(writes, waits...)
 	if len(todo) == 0 {
 		return mechanism.Result{Status: mechanism.StatusSuccess, Detail: map[string]any{"changed": false}}, nil
 	}
-	f.followPlan(planID, app.Name, todo)
+	f.followPlan(planID, who, app, todo)
 	return mechanism.Result{Status: mechanism.StatusPending, Detail: map[string]any{"components": names(todo)}}, nil
 }
 
@@ -303,10 +331,13 @@ func (f *Fluidity) deployment(ctx context.Context, app, comp string) (*appsv1.De
 }
 
 // record writes the target's override on the component's Deployment (or
-// removes it) and forgets why an earlier one was dropped.
-func (f *Fluidity) record(ctx context.Context, app string, t target) error {
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		dep, err := f.deployment(ctx, app, t.comp)
+// removes it) and forgets why an earlier one was dropped. It returns the
+// Deployment as written.
+func (f *Fluidity) record(ctx context.Context, app string, t target) (*appsv1.Deployment, error) {
+	var dep *appsv1.Deployment
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var err error
+		dep, err = f.deployment(ctx, app, t.comp)
 		if err != nil {
 			return err
 		}
@@ -324,16 +355,42 @@ func (f *Fluidity) record(ctx context.Context, app string, t target) error {
 		delete(dep.Annotations, mlsysopsv1.AnnotationOverrideDropped)
 		return f.client.Update(ctx, dep)
 	})
+	return dep, err
+}
+
+// event records a Kubernetes event on obj when the mechanism has a
+// recorder.
+func (f *Fluidity) event(obj runtime.Object, eventType, reason, format string, args ...any) {
+	if f.opts.Events == nil || obj == nil {
+		return
+	}
+	msg := fmt.Sprintf(format, args...)
+	if len(msg) > maxEventMessage {
+		msg = msg[:maxEventMessage-3] + "..."
+	}
+	f.opts.Events.Event(obj, eventType, reason, msg)
+}
+
+// maxEventMessage keeps event messages short enough to read in kubectl.
+const maxEventMessage = 1000
+
+// actionList renders a component's actions: "move a -> b, deploy on c".
+func actionList(acts []fluidity.Action) string {
+	out := make([]string, len(acts))
+	for i, a := range acts {
+		out[i] = a.String()
+	}
+	return strings.Join(out, ", ")
 }
 
 // follow checks the plan's components until the controller has carried
 // it out, something made it impossible or the timeout passed, and
 // reports the outcome.
-func (f *Fluidity) followPlan(planID, app string, todo []target) {
+func (f *Fluidity) followPlan(planID, who string, app *mlsysopsv1.MLSysOpsApp, todo []target) {
 	f.follow.Follow(func(ctx context.Context) (string, error) {
 		var waiting []string
 		for _, tg := range todo {
-			why, err := f.progress(ctx, planID, app, tg)
+			why, err := f.progress(ctx, planID, app.Name, tg)
 			if err != nil {
 				return "", fmt.Errorf("%s: %w", tg.comp, err)
 			}
@@ -344,16 +401,18 @@ func (f *Fluidity) followPlan(planID, app string, todo []target) {
 		return strings.Join(waiting, "; "), nil
 	}, func(waiting string) error {
 		return fmt.Errorf("not carried out after %s: %s", f.follow.Timeout, waiting)
-	}, func(err error) { f.finish(planID, app, err) })
+	}, func(err error) { f.finish(planID, who, app, todo, err) })
 }
 
-func (f *Fluidity) finish(planID, app string, err error) {
-	c := mechanism.Completion{PlanID: planID, Status: mechanism.StatusSuccess, Detail: map[string]any{"app": app}}
+func (f *Fluidity) finish(planID, who string, app *mlsysopsv1.MLSysOpsApp, todo []target, err error) {
+	c := mechanism.Completion{PlanID: planID, Status: mechanism.StatusSuccess, Detail: map[string]any{"app": app.Name}}
 	if err != nil {
 		c.Status, c.Err = mechanism.StatusFailed, err
-		f.log.Warn("fluidity plan failed", "app", app, "plan", planID, "err", err)
+		f.log.Warn("fluidity plan failed", "app", app.Name, "plan", planID, "err", err)
+		f.event(app, corev1.EventTypeWarning, EventPlanFailed, "%s failed: %v", who, err)
 	} else {
-		f.log.Info("fluidity plan carried out", "app", app, "plan", planID)
+		f.log.Info("fluidity plan carried out", "app", app.Name, "plan", planID)
+		f.event(app, corev1.EventTypeNormal, EventPlanCompleted, "%s carried out: %s", who, strings.Join(planOutcome(todo), ", "))
 	}
 	if f.opts.Complete != nil {
 		f.opts.Complete(c)
@@ -424,6 +483,25 @@ func (f *Fluidity) progress(ctx context.Context, planID, app string, t target) (
 	return "", nil
 }
 
+// planOutcome describes what each target of a plan runs as now: "server on
+// [edge-2]".
+func planOutcome(ts []target) []string {
+	out := make([]string, len(ts))
+	for i, t := range ts {
+		switch {
+		case t.host != "":
+			out[i] = fmt.Sprintf("%s on %s", t.comp, t.host)
+		case t.ov != nil && t.ov.Stopped:
+			out[i] = t.comp + " stopped"
+		case t.ov.Pinned():
+			out[i] = fmt.Sprintf("%s on %v", t.comp, t.ov.Running(nil))
+		default:
+			out[i] = t.comp + " placed by the controller"
+		}
+	}
+	return out
+}
+
 func names(ts []target) []any {
 	out := make([]any, len(ts))
 	for i, t := range ts {
@@ -434,24 +512,30 @@ func names(ts []target) []any {
 
 // State implements mechanism.Mechanism: what runs where, in the shape
 // upstream policies read: applications[app].components[comp].node_placed
-// (and nodes, replicas, ready_replicas, override), and nodes[node] with
-// spec (its MLSysOpsNode description), ready and components.
+// (and nodes, replicas, ready_replicas, override, and candidates: the
+// nodes placement's filters accept for one replica of the component as it
+// runs, best score first, whether or not it runs there), and nodes[node]
+// with spec (its MLSysOpsNode description), ready and components.
 func (f *Fluidity) State(ctx context.Context) (map[string]any, error) {
 	var deps appsv1.DeploymentList
 	if err := f.client.List(ctx, &deps, client.MatchingLabels{mlsysopsv1.LabelManagedBy: mlsysopsv1.ManagedByValue}); err != nil {
 		return nil, fmt.Errorf("list Deployments: %w", err)
 	}
-	nodes := map[string]any{}
-	var nl corev1.NodeList
-	if err := f.client.List(ctx, &nl); err != nil {
+	pnodes, err := listNodes(ctx, f.client)
+	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}
-	specs := map[string]map[string]any{}
-	var ml mlsysopsv1.MLSysOpsNodeList
-	if err := f.client.List(ctx, &ml, client.InNamespace(mlsysopsv1.Namespace)); err == nil {
-		for i := range ml.Items {
-			specs[ml.Items[i].Name], _ = toData(ml.Items[i].Spec)
-		}
+	var al mlsysopsv1.MLSysOpsAppList
+	if err := f.client.List(ctx, &al, client.InNamespace(mlsysopsv1.Namespace)); err != nil {
+		return nil, fmt.Errorf("list applications: %w", err)
+	}
+	specs := map[string]*mlsysopsv1.MLSysOpsApp{}
+	for i := range al.Items {
+		specs[al.Items[i].Name] = &al.Items[i]
+	}
+	var gone map[string]string
+	if f.opts.Unavailable != nil {
+		gone = f.opts.Unavailable()
 	}
 	onNode := map[string][]any{}
 	apps := map[string]any{}
@@ -462,15 +546,21 @@ func (f *Fluidity) State(ctx context.Context) (map[string]any, error) {
 			continue
 		}
 		on := runningOn(d)
-		info := map[string]any{"nodes": toAny(on), "ready_replicas": int64(d.Status.ReadyReplicas)}
+		info := map[string]any{"nodes": toAny(on), "ready_replicas": int64(d.Status.ReadyReplicas), "candidates": []any{}}
 		if len(on) > 0 {
 			info["node_placed"] = on[0]
 		}
 		if d.Spec.Replicas != nil {
 			info["replicas"] = int64(*d.Spec.Replicas)
 		}
-		if ov, _ := fluidity.ReadOverride(d.Annotations); ov != nil {
+		ov, _ := fluidity.ReadOverride(d.Annotations)
+		if ov != nil {
 			info["override"], _ = toData(ov)
+		}
+		if a := specs[app]; a != nil {
+			if c := componentOf(a, comp); c != nil {
+				info["candidates"] = toAny(candidates(a, ov.Effective(c), pnodes, gone))
+			}
 		}
 		a, _ := apps[app].(map[string]any)
 		if a == nil {
@@ -482,11 +572,12 @@ func (f *Fluidity) State(ctx context.Context) (map[string]any, error) {
 			onNode[n] = append(onNode[n], comp)
 		}
 	}
-	for i := range nl.Items {
-		n := &nl.Items[i]
-		spec := specs[n.Name]
-		if spec == nil {
-			spec = map[string]any{}
+	nodes := map[string]any{}
+	for i := range pnodes {
+		n := pnodes[i].Node
+		spec := map[string]any{}
+		if pnodes[i].Description != nil {
+			spec, _ = toData(*pnodes[i].Description)
 		}
 		comps := onNode[n.Name]
 		if comps == nil {
@@ -495,6 +586,38 @@ func (f *Fluidity) State(ctx context.Context) (map[string]any, error) {
 		nodes[n.Name] = map[string]any{"spec": spec, "ready": nodeIsReady(n), "components": comps}
 	}
 	return map[string]any{"cluster": f.cluster, "applications": apps, "nodes": nodes}, nil
+}
+
+// componentOf returns the application's component of that name.
+func componentOf(app *mlsysopsv1.MLSysOpsApp, name string) *mlsysopsv1.Component {
+	for i := range app.Spec.Components {
+		if app.Spec.Components[i].Metadata.Name == name {
+			return &app.Spec.Components[i]
+		}
+	}
+	return nil
+}
+
+// candidates are the nodes that could take one replica of the component
+// (as it runs, run), with its own pods' requests set aside, best score
+// first, then by name.
+func candidates(app *mlsysopsv1.MLSysOpsApp, run *mlsysopsv1.Component, nodes []placement.Node, gone map[string]string) []string {
+	d, err := placement.PlaceComponent(placement.Request{App: &app.Spec, Component: run, Replicas: 1, Exclude: gone},
+		withoutComponent(nodes, app.Name, run.Metadata.Name))
+	if err != nil {
+		return nil
+	}
+	out := make([]string, 0, len(d.Scores))
+	for n := range d.Scores {
+		out = append(out, n)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if d.Scores[out[i]] != d.Scores[out[j]] {
+			return d.Scores[out[i]] > d.Scores[out[j]]
+		}
+		return out[i] < out[j]
+	})
+	return out
 }
 
 // Options implements mechanism.Mechanism.

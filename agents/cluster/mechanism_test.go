@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -204,10 +205,13 @@ func TestFluidityMoveCompletesWhenCarriedOut(t *testing.T) {
 		return c.List(ctx, list, opts...)
 	}}, app.DeepCopy(), dep, node("n1", true), node("n2", true))
 	var done completions
-	f := NewFluidity(kc, "c1", quiet(), FluidityOptions{Complete: done.add, Poll: 10 * time.Millisecond})
+	events := record.NewFakeRecorder(10)
+	f := NewFluidity(kc, "c1", quiet(), FluidityOptions{Complete: done.add, Poll: 10 * time.Millisecond, Events: events})
 	defer f.Close()
 	ctx := context.Background()
-	res, err := f.Apply(ctx, move("n1", "n2"))
+	cmd := move("n1", "n2")
+	cmd[mechanism.PolicyKey], cmd["reason"] = "relocateComponents", "latency 0.2 > 0.05"
+	res, err := f.Apply(ctx, cmd)
 	if err != nil || res.Status != mechanism.StatusPending {
 		t.Fatalf("Apply = %+v, %v; want Pending", res, err)
 	}
@@ -260,6 +264,20 @@ func TestFluidityMoveCompletesWhenCarriedOut(t *testing.T) {
 	c := done.wait(t)
 	if c.PlanID != "p1" || c.Status != mechanism.StatusSuccess {
 		t.Errorf("completion = %+v, want p1 Success", c)
+	}
+	accepted := "Normal PlanAccepted plan p1 of policy relocateComponents: worker move n1 -> n2 (latency 0.2 > 0.05)"
+	wantEvents := []string{accepted, accepted, "Normal PlanCompleted plan p1 of policy relocateComponents carried out: worker on [n2]"}
+	var got []string
+	for len(got) < len(wantEvents) {
+		select {
+		case e := <-events.Events:
+			got = append(got, e)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("events %q, want %q", got, wantEvents)
+		}
+	}
+	if diff := cmp.Diff(wantEvents, got); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
 	}
 }
 
@@ -325,9 +343,10 @@ func TestFluidityNothingToDoAndTimeout(t *testing.T) {
 func TestFluidityState(t *testing.T) {
 	app := demoApp()
 	dep := placedDeployment(t, app, "n1")
-	kc := newFake(t, app.DeepCopy(), dep, node("n1", true), node("n2", false),
+	kc := newFake(t, app.DeepCopy(), dep, node("n1", true), node("n2", false), node("n3", true), node("n4", true),
 		&mlsysopsv1.MLSysOpsNode{ObjectMeta: metav1.ObjectMeta{Name: "n1", Namespace: mlsysopsv1.Namespace}, Spec: mlsysopsv1.MLSysOpsNodeSpec{ClusterID: "c1", ContinuumLayer: "edge"}})
-	f := NewFluidity(kc, "c1", quiet(), FluidityOptions{})
+	// The agent of n4 is gone: not a candidate.
+	f := NewFluidity(kc, "c1", quiet(), FluidityOptions{Unavailable: func() map[string]string { return map[string]string{"n4": "agent gone"} }})
 	defer f.Close()
 	st, err := f.State(context.Background())
 	if err != nil {
@@ -336,11 +355,14 @@ func TestFluidityState(t *testing.T) {
 	want := map[string]any{
 		"cluster": "c1",
 		"applications": map[string]any{"demo": map[string]any{"components": map[string]any{
-			"worker": map[string]any{"node_placed": "n1", "nodes": []any{"n1"}, "replicas": int64(1), "ready_replicas": int64(1)},
+			"worker": map[string]any{"node_placed": "n1", "nodes": []any{"n1"}, "replicas": int64(1), "ready_replicas": int64(1),
+				"candidates": []any{"n1", "n3"}},
 		}}},
 		"nodes": map[string]any{
 			"n1": map[string]any{"spec": map[string]any{"cluster_id": "c1", "continuum_layer": "edge", "environment": map[string]any{}}, "ready": true, "components": []any{"worker"}},
 			"n2": map[string]any{"spec": map[string]any{}, "ready": false, "components": []any{}},
+			"n3": map[string]any{"spec": map[string]any{}, "ready": true, "components": []any{}},
+			"n4": map[string]any{"spec": map[string]any{}, "ready": true, "components": []any{}},
 		},
 	}
 	if diff := cmp.Diff(want, st); diff != "" {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/mlsysops-go/mlsysops/internal/mape"
 	"github.com/mlsysops-go/mlsysops/internal/messaging"
 	"github.com/mlsysops-go/mlsysops/internal/state"
+	"github.com/mlsysops-go/mlsysops/internal/telemetry"
 )
 
 // nodeRecord is what the cluster agent knows of one of its nodes.
@@ -25,6 +27,10 @@ type nodeRecord struct {
 	dirty    bool                                              // the CR needs writing
 	interval time.Duration                                     // the node's sampling interval
 	apps     map[string]map[string]*mlsysopsv1.MLSysOpsAppSpec // app -> component -> the spec it was last sent
+	// targets are the metrics endpoints of the pods on the node;
+	// targetsSent once the node agent was told them.
+	targets     []messaging.ScrapeTarget
+	targetsSent bool
 }
 
 func (c *clusterLayer) record(name string) *nodeRecord {
@@ -114,7 +120,44 @@ func (c *clusterLayer) handleTelemetry(ctx context.Context, env *messaging.Envel
 	if err := c.store.Telemetry().Put(ctx, state.Sample{Node: m.Node, Time: m.Time, Metrics: m.Metrics}, ttl); err != nil {
 		c.a.Log.Warn("telemetry not stored", "node", m.Node, "err", err)
 	}
+	readings, apps := nodeReadings(m)
+	// The cluster's policies see every node's series, labelled with it.
+	c.a.Sampler.Store().Append(m.Time, readings)
+	if len(apps) > 0 && c.a.Registered.Load() {
+		rep := &messaging.ApplicationMetrics{Cluster: c.a.Name, Node: m.Node, Time: m.Time, Series: apps}
+		if err := c.a.Msg.Send(ctx, c.a.Parent, rep); err != nil {
+			c.a.Log.Debug("application metrics not forwarded", "node", m.Node, "err", err)
+		}
+	}
 	return nil, nil
+}
+
+// nodeReadings turns a node's report into readings labelled with the
+// node, and picks out the application series (those with app and
+// component labels) for the continuum.
+func nodeReadings(m *messaging.TelemetryReport) ([]telemetry.Reading, []messaging.MetricSeries) {
+	readings := make([]telemetry.Reading, 0, len(m.Metrics))
+	var apps []messaging.MetricSeries
+	for _, key := range slices.Sorted(maps.Keys(m.Metrics)) {
+		v := m.Metrics[key]
+		name, labels, err := telemetry.ParseKey(key)
+		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+			continue
+		}
+		if labels[telemetry.LabelApp] != "" && labels[telemetry.LabelComponent] != "" {
+			apps = append(apps, messaging.MetricSeries{Name: name, Labels: labels, Value: v})
+		}
+		l := make(telemetry.Labels, len(labels)+1)
+		for k, lv := range labels {
+			if k == telemetry.LabelNode {
+				k = "exported_" + k
+			}
+			l[k] = lv
+		}
+		l[telemetry.LabelNode] = m.Node
+		readings = append(readings, telemetry.Reading{Name: name, Labels: l, Value: v})
+	}
+	return readings, apps
 }
 
 // handleTelemetryDeploy records the node's interval; when it differs from

@@ -202,3 +202,70 @@ func hostnames(p *corev1.Pod) []string {
 	}
 	return nil
 }
+
+// rememberFull is how long a node that kube-scheduler found full for a
+// component stays avoided for it. Without a memory, a component that two
+// nodes cannot take moves between them for ever: each new placement
+// knows only the nodes of the one before.
+const rememberFull = 5 * time.Minute
+
+// refusals remembers, per component, the nodes kube-scheduler left its
+// pods unschedulable on (unschedulableOn), each for rememberFull.
+type refusals struct {
+	mu      sync.Mutex
+	entries map[componentKey]map[string]refusal
+}
+
+type componentKey struct{ app, comp string }
+
+type refusal struct {
+	reason string
+	until  time.Time
+}
+
+// note remembers the nodes of full for app/comp and returns every node
+// remembered for it, with its reason; entries older than rememberFull go.
+func (f *refusals) note(app, comp string, full map[string]string, now time.Time) map[string]string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	key := componentKey{app, comp}
+	nodes := f.entries[key]
+	for node, reason := range full {
+		if nodes == nil {
+			nodes = map[string]refusal{}
+		}
+		nodes[node] = refusal{reason: reason, until: now.Add(rememberFull)}
+	}
+	var out map[string]string
+	for node, r := range nodes {
+		if now.After(r.until) {
+			delete(nodes, node)
+			continue
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[node] = r.reason
+	}
+	switch {
+	case len(nodes) > 0:
+		if f.entries == nil {
+			f.entries = map[componentKey]map[string]refusal{}
+		}
+		f.entries[key] = nodes
+	default:
+		delete(f.entries, key)
+	}
+	return out
+}
+
+// forget drops what is remembered for an application.
+func (f *refusals) forget(app string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for key := range f.entries {
+		if key.app == app {
+			delete(f.entries, key)
+		}
+	}
+}

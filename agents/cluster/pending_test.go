@@ -90,6 +90,44 @@ func TestChooseAvoidsNodesTheSchedulerFoundFull(t *testing.T) {
 	}
 }
 
+// Nodes found full for a component stay avoided for rememberFull: a
+// component that n1 and n2 both refuse does not move between them for
+// ever, it goes to n3.
+func TestRefusalsRemembered(t *testing.T) {
+	app := demoApp()
+	comp := &app.Spec.Components[0]
+	r := NewAppReconciler(nil, "c1", quiet())
+	nodes := placementNodes(node("n1", true), node("n2", true), node("n3", true))
+	now := time.Now()
+	place := func(on string, full map[string]string, at time.Time) []string {
+		t.Helper()
+		remembered := r.refused.note(app.Name, comp.Metadata.Name, full, at)
+		got, why, _ := r.choose(app, comp, placedDeployment(t, app, on), nodes, nil, remembered)
+		if why != "" {
+			t.Fatalf("choose from %s: %s", on, why)
+		}
+		return got
+	}
+	first := place("n1", map[string]string{"n1": "could not take a replica (kube-scheduler: node(s) didn't match)"}, now)
+	if len(first) != 1 || first[0] == "n1" {
+		t.Fatalf("after n1 refused: %v", first)
+	}
+	second := place(first[0], map[string]string{first[0]: "could not take a replica (kube-scheduler: node(s) didn't match)"}, now.Add(time.Minute))
+	if len(second) != 1 || second[0] == "n1" || second[0] == first[0] {
+		t.Errorf("after n1 and %s refused: %v, want the third node", first[0], second)
+	}
+	// Once the memory is old, the nodes count again; an application's
+	// removal forgets it at once.
+	if got := r.refused.note(app.Name, comp.Metadata.Name, nil, now.Add(rememberFull+2*time.Minute)); got != nil {
+		t.Errorf("after %s: %v remembered", rememberFull, got)
+	}
+	r.refused.note(app.Name, comp.Metadata.Name, map[string]string{"n1": "full"}, now)
+	r.refused.forget(app.Name)
+	if got := r.refused.note(app.Name, comp.Metadata.Name, nil, now); got != nil {
+		t.Errorf("after forget: %v remembered", got)
+	}
+}
+
 // Replicas placed and not yet visible count against their nodes for other
 // components, until their pods show.
 func TestAssumedPlacements(t *testing.T) {

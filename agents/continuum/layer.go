@@ -22,6 +22,7 @@ import (
 	"github.com/mlsysops-go/mlsysops/internal/mechanism"
 	"github.com/mlsysops-go/mlsysops/internal/messaging"
 	"github.com/mlsysops-go/mlsysops/internal/state"
+	"github.com/mlsysops-go/mlsysops/internal/telemetry"
 )
 
 // continuumLayer is the continuum agent: the MLSysOps API and placement in
@@ -148,6 +149,7 @@ func (c *continuumLayer) Mechanisms(a *agent.Agent) (*mechanism.Set, error) {
 
 func (c *continuumLayer) Setup(a *agent.Agent) error {
 	messaging.HandleFunc(a.Msg, c.handleCapacity)
+	messaging.HandleFunc(a.Msg, c.handleApplicationMetrics)
 	return nil
 }
 
@@ -194,6 +196,29 @@ func (c *continuumLayer) handleCapacity(_ context.Context, env *messaging.Envelo
 		c.a.Log.Warn("capacity report rejected", "cluster", m.Cluster, "err", err)
 		return nil, err
 	}
+	return nil, nil
+}
+
+// handleApplicationMetrics keeps the application series a cluster's node
+// scraped in the continuum's telemetry, labelled with the cluster and the
+// node, so that continuum policies see how applications perform
+// (telemetry.select("demo_server_latency_seconds", labels={"app": ...})).
+func (c *continuumLayer) handleApplicationMetrics(_ context.Context, env *messaging.Envelope, m *messaging.ApplicationMetrics) (messaging.Message, error) {
+	cl, ok := c.clusterOf(env.From)
+	if !ok || cl != m.Cluster {
+		c.a.Log.Warn("application metrics rejected: sender is not that cluster's agent", "cluster", m.Cluster, "peer", env.From)
+		return nil, fmt.Errorf("application metrics of %s from %s", m.Cluster, env.From)
+	}
+	readings := make([]telemetry.Reading, 0, len(m.Series))
+	for _, s := range m.Series {
+		l := telemetry.Labels{}
+		for k, v := range s.Labels {
+			l[k] = v
+		}
+		l["cluster"], l[telemetry.LabelNode] = m.Cluster, m.Node
+		readings = append(readings, telemetry.Reading{Name: s.Name, Labels: l, Value: s.Value})
+	}
+	c.a.Sampler.Store().Append(m.Time, readings)
 	return nil, nil
 }
 

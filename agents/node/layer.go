@@ -37,6 +37,12 @@ type nodeLayer struct {
 	desc      *generic.Description
 	cluster   string // desc's cluster_id
 	collector *telemetry.NodeCollector
+	// scraper reads the metrics endpoints of the components' pods on this
+	// node, as the cluster names them (scrape_targets).
+	scraper *telemetry.TargetScraper
+	// sampled is poked after every sampling round: the report goes out
+	// at once.
+	sampled chan struct{}
 
 	// changing orders the changes of apps together with their hand-over
 	// to the engine, so that the engine ends with the latest description
@@ -72,10 +78,17 @@ func newNodeLayer(_ context.Context, a *agent.Agent, _ agentconfig.LookupEnv) (a
 	}
 	a.Parent = agent.AgentJID(agentconfig.LayerCluster, cluster, a.Domain)
 	a.Cluster = cluster
-	n := &nodeLayer{a: a, desc: desc, cluster: cluster, apps: map[string]map[string]messaging.ComponentPlaced{}}
+	n := &nodeLayer{a: a, desc: desc, cluster: cluster, apps: map[string]map[string]messaging.ComponentPlaced{}, sampled: make(chan struct{}, 1)}
 	n.collector = telemetry.NewNodeCollector(telemetry.NodeOptions{ProcRoot: a.Opts.ProcfsRoot, SysRoot: a.Opts.SysfsRoot, NvidiaSMI: a.Opts.NvidiaSMI})
-	sampler := telemetry.NewSampler(telemetry.SamplerOptions{Interval: a.Opts.MonitoringInterval, Logger: a.Log})
+	n.scraper = telemetry.NewTargetScraper("applications", nil)
+	sampler := telemetry.NewSampler(telemetry.SamplerOptions{Interval: a.Opts.MonitoringInterval, Logger: a.Log, OnSample: func(time.Time) {
+		select {
+		case n.sampled <- struct{}{}:
+		default:
+		}
+	}})
 	sampler.AddSource(n.collector)
+	sampler.AddSource(n.scraper)
 	a.Sampler = sampler
 	if err := n.collector.Register(a.Metrics); err != nil {
 		return nil, err
@@ -170,6 +183,7 @@ func (n *nodeLayer) Setup(a *agent.Agent) error {
 	messaging.HandleFunc(a.Msg, n.handleRemoved)
 	messaging.HandleFunc(a.Msg, n.handlePlanExecuted)
 	messaging.HandleFunc(a.Msg, n.handleInterval)
+	messaging.HandleFunc(a.Msg, n.handleTargets)
 	return nil
 }
 
@@ -221,18 +235,25 @@ func (n *nodeLayer) Status() map[string]any {
 		}
 		sort.Strings(comps[app])
 	}
-	return map[string]any{"cluster": n.cluster, "components": comps, "reported_interval_seconds": n.reported.Seconds()}
+	targets := []string{}
+	for _, t := range n.scraper.Targets() {
+		targets = append(targets, t.App+"/"+t.Component+"/"+t.Pod+" "+t.URL)
+	}
+	return map[string]any{"cluster": n.cluster, "components": comps, "reported_interval_seconds": n.reported.Seconds(), "scrape_targets": targets}
 }
 
-// run reports the latest telemetry to the cluster at the sampling interval.
+// Run reports the latest telemetry to the cluster after every sampling
+// round: the node's own readings and the applications' series the
+// scraper read, labelled with their app, component and pod.
 func (n *nodeLayer) Run(ctx context.Context) error {
 	var last time.Time
 	for {
-		d := n.a.Sampler.Interval()
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(d):
+		case <-n.sampled:
+		case <-time.After(2 * n.a.Sampler.Interval()):
+			// No round came (the engine is not sampling yet): look anyway.
 		}
 		if !n.a.Registered.Load() {
 			continue
@@ -245,6 +266,10 @@ func (n *nodeLayer) Run(ctx context.Context) error {
 		last = snap.Time
 		metrics := map[string]float64{}
 		for _, r := range snap.Readings() {
+			metrics[telemetry.Key(r.Name, r.Labels)] = r.Value
+		}
+		apps, _ := n.scraper.Latest()
+		for _, r := range apps {
 			metrics[telemetry.Key(r.Name, r.Labels)] = r.Value
 		}
 		if err := n.a.Msg.Send(ctx, n.a.Parent, &messaging.TelemetryReport{Node: n.a.Name, Time: snap.Time, Metrics: metrics}); err != nil {
@@ -394,6 +419,30 @@ func (n *nodeLayer) handlePlanExecuted(_ context.Context, _ *messaging.Envelope,
 	n.a.Log.Info("plan executed by the cluster", "plan", m.PlanUID, "status", m.Status, "message", m.Message)
 	if err := proxy.Executed(m.PlanUID, status, m.Message); err != nil {
 		n.a.Log.Warn("late or unknown plan result dropped", "plan", m.PlanUID, "err", err)
+	}
+	return nil, nil
+}
+
+// handleTargets takes the metrics endpoints of the components' pods on
+// this node: they are scraped from the next sampling round on.
+func (n *nodeLayer) handleTargets(_ context.Context, _ *messaging.Envelope, m *messaging.ScrapeTargets) (messaging.Message, error) {
+	if m.Node != n.a.Name {
+		return nil, fmt.Errorf("scrape targets for %s sent to %s", m.Node, n.a.Name)
+	}
+	targets := make([]telemetry.Target, 0, len(m.Targets))
+	for _, t := range m.Targets {
+		path := t.Path
+		if path == "" {
+			path = "/metrics"
+		}
+		targets = append(targets, telemetry.Target{App: t.Application, Component: t.Component, Pod: t.Pod, URL: "http://" + t.Address + path})
+	}
+	if n.scraper.SetTargets(targets) {
+		pods := make([]string, 0, len(targets))
+		for _, t := range targets {
+			pods = append(pods, t.App+"/"+t.Component+"/"+t.Pod)
+		}
+		n.a.Log.Info("scrape targets", "targets", len(targets), "pods", pods)
 	}
 	return nil, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -19,6 +20,9 @@ type Options struct {
 	Out string
 	// Only limits the build to these catalog entries.
 	Only []string
+	// Platforms, when set, replaces every image's platforms (e.g. only
+	// this machine's, which is what the testbed's real nodes run).
+	Platforms []string
 	// Push is a registry (host[:port][/path]) to push the images to.
 	Push string
 	// Insecure allows a plain-HTTP registry.
@@ -33,6 +37,7 @@ type Options struct {
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Out, "out", "bin/images", "output directory: oci/ (OCI layout), images.tar (the layout as one tar, for `ctr images import`) and images.json")
 	fs.StringSliceVar(&o.Only, "only", nil, "build only these images (default: all of the catalog)")
+	fs.StringSliceVar(&o.Platforms, "platforms", nil, "build for these platforms only, e.g. linux/amd64 (default: each image's, linux/amd64 and linux/arm64)")
 	fs.StringVar(&o.Push, "push", "", "also push every image as REGISTRY/mlsysops/<name>:<version>, e.g. registry.example.org:5000 (credentials from ~/.docker/config.json)")
 	fs.BoolVar(&o.Insecure, "insecure", false, "talk plain HTTP to the --push registry")
 	fs.StringVar(&o.Version, "version", "", "image tag and org.opencontainers.image.version (default: git describe --tags --always --dirty)")
@@ -47,6 +52,11 @@ func (o *Options) Validate() error {
 	}
 	if _, err := images.Lookup(o.Only...); err != nil {
 		errs = append(errs, fmt.Errorf("--only: %w", err))
+	}
+	for _, p := range o.Platforms {
+		if goos, arch, ok := strings.Cut(p, "/"); !ok || goos != "linux" || arch == "" || strings.Contains(arch, "/") {
+			errs = append(errs, fmt.Errorf("--platforms %q: want linux/<arch>, e.g. linux/amd64", p))
+		}
 	}
 	if o.Insecure && o.Push == "" {
 		errs = append(errs, errors.New("--insecure: only with --push"))
@@ -86,6 +96,11 @@ func (o *Options) run(ctx context.Context) error {
 	list, err := images.Lookup(o.Only...)
 	if err != nil {
 		return err
+	}
+	if len(o.Platforms) > 0 {
+		for i := range list {
+			list[i].Platforms = o.Platforms
+		}
 	}
 	opts := images.Options{Root: root, Images: list, Version: o.Version, CACertificates: o.CACertificates, Log: os.Stdout}
 	if opts.Version == "" {

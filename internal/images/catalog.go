@@ -129,6 +129,10 @@ var Catalog = []Image{
 		Description: "MLSysOps accounts reconciler: keeps the agents' XMPP accounts in place",
 	},
 	{
+		Name: "demo", Package: "./cmd/demo", Binary: "mlsysops-demo", Args: []string{"server"}, Tag: DemoTag,
+		Description: "MLSysOps demo workload: a server and a client exchanging messages, with QoS metrics (internal/demo)",
+	},
+	{
 		Name: "pause", Package: "./cmd/pause", Binary: "pause", Tag: PauseTag,
 		Description: "Pod sandbox: sleeps, reaps children, exits on TERM or INT",
 	},
@@ -136,6 +140,10 @@ var Catalog = []Image{
 
 // PauseTag is the pause image's fixed tag (see Image.Tag).
 const PauseTag = "1.0"
+
+// DemoTag is the demo workload's fixed tag: the example applications name
+// it (examples/apps/demo-loop.yaml).
+const DemoTag = "1.0"
 
 // Lookup returns the catalog entries with the given names, all of them
 // when names is empty.

@@ -16,6 +16,7 @@ func (e *Engine) execute(ctx context.Context, p *plan) {
 		m, _ := e.mechs.Get(name)
 		cmd := deepCopy(p.Plan[name]).(map[string]any)
 		cmd[mechanism.PlanIDKey] = p.ID
+		cmd[mechanism.PolicyKey] = p.Policy
 		e.mu.Lock()
 		p.outcomes[name].Status = StatusRunning
 		p.outcomes[name].Updated = e.now()

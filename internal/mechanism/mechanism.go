@@ -29,6 +29,11 @@ const (
 // asynchronous mechanisms can report the outcome of that plan.
 const PlanIDKey = "plan_uid"
 
+// PolicyKey is the key under which the MAPE engine puts the name of the
+// policy that made the plan into every command, so that a mechanism can
+// say in its events and logs who asked for what it does.
+const PolicyKey = "plan_policy"
+
 // ErrUnavailable is wrapped by errors of mechanisms whose hardware or tool
 // is missing on this node (no cpufreq driver, no nvidia-smi).
 var ErrUnavailable = errors.New("mechanism unavailable on this node")
@@ -60,7 +65,7 @@ type Completion struct {
 // for concurrent use: plans from different ticks may overlap.
 type Mechanism interface {
 	// Apply carries out the command (the plan's value for this
-	// mechanism's name, plus PlanIDKey).
+	// mechanism's name, plus PlanIDKey and PolicyKey).
 	Apply(ctx context.Context, command map[string]any) (Result, error)
 	// State reports what the mechanism manages now, for policies
 	// (mechanisms[name]["state"]).

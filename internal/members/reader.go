@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"time"
 
 	clusterv1alpha1 "github.com/karmada-io/karmada/pkg/apis/cluster/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
@@ -58,6 +59,31 @@ func (r *Reader) AppPods(ctx context.Context, cluster, app string) ([]corev1.Pod
 	}
 	sort.Slice(pods.Items, func(i, j int) bool { return pods.Items[i].Name < pods.Items[j].Name })
 	return pods.Items, nil
+}
+
+// AppEvents lists the cluster agent's events about an application in a
+// member cluster (its plans: on the application and on the Deployments
+// they changed), oldest first.
+func (r *Reader) AppEvents(ctx context.Context, cluster, app string) ([]corev1.Event, error) {
+	var evs corev1.EventList
+	sel := "involvedObject.namespace=" + Namespace(app) + ",source=" + mlsysopsv1.EventSourceClusterAgent
+	if err := r.get(ctx, cluster, "events", map[string]string{"fieldSelector": sel}, &evs); err != nil {
+		return nil, err
+	}
+	sort.SliceStable(evs.Items, func(i, j int) bool { return EventTime(&evs.Items[i]).Before(EventTime(&evs.Items[j])) })
+	return evs.Items, nil
+}
+
+// EventTime is when an event last happened, whichever of its times the
+// recorder set.
+func EventTime(ev *corev1.Event) time.Time {
+	switch {
+	case !ev.LastTimestamp.IsZero():
+		return ev.LastTimestamp.Time
+	case !ev.EventTime.IsZero():
+		return ev.EventTime.Time
+	}
+	return ev.FirstTimestamp.Time
 }
 
 // AppServices lists the Services the cluster agent created for an

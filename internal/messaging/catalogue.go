@@ -102,6 +102,8 @@ const (
 	TypePlanSubmitted            Type = "message_to_fluidity"
 	TypePlanExecuted             Type = "message_to_fluidity_proxy"
 	TypeTelemetryReport          Type = "telemetry_report"
+	TypeScrapeTargets            Type = "scrape_targets"
+	TypeApplicationMetrics       Type = "application_metrics"
 	TypeTelemetryIntervalUpdate  Type = "otel_node_interval_update"
 	TypeTelemetryDeploy          Type = "otel_deploy"
 	TypeTelemetryRemove          Type = "otel_remove"
@@ -160,6 +162,10 @@ func init() {
 		"the cluster reports the outcome of a submitted plan to the node")
 	register[TelemetryReport](TypeTelemetryReport, DirectionUp, BestEffort, "",
 		"latest telemetry samples of a node or cluster")
+	register[ScrapeTargets](TypeScrapeTargets, DirectionDown, Reliable, "",
+		"the cluster tells a node the metrics endpoints of the components' pods running on it")
+	register[ApplicationMetrics](TypeApplicationMetrics, DirectionUp, BestEffort, "",
+		"a cluster forwards the latest application metrics its nodes scraped")
 	register[TelemetryIntervalUpdate](TypeTelemetryIntervalUpdate, DirectionDown, Reliable, "",
 		"the parent changes a child's telemetry interval")
 	register[TelemetryDeploy](TypeTelemetryDeploy, DirectionUp, Reliable, "",

@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"net"
+	"strings"
 	"time"
 )
 
@@ -128,6 +131,44 @@ type TelemetryReport struct {
 	Node    string             `json:"node"`
 	Time    time.Time          `json:"time"`
 	Metrics map[string]float64 `json:"metrics"`
+}
+
+// ScrapeTargets lists every metrics endpoint a node agent should scrape:
+// the declared metrics port of each running pod of a managed component on
+// that node ("scrape_targets"). Each message replaces the previous list.
+type ScrapeTargets struct {
+	Node    string         `json:"node"`
+	Targets []ScrapeTarget `json:"targets"`
+}
+
+// ScrapeTarget is one pod's metrics endpoint.
+type ScrapeTarget struct {
+	Application string `json:"application"`
+	Component   string `json:"component"`
+	Pod         string `json:"pod"`
+	// Address is the pod's IP and metrics port, host:port.
+	Address string `json:"address"`
+	// Path is the HTTP path of the metrics, /metrics when empty.
+	Path string `json:"path,omitempty"`
+}
+
+// ApplicationMetrics carries application metrics one node scraped, as its
+// cluster received them ("application_metrics").
+type ApplicationMetrics struct {
+	Cluster string    `json:"cluster"`
+	Node    string    `json:"node"`
+	Time    time.Time `json:"time"`
+	// Series are the node's application series.
+	Series []MetricSeries `json:"series"`
+}
+
+// MetricSeries is the latest value of one series.
+type MetricSeries struct {
+	Name string `json:"name"`
+	// Labels identify the series; application series carry app,
+	// component and pod.
+	Labels map[string]string `json:"labels,omitempty"`
+	Value  float64           `json:"value"`
 }
 
 // TelemetryIntervalUpdate changes a child's telemetry interval
@@ -321,6 +362,12 @@ func (*PlanExecuted) MessageType() Type { return TypePlanExecuted }
 func (*TelemetryReport) MessageType() Type { return TypeTelemetryReport }
 
 // MessageType implements Message.
+func (*ScrapeTargets) MessageType() Type { return TypeScrapeTargets }
+
+// MessageType implements Message.
+func (*ApplicationMetrics) MessageType() Type { return TypeApplicationMetrics }
+
+// MessageType implements Message.
 func (*TelemetryIntervalUpdate) MessageType() Type { return TypeTelemetryIntervalUpdate }
 
 // MessageType implements Message.
@@ -438,6 +485,45 @@ func (m *PlanExecuted) Validate() error {
 
 // Validate checks the required fields.
 func (m *TelemetryReport) Validate() error { return required("node", m.Node) }
+
+// Validate checks the node and every target: application, component and
+// pod named, address a host:port.
+func (m *ScrapeTargets) Validate() error {
+	var errs []error
+	if err := required("node", m.Node); err != nil {
+		errs = append(errs, err)
+	}
+	for i, t := range m.Targets {
+		if err := required("application", t.Application, "component", t.Component, "pod", t.Pod); err != nil {
+			errs = append(errs, fmt.Errorf("targets[%d]: %w", i, err))
+		}
+		if _, port, err := net.SplitHostPort(t.Address); err != nil || port == "" {
+			errs = append(errs, fmt.Errorf("targets[%d].address %q: want host:port", i, t.Address))
+		}
+		if t.Path != "" && !strings.HasPrefix(t.Path, "/") {
+			errs = append(errs, fmt.Errorf("targets[%d].path %q: want an absolute path", i, t.Path))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Validate checks the required fields and that every series has a name
+// and a finite value.
+func (m *ApplicationMetrics) Validate() error {
+	var errs []error
+	if err := required("cluster", m.Cluster, "node", m.Node); err != nil {
+		errs = append(errs, err)
+	}
+	for i, s := range m.Series {
+		if s.Name == "" {
+			errs = append(errs, fmt.Errorf("series[%d].name: %w", i, errMissing))
+		}
+		if math.IsNaN(s.Value) || math.IsInf(s.Value, 0) {
+			errs = append(errs, fmt.Errorf("series[%d].value: not a finite number", i))
+		}
+	}
+	return errors.Join(errs...)
+}
 
 // Validate checks the required fields.
 func (m *TelemetryIntervalUpdate) Validate() error {

@@ -42,27 +42,40 @@ func (p *PrometheusSource) Collect(ctx context.Context, wanted []string) ([]Read
 	if len(wanted) == 0 {
 		return nil, nil
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.url, nil)
+	families, err := scrapeFamilies(ctx, p.client, p.url)
 	if err != nil {
-		return nil, fmt.Errorf("scrape %s: %w", p.url, err)
+		return nil, err
+	}
+	return selectFamilies(families, wanted), nil
+}
+
+// scrapeFamilies reads a Prometheus text endpoint.
+func scrapeFamilies(ctx context.Context, client *http.Client, url string) (map[string]*dto.MetricFamily, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, fmt.Errorf("scrape %s: %w", url, err)
 	}
 	req.Header.Set("Accept", "text/plain;version=0.0.4")
-	resp, err := p.client.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("scrape %s: %w", p.url, err)
+		return nil, fmt.Errorf("scrape %s: %w", url, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return nil, fmt.Errorf("scrape %s: %s: %s", p.url, resp.Status, strings.TrimSpace(string(body)))
+		return nil, fmt.Errorf("scrape %s: %s: %s", url, resp.Status, strings.TrimSpace(string(body)))
 	}
 	var parser expfmt.TextParser
-	families, err := parser.TextToMetricFamilies(resp.Body)
+	families, err := parser.TextToMetricFamilies(io.LimitReader(resp.Body, maxScrapeBytes))
 	if err != nil {
-		return nil, fmt.Errorf("scrape %s: %w", p.url, err)
+		return nil, fmt.Errorf("scrape %s: %w", url, err)
 	}
-	return selectFamilies(families, wanted), nil
+	return families, nil
 }
+
+// maxScrapeBytes bounds what one scrape reads: an endpoint is not allowed
+// to make the agent hold an arbitrary amount of text.
+const maxScrapeBytes = 16 << 20
 
 func selectFamilies(families map[string]*dto.MetricFamily, wanted []string) []Reading {
 	var out []Reading

@@ -37,6 +37,9 @@ type SamplerOptions struct {
 	Logger *slog.Logger
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// OnSample, when set, is called after each sampling round with its
+	// time (an agent that reports its samples sends them at once).
+	OnSample func(time.Time)
 }
 
 // Sampler is an agent's single monitoring loop: it collects every source
@@ -49,6 +52,7 @@ type Sampler struct {
 	intervals *Intervals
 	store     *Store
 	wake      chan struct{}
+	onSample  func(time.Time)
 
 	mu      sync.Mutex
 	sources []Source
@@ -81,6 +85,7 @@ func NewSampler(opts SamplerOptions) *Sampler {
 		intervals: NewIntervals(opts.Interval),
 		store:     NewStore(opts.Retention, opts.MaxPoints),
 		wake:      make(chan struct{}, 1),
+		onSample:  opts.OnSample,
 		wanted:    map[string][]string{},
 		samples: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "mlsysops", Subsystem: "telemetry", Name: "samples_total",
@@ -248,6 +253,9 @@ func (s *Sampler) Sample(ctx context.Context) error {
 	s.store.Append(start, all)
 	s.samples.Inc()
 	s.duration.Observe(s.now().Sub(start).Seconds())
+	if s.onSample != nil {
+		s.onSample(start)
+	}
 	return errors.Join(errs...)
 }
 

@@ -157,7 +157,8 @@ func (c *countingSource) Collect(_ context.Context, wanted []string) ([]Reading,
 func TestSamplerSample(t *testing.T) {
 	ok := &countingSource{name: "ok"}
 	bad := &countingSource{name: "bad", err: errors.New("endpoint down")}
-	s := NewSampler(SamplerOptions{Interval: time.Second})
+	var rounds []time.Time
+	s := NewSampler(SamplerOptions{Interval: time.Second, OnSample: func(t time.Time) { rounds = append(rounds, t) }})
 	s.AddSource(ok)
 	s.AddSource(bad)
 	s.Want("policy:a", []string{"b_metric", "a_metric"})
@@ -188,6 +189,9 @@ func TestSamplerSample(t *testing.T) {
 	}
 	if bad.n.Load() != 1 {
 		t.Errorf("removed source collected %d times", bad.n.Load())
+	}
+	if len(rounds) != 2 || rounds[0].IsZero() {
+		t.Errorf("OnSample called for rounds %v, want 2", rounds)
 	}
 }
 

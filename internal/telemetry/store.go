@@ -1,6 +1,7 @@
 package telemetry
 
 import (
+	"fmt"
 	"sort"
 	"strconv"
 	"strings"
@@ -58,6 +59,42 @@ func Key(name string, labels Labels) string {
 	}
 	b.WriteByte('}')
 	return b.String()
+}
+
+// ParseKey reads a series identity Key rendered: name or
+// name{a="x",b="y"}.
+func ParseKey(key string) (string, Labels, error) {
+	name, rest, ok := strings.Cut(key, "{")
+	if name == "" {
+		return "", nil, fmt.Errorf("series %q: no name", key)
+	}
+	if !ok {
+		return name, nil, nil
+	}
+	labels := Labels{}
+	for {
+		if rest == "}" {
+			return name, labels, nil
+		}
+		k, after, found := strings.Cut(rest, "=")
+		if !found || k == "" {
+			return "", nil, fmt.Errorf("series %q: want label=\"value\"", key)
+		}
+		q, err := strconv.QuotedPrefix(after)
+		if err != nil {
+			return "", nil, fmt.Errorf("series %q: label %s: %w", key, k, err)
+		}
+		v, _ := strconv.Unquote(q)
+		labels[k] = v
+		rest = after[len(q):]
+		switch {
+		case strings.HasPrefix(rest, ","):
+			rest = rest[1:]
+		case rest == "}":
+		default:
+			return "", nil, fmt.Errorf("series %q: want , or } after label %s", key, k)
+		}
+	}
 }
 
 // Store keeps the recent history of every series. Points older than the

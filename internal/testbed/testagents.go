@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,6 +23,9 @@ type TestAgentsOptions struct {
 	// Nodes also starts a node agent for every described node (the
 	// continuum and cluster agents always run).
 	Nodes bool
+	// NodeNames, when set with Nodes, limits the node agents to these
+	// nodes.
+	NodeNames []string
 	// Args are added to every agent's command line (after the defaults,
 	// so they win).
 	Args []string
@@ -167,7 +171,7 @@ func StartTestAgents(t testing.TB, env *Env, opts TestAgentsOptions) *TestAgents
 		t.Fatal(err)
 	}
 	for _, ag := range all {
-		if ag.Layer == LayerNode && !opts.Nodes {
+		if ag.Layer == LayerNode && (!opts.Nodes || (len(opts.NodeNames) > 0 && !slices.Contains(opts.NodeNames, ag.Name))) {
 			continue
 		}
 		a.All = append(a.All, ag)

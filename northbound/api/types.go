@@ -122,11 +122,32 @@ type Application struct {
 	// created their Services: for an ML deployment, its inference
 	// endpoint.
 	Endpoints []Endpoint `json:"endpoints"`
+	// Events are the latest events the cluster agents recorded about the
+	// application's plans, oldest first: why a component was deployed,
+	// moved or changed (the policy and its reason), and how it ended.
+	Events []Event `json:"events,omitempty"`
 	// Description is the submitted description, in the custom resource
 	// form.
 	Description json.RawMessage `json:"description,omitempty"`
 	// Warnings say what could not be read (Karmada down, ...).
 	Warnings []string `json:"warnings,omitempty"`
+}
+
+// Event is a Kubernetes event a cluster agent recorded about an
+// application's plan, in a member cluster.
+type Event struct {
+	Time    time.Time `json:"time"`
+	Cluster string    `json:"cluster"`
+	// Type is Normal or Warning.
+	Type string `json:"type"`
+	// Reason is PlanAccepted, PlanRefused, PlanCompleted or PlanFailed.
+	Reason string `json:"reason"`
+	// Object is the kind and name of what the event is about
+	// (MLSysOpsApp/<app>, Deployment/<component>).
+	Object  string `json:"object"`
+	Message string `json:"message"`
+	// Count is how many times it happened.
+	Count int32 `json:"count"`
 }
 
 // Resource is what the Karmada API holds of an application.

@@ -44,6 +44,7 @@ type Infra interface {
 	ClusterNodes(ctx context.Context, cluster string) ([]placement.Node, error)
 	AppPods(ctx context.Context, cluster, app string) ([]corev1.Pod, error)
 	AppServices(ctx context.Context, cluster, app string) ([]corev1.Service, error)
+	AppEvents(ctx context.Context, cluster, app string) ([]corev1.Event, error)
 	NodeDescriptions(ctx context.Context) ([]mlsysopsv1.MLSysOpsNode, error)
 	ClusterExists(ctx context.Context, name string) (bool, error)
 	RegisterNode(ctx context.Context, node *mlsysopsv1.MLSysOpsNode) (bool, error)

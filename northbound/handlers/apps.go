@@ -420,6 +420,7 @@ func (c collection) detail(a *API, ctx context.Context, v *view) api.Application
 		sort.Slice(cp.Pods, func(x, y int) bool { return cp.Pods[x].CreatedAt.Before(cp.Pods[y].CreatedAt) })
 	}
 	out.Endpoints = a.endpoints(ctx, out.ID, out.Components, m)
+	out.Events = a.events(ctx, out.ID, out.Components, m)
 	out.Warnings = append(v.warnings, m.warnings()...)
 	return out
 }

@@ -84,6 +84,6 @@ func TestOpenAPIPhases(t *testing.T) {
 func TestOpenAPISchemasMatchTypes(t *testing.T) {
 	apitest.SchemasMatchTypes(t, newOffline(t).Server(), map[string]any{
 		"Endpoint": api.Endpoint{}, "ComponentPlacement": api.ComponentPlacement{}, "Summary": api.Summary{},
-		"List": api.List{}, "UpstreamModelStatus": api.UpstreamModelStatus{}, "Pod": api.Pod{}, "ContainerState": api.ContainerState{},
+		"List": api.List{}, "UpstreamModelStatus": api.UpstreamModelStatus{}, "Pod": api.Pod{}, "ContainerState": api.ContainerState{}, "Event": api.Event{},
 	})
 }

@@ -173,6 +173,12 @@ func (k *Karmada) AppPods(ctx context.Context, cluster, app string) ([]corev1.Po
 	return k.members.AppPods(ctx, cluster, app)
 }
 
+// AppEvents lists the cluster agent's events about an application in a
+// member cluster, oldest first.
+func (k *Karmada) AppEvents(ctx context.Context, cluster, app string) ([]corev1.Event, error) {
+	return k.members.AppEvents(ctx, cluster, app)
+}
+
 // AppServices lists the Services the cluster agent created for an
 // application's components in a member cluster, sorted by name.
 func (k *Karmada) AppServices(ctx context.Context, cluster, app string) ([]corev1.Service, error) {

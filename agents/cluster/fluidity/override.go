@@ -210,6 +210,27 @@ type Plan struct {
 	Initial bool
 	// Components maps each component to its actions, in order.
 	Components map[string][]Action
+	// Reason is the policy's own account of why it planned this
+	// (optional "reason"); it goes into the mechanism's events.
+	Reason string
+}
+
+// String describes an action for events and logs: "move edge-1 ->
+// edge-2", "deploy on edge-1", "remove from edge-1", "change_spec".
+func (a Action) String() string {
+	switch a.Kind {
+	case ActionMove:
+		return fmt.Sprintf("move %s -> %s", a.SrcHost, a.TargetHost)
+	case ActionDeploy:
+		return "deploy on " + a.Host
+	case ActionRemove:
+		return "remove from " + a.Host
+	case ActionChangeSpec:
+		if a.Host != "" {
+			return "change_spec on " + a.Host
+		}
+	}
+	return a.Kind
 }
 
 // ParsePlan reads and checks a fluidity command; the error lists every
@@ -217,6 +238,7 @@ type Plan struct {
 func ParsePlan(cmd map[string]any) (*Plan, error) {
 	p := &Plan{Components: map[string][]Action{}}
 	p.App, _ = cmd["name"].(string)
+	p.Reason, _ = cmd["reason"].(string)
 	if p.App == "" {
 		return nil, errors.New("fluidity: the command needs name (the application)")
 	}

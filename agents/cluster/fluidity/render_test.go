@@ -15,7 +15,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
+	"github.com/mlsysops-go/mlsysops/internal/demo"
 	"github.com/mlsysops-go/mlsysops/internal/description"
+	"github.com/mlsysops-go/mlsysops/internal/members"
 	"github.com/mlsysops-go/mlsysops/internal/placement"
 	"github.com/mlsysops-go/mlsysops/internal/resources"
 )
@@ -138,6 +140,47 @@ func TestWithHostnames(t *testing.T) {
 	want := []corev1.NodeSelectorRequirement{{Key: mlsysopsv1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{"a"}}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Error(diff)
+	}
+}
+
+// TestPeerEnvFindsTheDemoServer: the demo workload finds its server
+// through the environment the cluster agent gives a component for each
+// component it talks to (the demo keeps its own copy of the variables'
+// names, to stay free of Kubernetes libraries), also for names that are
+// no valid variable names.
+func TestPeerEnvFindsTheDemoServer(t *testing.T) {
+	data, err := os.ReadFile("../../../examples/apps/demo-loop.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	app, errs := description.ParseApp(data, description.FormatYAML)
+	if len(errs) > 0 {
+		t.Fatal(errs.ToAggregate())
+	}
+	const server = "demo-server.v2"
+	for i := range app.Spec.Components {
+		if app.Spec.Components[i].Metadata.Name == "server" {
+			app.Spec.Components[i].Metadata.Name = server
+		}
+	}
+	app.Spec.ComponentInteractions[0].ComponentName2 = server
+	var client *mlsysopsv1.Component
+	for i := range app.Spec.Components {
+		if app.Spec.Components[i].Metadata.Name == "client" {
+			client = &app.Spec.Components[i]
+		}
+	}
+	objs, err := Render(app, client, []string{"cloud-1"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{}
+	for _, e := range objs.Deployment.Spec.Template.Spec.Containers[0].Env {
+		env[e.Name] = e.Value
+	}
+	got, ok := demo.ServerFromEnv(server, func(k string) string { return env[k] })
+	if want := members.ServiceHost(app.Name, server) + ":7070"; !ok || got != want {
+		t.Errorf("the demo client finds %q (%v) in %v, want %s", got, ok, env, want)
 	}
 }
 

@@ -292,6 +292,17 @@ func printDetails(tw *tabwriter.Writer, a api.Application) {
 				orDash(e.Address), orDash(e.NodeAddress), ready)
 		}
 	}
+	if len(a.Events) > 0 {
+		fmt.Fprintln(tw)
+		fmt.Fprintln(tw, "EVENT\tAGE\tCLUSTER\tOBJECT\tMESSAGE")
+		for _, e := range a.Events {
+			reason := e.Reason
+			if e.Count > 1 {
+				reason = fmt.Sprintf("%s (x%d)", reason, e.Count)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", reason, age(e.Time), e.Cluster, e.Object, e.Message)
+		}
+	}
 	if len(a.Conditions) > 0 {
 		fmt.Fprintln(tw)
 		fmt.Fprintln(tw, "CONDITION\tSTATUS\tREASON\tMESSAGE")

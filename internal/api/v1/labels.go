@@ -142,3 +142,14 @@ const (
 	AgentLayerCluster   = "cluster"
 	AgentLayerNode      = "node"
 )
+
+// EventSourceClusterAgent is the source component of the cluster agent's
+// Kubernetes events (the plans of its policies: PlanAccepted with the
+// policy and its reason, PlanRefused, PlanCompleted, PlanFailed), which
+// the northbound shows with an application.
+const EventSourceClusterAgent = "mlsysops-cluster-agent"
+
+// MetricsPortName names the container port of a component where it serves
+// its Prometheus metrics (ports[].name in the description): the node agent
+// of the node a pod runs on scrapes it for the component's qos_metrics.
+const MetricsPortName = "metrics"

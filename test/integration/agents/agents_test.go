@@ -636,7 +636,7 @@ func testLostAccount(t *testing.T, h *hierarchy) {
 	ctx := context.Background()
 	a := h.agents[nodeAllowed]
 	accountsMetrics := "http://" + h.cfg.AccountsListen + "/metrics"
-	repairs := scrape(t, accountsMetrics, `mlsysops_accounts_repairs_total{kind="account"}`)
+	repairs := testbed.MetricValue(t, accountsMetrics, `mlsysops_accounts_repairs_total{kind="account"}`)
 	if err := a.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -661,10 +661,10 @@ func testLostAccount(t *testing.T, h *hierarchy) {
 	if f := metricValue(t, h, nodeAllowed, `mlsysops_messaging_auth_failures_total{agent="`+a.JID+`",reason="refused"}`); f < 1 {
 		t.Errorf("the agent counted %v refused logins, want at least 1", f)
 	}
-	if got := scrape(t, accountsMetrics, `mlsysops_accounts_repairs_total{kind="account"}`); got != repairs+1 {
+	if got := testbed.MetricValue(t, accountsMetrics, `mlsysops_accounts_repairs_total{kind="account"}`); got != repairs+1 {
 		t.Errorf("account repairs = %v, want %v", got, repairs+1)
 	}
-	if got := scrape(t, accountsMetrics, `mlsysops_accounts_reconcile_passes_total{kind="account",trigger="report"}`); got < 1 {
+	if got := testbed.MetricValue(t, accountsMetrics, `mlsysops_accounts_reconcile_passes_total{kind="account",trigger="report"}`); got < 1 {
 		t.Errorf("no account check triggered by a report")
 	}
 	password, err := messaging.ReadPasswordFile(filepath.Join(h.cfg.StateDir, "pki", provision.PasswordFileName(a.JID)))

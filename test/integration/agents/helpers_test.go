@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -297,30 +296,5 @@ func eventually(t testing.TB, what string, timeout time.Duration, cond func() er
 // the agent's /metrics writes it), 0 when it is absent.
 func metricValue(t testing.TB, h *hierarchy, agent, series string) float64 {
 	t.Helper()
-	return scrape(t, h.agents[agent].URL()+"/metrics", series)
-}
-
-// scrape returns the value of one series of a /metrics page, 0 when it
-// is absent.
-func scrape(t testing.TB, url, series string) float64 {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, series+" "); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err != nil {
-				t.Fatalf("metric %s: %v", series, err)
-			}
-			return f
-		}
-	}
-	return 0
+	return testbed.MetricValue(t, h.agents[agent].URL()+"/metrics", series)
 }

@@ -7,9 +7,7 @@ package failover_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -274,7 +272,7 @@ func (w *world) reconciled(ctx context.Context, layer, name string) (map[string]
 	var st struct {
 		Reconciled map[string]string `json:"reconciled"`
 	}
-	err := getJSON(ctx, w.agents.Get(layer, name).URL()+"/status", &st)
+	err := testbed.GetJSON(ctx, w.agents.Get(layer, name).URL()+"/status", &st)
 	return st.Reconciled, err
 }
 
@@ -502,7 +500,7 @@ func TestCapacityReports(t *testing.T) {
 				GPUs        map[string]map[string]any `json:"gpus"`
 			} `json:"capacity_reports"`
 		}
-		if err := getJSON(ctx, cont.URL()+"/status", &st); err != nil {
+		if err := testbed.GetJSON(ctx, cont.URL()+"/status", &st); err != nil {
 			return err
 		}
 		for _, c := range w.env.Clusters {
@@ -516,22 +514,6 @@ func TestCapacityReports(t *testing.T) {
 		}
 		return nil
 	})
-}
-
-func getJSON(ctx context.Context, url string, into any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	return json.NewDecoder(resp.Body).Decode(into)
 }
 
 // A node whose node agent is gone past the grace period (the Kubernetes
@@ -591,7 +573,7 @@ func TestNodeAgentGoneMovesComponents(t *testing.T) {
 			} `json:"nodes"`
 			Gone []string `json:"nodes_gone"`
 		}
-		if err := getJSON(ctx, w.agents.Get(testbed.LayerCluster, "cloud-1").URL()+"/status", &st); err != nil {
+		if err := testbed.GetJSON(ctx, w.agents.Get(testbed.LayerCluster, "cloud-1").URL()+"/status", &st); err != nil {
 			return err
 		}
 		if !st.Nodes[victim].Online || slices.Contains(st.Gone, victim) {

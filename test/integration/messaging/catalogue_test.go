@@ -36,10 +36,14 @@ var fixtures = map[messaging.Type]messaging.Message{
 	messaging.TypePlanExecuted:            &messaging.PlanExecuted{PlanUID: "plan-7", Status: messaging.PlanCompleted, Result: json.RawMessage(`{"moved":true}`)},
 	messaging.TypeTelemetryReport:         &messaging.TelemetryReport{Node: "node-1", Time: now, Metrics: map[string]float64{"cpu_util": 0.42, "gpu_mem_used_mib": 1024}},
 	messaging.TypeTelemetryIntervalUpdate: &messaging.TelemetryIntervalUpdate{Node: "node-1", IntervalSeconds: 15},
-	messaging.TypeTelemetryDeploy:         &messaging.TelemetryDeploy{Node: "node-1", Config: "receivers:\n  otlp: {}\n", IntervalSeconds: 10},
-	messaging.TypeTelemetryRemove:         &messaging.TelemetryRemove{Node: "node-1"},
-	messaging.TypeNodeExporterDeploy:      &messaging.NodeExporterDeploy{Node: "node-1", Port: 9200, Flags: []string{"os", "cpu"}},
-	messaging.TypeNodeExporterRemove:      &messaging.NodeExporterRemove{Node: "node-1"},
+	messaging.TypeScrapeTargets: &messaging.ScrapeTargets{Node: "node-1", Targets: []messaging.ScrapeTarget{
+		{Application: "app-1", Component: "server", Pod: "server-7d9f-x2", Address: "10.40.1.7:9090"}}},
+	messaging.TypeApplicationMetrics: &messaging.ApplicationMetrics{Cluster: "cluster-1", Node: "node-1", Time: now, Series: []messaging.MetricSeries{
+		{Name: "demo_server_latency_seconds", Labels: map[string]string{"app": "app-1", "component": "server", "pod": "server-7d9f-x2"}, Value: 0.004}}},
+	messaging.TypeTelemetryDeploy:    &messaging.TelemetryDeploy{Node: "node-1", Config: "receivers:\n  otlp: {}\n", IntervalSeconds: 10},
+	messaging.TypeTelemetryRemove:    &messaging.TelemetryRemove{Node: "node-1"},
+	messaging.TypeNodeExporterDeploy: &messaging.NodeExporterDeploy{Node: "node-1", Port: 9200, Flags: []string{"os", "cpu"}},
+	messaging.TypeNodeExporterRemove: &messaging.NodeExporterRemove{Node: "node-1"},
 	messaging.TypeCapacityReport: &messaging.CapacityReport{Cluster: "cluster-1", Time: now, ReadyNodes: 3,
 		CPUMillis: messaging.Quantity{Allocatable: 24000, Free: 12500}, MemoryBytes: messaging.Quantity{Allocatable: 96 << 30, Free: 40 << 30},
 		GPUs: map[string]messaging.GPUCapacity{"NVIDIA-A100-SXM4-40GB": {Total: 8, Free: 5, MemoryMiB: 40960}, "Tesla-T4": {Total: 2, Free: 2}},

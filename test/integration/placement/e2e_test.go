@@ -73,7 +73,7 @@ func startAgentsTB(t testing.TB, setup func(cc *continuum.Controllers, clusters 
 	a := &agents{env: env, continuum: cc}
 	members := map[string]*cluster.Controllers{}
 	for _, name := range env.Clusters {
-		c, err := cluster.NewControllers(env.RESTConfig(t, name), name, log.With("layer", "cluster"))
+		c, err := cluster.NewControllers(ctx, env.RESTConfig(t, name), name, log.With("layer", "cluster"))
 		if err != nil {
 			cancel()
 			t.Fatal(err)

@@ -488,6 +488,7 @@ func (p *probe) Apply(_ context.Context, cmd map[string]any) (mechanism.Result, 
 	defer p.mu.Unlock()
 	if name, ok := cmd["name"].(string); ok {
 		delete(cmd, mechanism.PlanIDKey)
+		delete(cmd, mechanism.PolicyKey)
 		p.seen[name] = cmd
 	}
 	return mechanism.Result{}, nil

@@ -39,7 +39,7 @@ import (
 func TestRealNodesReady(t *testing.T) {
 	env := testbed.Shared(t)
 	ctx := context.Background()
-	want := map[string]string{"mls-continuum": testbed.ContextHost, "cloud-1": "cloud-1", "edge-1": "edge-1", "cloud-gpu-l4-1": "cloud-1"}
+	want := map[string]string{"mls-continuum": testbed.ContextHost, "cloud-1": "cloud-1", "edge-1": "edge-1", "cloud-gpu-l4-1": "cloud-1", "cloud-cpu-1": "cloud-1"}
 	got := map[string]string{}
 	for _, n := range env.RealNodes {
 		got[n.Name] = n.Context
