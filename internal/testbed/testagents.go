@@ -195,6 +195,16 @@ func StartTestAgents(t testing.TB, env *Env, opts TestAgentsOptions) *TestAgents
 			}
 		}
 	})
+	// A member cluster an earlier test stopped, or one a loaded machine
+	// made miss its health checks, is not placed on: start from a
+	// continuum Karmada sees whole.
+	clusters := make([]string, 0, len(set.Clusters))
+	for _, c := range set.Clusters {
+		clusters = append(clusters, c.Name)
+	}
+	if err := waitClustersReady(ctx, env.RESTConfig(t, ContextKarmada), clusters, 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := StartAccounts(ctx, a.Config); err != nil {
 		t.Fatal(err)
 	}
