@@ -34,11 +34,13 @@ status:
 	$(TESTBED) status --descriptions $(DESCRIPTIONS) --state $(STATE) --port-base $(PORT_BASE)
 
 ## build: compile every package, and build the agents into $(BIN): mlsysops-agent
-## (every layer) and mlsysops-agent-node (node layer only, static, for node agents)
+## (every layer), mlsysops-agent-node (node layer only, static, for node agents)
+## and mlsysops-accounts (keeps the agents' XMPP accounts in place)
 build:
 	$(GO) build ./...
 	$(GO) build -o $(BIN)/mlsysops-agent ./agents
 	CGO_ENABLED=0 $(GO) build -tags nodeagent -o $(BIN)/mlsysops-agent-node ./agents
+	$(GO) build -o $(BIN)/mlsysops-accounts ./cmd/mlsysops-accounts
 
 ## test: static checks, unit tests and integration tests with the race detector.
 ## Integration packages run one after another: they share one testbed, and

@@ -2,7 +2,8 @@
 # make deps: installs what the testbed, the tests and `make up` need.
 # Idempotent: what is installed or built at the right version is skipped.
 #
-#   Debian packages: etcd-server, redis-server, ejabberd, postgresql
+#   Debian packages: etcd-server, redis-server, ejabberd, erlang-p1-pgsql (its
+#   PostgreSQL driver), postgresql
 #   bin/: kube-apiserver, kube-controller-manager, kube-scheduler  (Kubernetes $K8S_VERSION)
 #         karmada-controller-manager, karmada-scheduler,
 #         karmada-aggregated-apiserver, karmada-webhook        (Karmada $KARMADA_VERSION)
@@ -32,7 +33,7 @@ command -v go >/dev/null || die "Go is not installed (need Go 1.24 or newer)"
 mkdir -p "$BIN" "$CACHE"
 
 # --- Debian packages --------------------------------------------------------
-pkgs=(etcd-server redis-server ejabberd postgresql)
+pkgs=(etcd-server redis-server ejabberd erlang-p1-pgsql postgresql)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -82,6 +82,8 @@ type Agent struct {
 	layer   Layer
 	resub   chan struct{}
 	mode    atomic.Int64
+	// loginReport is nil when refused logins cannot be reported.
+	loginReport *loginReporter
 
 	modeGauge     prometheus.Gauge
 	regGauge      prometheus.Gauge
@@ -116,12 +118,21 @@ func New(ctx context.Context, opts *agentconfig.Options, conn *Connection, env a
 		a.Parent = conn.Parent
 	}
 
-	pw, err := ReadSecret(conn.XMPPPasswordFile, env, "MLSYSOPS_XMPP_PASSWORD", "NODE_PASSWORD")
+	// A password file is read at every login (a rotated Secret applies
+	// without a restart); a missing one makes the agent unready and
+	// reported, not dead.
+	pw := ""
+	if conn.XMPPPasswordFile == "" {
+		if pw, err = ReadSecret("", env, "MLSYSOPS_XMPP_PASSWORD", "NODE_PASSWORD"); err != nil {
+			return nil, err
+		}
+		if pw == "" {
+			return nil, errors.New("no XMPP password: set --xmpp-password-file (a Secret mount) or $MLSYSOPS_XMPP_PASSWORD")
+		}
+	}
+	a.loginReport, err = newLoginReporter(conn, opts.Layer, a.Name, a.Log)
 	if err != nil {
 		return nil, err
-	}
-	if pw == "" {
-		return nil, errors.New("no XMPP password: set --xmpp-password-file (a Secret mount) or $MLSYSOPS_XMPP_PASSWORD")
 	}
 	controllers := append([]string(nil), conn.Controllers...)
 	if cn := conn.ContinuumName; cn != "" && opts.Layer == agentconfig.LayerNode {
@@ -134,8 +145,9 @@ func New(ctx context.Context, opts *agentconfig.Options, conn *Connection, env a
 		listed[c] = true
 	}
 	a.Msg, err = messaging.New(messaging.Config{
-		JID: a.JID, Password: pw, Layer: messaging.Layer(opts.Layer),
-		Server: conn.XMPPServer, CAFile: conn.XMPPCAFile,
+		JID: a.JID, Password: pw, PasswordFile: conn.XMPPPasswordFile, Layer: messaging.Layer(opts.Layer),
+		OnAuthFailure: a.loginReport.report,
+		Server:        conn.XMPPServer, CAFile: conn.XMPPCAFile,
 		Parent: a.Parent, Controllers: controllers, Children: children,
 		AcceptSubscribe:   func(from string) bool { return listed[from] },
 		HeartbeatInterval: conn.HeartbeatInterval,
@@ -223,6 +235,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		start("http", srv)
 	}
 	start("messaging", a.Msg.Run)
+	start("login reports", a.loginReport.run)
 	start("mape", a.Engine.Run)
 	start("peers", a.watchPeers)
 	if a.Parent != "" {

@@ -81,6 +81,9 @@ func (a *Agent) pingTargets(ctx context.Context) []string {
 // ready is XMPP connected and the layer's dependencies reachable.
 func (a *Agent) ready(ctx context.Context) error {
 	if !a.Msg.Connected() {
+		if p := a.Msg.AuthStatus().Problem(); p != "" {
+			return errors.New(p)
+		}
 		return errors.New("XMPP not connected")
 	}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
@@ -94,7 +97,8 @@ func (a *Agent) Status() map[string]any {
 	out := map[string]any{
 		"name": a.Name, "layer": a.Opts.Layer, "jid": a.JID, "parent": a.Parent,
 		"registered": a.Registered.Load(), "connected": a.Msg.Connected(), "mode": a.mode.Load(),
-		"peers": a.Msg.PeerStates(), "children": a.Msg.Children(),
+		"xmpp_login": a.Msg.AuthStatus(),
+		"peers":      a.Msg.PeerStates(), "children": a.Msg.Children(),
 		"policies": a.Engine.Policies(), "plans": plans, "applications": a.Engine.Applications(),
 		"interval_seconds": a.Sampler.Interval().Seconds(), "intervals": durationsSeconds(a.Sampler.Intervals()),
 		"mechanisms": a.Mechs.Names(), "uptime_seconds": time.Since(a.started).Seconds(),

@@ -11,18 +11,9 @@ import (
 	"github.com/mlsysops-go/mlsysops/internal/description/generic"
 )
 
-// AgentJID returns the bare JID of an agent. Node agents use their host
-// name; cluster and continuum agents add their layer, because the node that
-// hosts a cluster agent is named like its cluster and runs a node agent too
-// (cloud-1@ is the node, cloud-1.cluster@ the cluster agent).
+// AgentJID returns the bare JID of an agent (see agentconfig.AgentJID).
 func AgentJID(layer agentconfig.Layer, name, domain string) string {
-	switch layer {
-	case agentconfig.LayerCluster:
-		return name + ".cluster@" + domain
-	case agentconfig.LayerContinuum:
-		return name + ".continuum@" + domain
-	}
-	return name + "@" + domain
+	return agentconfig.AgentJID(layer, name, domain)
 }
 
 // ContinuumName finds the continuum agent's name: the one description in

@@ -32,6 +32,14 @@ type Connection struct {
 	XMPPPasswordFile string
 	// XMPPJID overrides the agent's own bare JID (default: see AgentJID).
 	XMPPJID string
+	// EventsKubeconfig is the kubeconfig of the cluster where the agent
+	// reports, as a Kubernetes Event the accounts reconciler watches, that
+	// ejabberd refuses its login (MLSYSOPS_EVENTS_KUBECONFIG). Empty: the
+	// pod's own cluster; outside a pod no report is made, and the
+	// reconciler's periodic pass repairs the account later.
+	EventsKubeconfig string
+	// EventsContext is the context in EventsKubeconfig (default: current).
+	EventsContext string
 	// Parent overrides the parent's bare JID (default: the cluster agent
 	// named by the node's cluster_id, or the continuum agent).
 	Parent string
@@ -145,6 +153,8 @@ func (c *Connection) FromEnv(env agentconfig.LookupEnv) error {
 	str(&c.XMPPCAFile, "MLSYSOPS_XMPP_CA_FILE")
 	str(&c.XMPPPasswordFile, "MLSYSOPS_XMPP_PASSWORD_FILE")
 	str(&c.XMPPJID, "MLSYSOPS_XMPP_JID")
+	str(&c.EventsKubeconfig, "MLSYSOPS_EVENTS_KUBECONFIG")
+	str(&c.EventsContext, "MLSYSOPS_EVENTS_CONTEXT")
 	str(&c.Parent, "MLSYSOPS_PARENT")
 	str(&c.ContinuumName, "MLSYSOPS_CONTINUUM_NAME")
 	if v, ok := get("MLSYSOPS_XMPP_CONTROLLERS"); ok {
@@ -187,6 +197,8 @@ func (c *Connection) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.XMPPCAFile, "xmpp-ca-file", c.XMPPCAFile, "PEM CA bundle for ejabberd's certificate ($MLSYSOPS_XMPP_CA_FILE; default system roots)")
 	fs.StringVar(&c.XMPPPasswordFile, "xmpp-password-file", c.XMPPPasswordFile, "file with the XMPP password, e.g. a Secret mount ($MLSYSOPS_XMPP_PASSWORD_FILE; else $MLSYSOPS_XMPP_PASSWORD or $NODE_PASSWORD)")
 	fs.StringVar(&c.XMPPJID, "xmpp-jid", c.XMPPJID, "the agent's own bare JID (default: <name>@<domain> for nodes, <name>.cluster@ and <name>.continuum@ for the other layers)")
+	fs.StringVar(&c.EventsKubeconfig, "events-kubeconfig", c.EventsKubeconfig, "kubeconfig of the cluster where refused XMPP logins are reported as Events for the accounts reconciler ($MLSYSOPS_EVENTS_KUBECONFIG; default in-cluster)")
+	fs.StringVar(&c.EventsContext, "events-context", c.EventsContext, "context in --events-kubeconfig ($MLSYSOPS_EVENTS_CONTEXT; default: current)")
 	fs.StringVar(&c.Parent, "parent", c.Parent, "the parent agent's bare JID (default from the descriptions)")
 	fs.StringVar(&c.ContinuumName, "continuum-name", c.ContinuumName, "the continuum agent's name ($MLSYSOPS_CONTINUUM_NAME; default: the continuum description in --descriptions)")
 	fs.StringSliceVar(&c.Controllers, "xmpp-controllers", c.Controllers, "further JIDs allowed to send commands, e.g. the northbound API ($MLSYSOPS_XMPP_CONTROLLERS)")

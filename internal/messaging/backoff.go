@@ -48,7 +48,7 @@ const (
 	disconnectOther    disconnectKind = iota
 	disconnectShutdown                // server announced system-shutdown or reset
 	disconnectConflict                // another session took over our resource
-	disconnectAuth                    // the server refused our credentials
+	disconnectAuth                    // the server refused our credentials, or we had none
 )
 
 func (k disconnectKind) String() string {
@@ -73,7 +73,7 @@ func classifyDisconnect(err error) disconnectKind {
 			return disconnectConflict
 		}
 	}
-	if errors.Is(err, errAuth) {
+	if errors.Is(err, errAuth) || errors.Is(err, errNoCredentials) {
 		return disconnectAuth
 	}
 	return disconnectOther

@@ -72,6 +72,7 @@ type Client struct {
 	jidCache sync.Map // string -> jid.JID
 
 	mu        sync.Mutex
+	auth      AuthStatus
 	handlers  map[Type]Handler
 	pending   map[string]*pendingRequest
 	connected bool

@@ -3,8 +3,11 @@ package messaging
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,9 +23,13 @@ type Config struct {
 	// makes a reconnecting agent replace its own stale session at once.
 	// Default "agent".
 	Resource string
-	// Password of the account. Required. It comes from a Secret, never from
-	// a manifest.
+	// Password of the account. It comes from a Secret, never from a
+	// manifest. Password or PasswordFile is required.
 	Password string
+	// PasswordFile holds the password, usually a Secret mounted as a
+	// volume. It is read again before every login, so that a rotated
+	// Secret is picked up without a restart; it wins over Password.
+	PasswordFile string
 	// Layer is the agent's layer, stamped on every envelope. Required.
 	Layer Layer
 
@@ -70,6 +77,15 @@ type Config struct {
 	// ConflictBackoff is the wait after another session took over our
 	// resource (stream error conflict). Default 60s.
 	ConflictBackoff time.Duration
+	// AuthBackoff caps the wait between logins while the server refuses
+	// the credentials (or the password file cannot be read): the wait
+	// starts at a second and doubles up to it. The account may be missing
+	// only until the accounts reconciler restores it. Default 15s.
+	AuthBackoff time.Duration
+	// OnAuthFailure is called after every refused login, on the goroutine
+	// of Run: it must not block. Agents report the failure through it to
+	// the accounts reconciler, on a path that does not need XMPP.
+	OnAuthFailure func(AuthFailure)
 
 	// DeliveryTimeout is the delivery deadline of reliable messages sent with
 	// a context that has none. Default 2m.
@@ -121,6 +137,7 @@ const (
 	DefaultMaxBackoff        = 30 * time.Second
 	DefaultShutdownBackoff   = 2 * time.Second
 	DefaultConflictBackoff   = 60 * time.Second
+	DefaultAuthBackoff       = 15 * time.Second
 	DefaultDeliveryTimeout   = 2 * time.Minute
 	DefaultRetryInterval     = 2 * time.Second
 	DefaultMaxRetryInterval  = 30 * time.Second
@@ -150,6 +167,7 @@ func (c Config) withDefaults() Config {
 	durationDefault(&c.MaxBackoff, DefaultMaxBackoff)
 	durationDefault(&c.ShutdownBackoff, DefaultShutdownBackoff)
 	durationDefault(&c.ConflictBackoff, DefaultConflictBackoff)
+	durationDefault(&c.AuthBackoff, DefaultAuthBackoff)
 	durationDefault(&c.DeliveryTimeout, DefaultDeliveryTimeout)
 	durationDefault(&c.RetryInterval, DefaultRetryInterval)
 	durationDefault(&c.MaxRetryInterval, DefaultMaxRetryInterval)
@@ -186,6 +204,35 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// ReadPasswordFile returns the trimmed content of a password file. A
+// missing or empty file is an error that names the file, never what it
+// holds.
+func ReadPasswordFile(file string) (string, error) {
+	b, err := os.ReadFile(file)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("password file %s: %w: the file does not exist", file, ErrNoPassword)
+	}
+	if err != nil {
+		return "", fmt.Errorf("read password file: %w", err)
+	}
+	pw := strings.TrimSpace(string(b))
+	if pw == "" {
+		return "", fmt.Errorf("password file %s: %w: the file is empty", file, ErrNoPassword)
+	}
+	return pw, nil
+}
+
+// ErrNoPassword marks a password file that is missing or empty.
+var ErrNoPassword = errors.New("no password")
+
+// password returns the password for the next login.
+func (c Config) password() (string, error) {
+	if c.PasswordFile == "" {
+		return c.Password, nil
+	}
+	return ReadPasswordFile(c.PasswordFile)
+}
+
 // Validate reports every problem of the configuration at once.
 func (c Config) Validate() error {
 	var errs []error
@@ -203,8 +250,8 @@ func (c Config) Validate() error {
 	} else {
 		bare("JID", c.JID)
 	}
-	if c.Password == "" {
-		errs = append(errs, errors.New("password is required"))
+	if c.Password == "" && c.PasswordFile == "" {
+		errs = append(errs, errors.New("password or password file is required"))
 	}
 	if !c.Layer.Valid() {
 		errs = append(errs, fmt.Errorf("layer %q: want continuum, cluster, node or service", c.Layer))
@@ -226,7 +273,7 @@ func (c Config) Validate() error {
 	for name, d := range map[string]time.Duration{
 		"connect timeout": c.ConnectTimeout, "write timeout": c.WriteTimeout,
 		"min backoff": c.MinBackoff, "max backoff": c.MaxBackoff,
-		"shutdown backoff": c.ShutdownBackoff, "conflict backoff": c.ConflictBackoff,
+		"shutdown backoff": c.ShutdownBackoff, "conflict backoff": c.ConflictBackoff, "auth backoff": c.AuthBackoff,
 		"delivery timeout": c.DeliveryTimeout, "retry interval": c.RetryInterval,
 		"max retry interval": c.MaxRetryInterval, "request timeout": c.RequestTimeout,
 		"dedup TTL": c.DedupTTL, "liveness timeout": c.LivenessTimeout,

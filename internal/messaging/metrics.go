@@ -20,6 +20,8 @@ type metrics struct {
 	duplicates          prometheus.Counter
 	reconnects          prometheus.Counter
 	connected           prometheus.Gauge
+	authFailures        *prometheus.CounterVec
+	authFailing         prometheus.Gauge
 	handlerErrors       *prometheus.CounterVec
 	peerEvents          *prometheus.CounterVec
 	queueDepth          prometheus.GaugeFunc
@@ -47,6 +49,8 @@ func newMetrics(agent string, depth func() float64) *metrics {
 		duplicates:          counter("duplicates_total", "Incoming messages already handled, dropped and acknowledged again."),
 		reconnects:          counter("reconnects_total", "Sessions re-established after the previous one ended."),
 		connected:           prometheus.NewGauge(prometheus.GaugeOpts(opts("connected", "1 while a session is established."))),
+		authFailures:        vec("auth_failures_total", "Failed logins, by reason: refused (by the server: missing account or another password) or no_password (the password file cannot be read).", "reason"),
+		authFailing:         prometheus.NewGauge(prometheus.GaugeOpts(opts("auth_failing", "1 from a failed login to the next accepted one."))),
 		handlerErrors:       vec("handler_errors_total", "Handlers that returned an error or panicked.", "type"),
 		peerEvents:          vec("peer_events_total", "Liveness transitions of parents and children.", "state"),
 		queueDepth: prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("queue_depth",
@@ -56,7 +60,7 @@ func newMetrics(agent string, depth func() float64) *metrics {
 
 func (m *metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.sent, m.received, m.acked, m.retried, m.failed, m.droppedUnauthorized,
-		m.dropped, m.duplicates, m.reconnects, m.connected, m.handlerErrors, m.peerEvents, m.queueDepth}
+		m.dropped, m.duplicates, m.reconnects, m.connected, m.authFailures, m.authFailing, m.handlerErrors, m.peerEvents, m.queueDepth}
 }
 
 func (m *metrics) register(r prometheus.Registerer) error {

@@ -3,6 +3,7 @@ package messaging
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -166,11 +167,12 @@ func TestClassifyDisconnect(t *testing.T) {
 		err  error
 		want disconnectKind
 	}{
-		"shutdown": {stream.SystemShutdown, disconnectShutdown},
-		"reset":    {stream.Reset, disconnectShutdown},
-		"conflict": {stream.Conflict, disconnectConflict},
-		"auth":     {errors.Join(errAuth, errors.New("x")), disconnectAuth},
-		"eof":      {errors.New("unexpected EOF"), disconnectOther},
+		"shutdown":    {stream.SystemShutdown, disconnectShutdown},
+		"reset":       {stream.Reset, disconnectShutdown},
+		"conflict":    {stream.Conflict, disconnectConflict},
+		"auth":        {errors.Join(errAuth, errors.New("x")), disconnectAuth},
+		"no password": {fmt.Errorf("%w: %w", errNoCredentials, ErrNoPassword), disconnectAuth},
+		"eof":         {errors.New("unexpected EOF"), disconnectOther},
 	}
 	for name, tc := range cases {
 		if got := classifyDisconnect(tc.err); got != tc.want {
@@ -186,7 +188,8 @@ func TestConfigValidate(t *testing.T) {
 		want   []string
 	}{
 		"valid":            {mutate: func(*Config) {}},
-		"missing identity": {mutate: func(c *Config) { c.JID, c.Password, c.Layer = "", "", "" }, want: []string{"JID is required", "password is required", "layer"}},
+		"missing identity": {mutate: func(c *Config) { c.JID, c.Password, c.Layer = "", "", "" }, want: []string{"JID is required", "password or password file is required", "layer"}},
+		"password file":    {mutate: func(c *Config) { c.Password, c.PasswordFile = "", "/run/secrets/xmpp/password" }},
 		"full JID":         {mutate: func(c *Config) { c.JID = "node-1@d/agent" }, want: []string{"want a bare JID"}},
 		"bad parent":       {mutate: func(c *Config) { c.Parent = "@@" }, want: []string{"parent"}},
 		"bad child":        {mutate: func(c *Config) { c.Children = []string{"d"} }, want: []string{"child"}},

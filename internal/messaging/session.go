@@ -29,10 +29,6 @@ const NS = "urn:mlsysops:agent:1"
 
 var envName = xml.Name{Space: NS, Local: "env"}
 
-// errAuth marks a refused login: retrying fast would only get the host
-// banned by mod_fail2ban.
-var errAuth = errors.New("authentication failed")
-
 // stableSession is how long a session must last for the reconnect backoff
 // to start again from its minimum.
 const stableSession = 10 * time.Second
@@ -57,6 +53,9 @@ func (c *Client) Run(ctx context.Context) error {
 	go func() { defer wg.Done(); c.heartbeatLoop(ctx) }()
 
 	bo := newBackoff(c.cfg.MinBackoff, c.cfg.MaxBackoff)
+	// Refused logins wait longer from the start: each counts towards
+	// mod_fail2ban's ban of the host.
+	authBo := newBackoff(min(time.Second, c.cfg.AuthBackoff), c.cfg.AuthBackoff)
 	sessions := 0
 	for ctx.Err() == nil {
 		s, err := c.connect(ctx)
@@ -64,14 +63,19 @@ func (c *Client) Run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				break
 			}
-			wait := bo.next()
 			if classifyDisconnect(err) == disconnectAuth {
-				wait = c.cfg.ConflictBackoff
+				wait := authBo.next()
+				c.authFailed(err, wait)
+				sleep(ctx, wait)
+				continue
 			}
+			wait := bo.next()
 			c.log.Warn("XMPP connect failed", "server", c.cfg.Server, "err", err, "retry_in", wait)
 			sleep(ctx, wait)
 			continue
 		}
+		authBo.reset()
+		c.authOK()
 		if sessions > 0 {
 			c.m.reconnects.Inc()
 		}
@@ -96,7 +100,7 @@ func (c *Client) Run(ctx context.Context) error {
 			}
 			wait = bo.next()
 		}
-		c.log.Warn("XMPP session ended", "err", err, "kind", kind, "lasted", time.Since(began).Round(time.Millisecond), "retry_in", wait)
+		c.log.Warn("XMPP session ended", "err", err, "kind", kind.String(), "lasted", time.Since(began).Round(time.Millisecond), "retry_in", wait)
 		sleep(ctx, wait)
 	}
 	c.out.close()
@@ -141,6 +145,11 @@ func (s *session) kill() {
 }
 
 func (c *Client) connect(ctx context.Context) (*session, error) {
+	// Read at every attempt: a rotated Secret applies at the next login.
+	password, err := c.cfg.password()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errNoCredentials, err)
+	}
 	dctx, cancel := context.WithTimeout(ctx, c.cfg.ConnectTimeout)
 	defer cancel()
 	d := net.Dialer{KeepAlive: 15 * time.Second}
@@ -157,7 +166,7 @@ func (c *Client) connect(ctx context.Context) (*session, error) {
 		xmpp.StartTLS(c.tls),
 		// No -PLUS mechanisms: ejabberd 23.01 rejects mellium's tls-exporter
 		// channel binding on TLS 1.3, and mellium does not fall back.
-		xmpp.SASL("", c.cfg.Password, sasl.ScramSha256, sasl.ScramSha1),
+		xmpp.SASL("", password, sasl.ScramSha256, sasl.ScramSha1),
 		bindNamed(c.cfg.Resource),
 	}
 	// mellium turns a context into connection deadlines from a goroutine

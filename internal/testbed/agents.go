@@ -3,7 +3,6 @@ package testbed
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mlsysops-go/mlsysops/internal/agentconfig"
 	"github.com/mlsysops-go/mlsysops/internal/description"
 	"github.com/mlsysops-go/mlsysops/internal/messaging/provision"
 	"github.com/mlsysops-go/mlsysops/internal/testbed/proc"
@@ -37,8 +37,17 @@ type AgentsConfig struct {
 	StateDir string
 	// XMPP server, domain and CA.
 	XMPPAddr, XMPPDomain, XMPPCAFile string
-	// Provisioner creates the accounts and roster links.
-	Provisioner provision.Provisioner
+	// XMPPAdminURL, XMPPAdminJID and XMPPAdminPasswordFile reach
+	// ejabberd's admin API, for the accounts reconciler.
+	XMPPAdminURL, XMPPAdminJID, XMPPAdminPasswordFile string
+	// AccountsBinary is the accounts reconciler (see BuildAccounts), which
+	// creates the agents' accounts and roster links and keeps them in
+	// place; AccountsListen its /metrics, /readyz and /status address.
+	AccountsBinary, AccountsListen string
+	// ExtraAccounts are further accounts it keeps, "jid=password-file".
+	ExtraAccounts []string
+	// AccountsArgs are added to its command line.
+	AccountsArgs []string
 	// Redis server and password.
 	RedisAddr, RedisPassword string
 	// RedisPrefix starts every key; empty keeps the agents' default.
@@ -76,23 +85,21 @@ func (a *AgentProcess) URL() string {
 	return "http://" + a.Listen
 }
 
-// agentJID mirrors the agent's own JID scheme (agents/agent.AgentJID):
-// nodes use their host name, the other layers add theirs, because a cluster
-// agent's host is named like its cluster.
+// agentJID is the agent's own JID (agentconfig.AgentJID).
 func agentJID(layer, name, domain string) string {
-	switch layer {
-	case LayerCluster:
-		return name + ".cluster@" + domain
-	case LayerContinuum:
-		return name + ".continuum@" + domain
-	}
-	return name + "@" + domain
+	return agentconfig.AgentJID(agentconfig.Layer(layer), name, domain)
 }
 
 // BuildAgent builds the agent binary, which runs every layer, from the
 // checkout at root into out.
 func BuildAgent(ctx context.Context, root, out string) error {
 	return goBuild(ctx, root, nil, "-o", out, "./agents")
+}
+
+// BuildAccounts builds the accounts reconciler, mlsysops-accounts, from
+// the checkout at root into out.
+func BuildAccounts(ctx context.Context, root, out string) error {
+	return goBuild(ctx, root, nil, "-o", out, "./cmd/mlsysops-accounts")
 }
 
 // BuildNodeAgent builds the node-only agent from the checkout at root into
@@ -132,12 +139,17 @@ func PlanAgents(set *description.Set, cfg AgentsConfig) ([]*AgentProcess, error)
 	}
 	cont := set.Continuum.Name
 	contJID := agentJID(LayerContinuum, cont, cfg.XMPPDomain)
-	add(LayerContinuum, cont, "", "--karmada-kubeconfig", cfg.Kubeconfig, "--karmada-context", ContextKarmada)
+	// Each agent reports refused logins as Events in its own cluster: the
+	// host cluster for the continuum, its member cluster for the others.
+	events := func(context string) []string {
+		return []string{"--events-kubeconfig", cfg.Kubeconfig, "--events-context", context}
+	}
+	add(LayerContinuum, cont, "", append(events(ContextHost), "--karmada-kubeconfig", cfg.Kubeconfig, "--karmada-context", ContextKarmada)...)
 	for _, c := range set.Clusters {
-		add(LayerCluster, c.Name, contJID, "--kubeconfig", cfg.Kubeconfig, "--kube-context", c.Name, "--continuum-name", cont)
+		add(LayerCluster, c.Name, contJID, append(events(c.Name), "--kubeconfig", cfg.Kubeconfig, "--kube-context", c.Name, "--continuum-name", cont)...)
 	}
 	for _, n := range set.Nodes {
-		add(LayerNode, n.Name, agentJID(LayerCluster, n.Spec.ClusterID, cfg.XMPPDomain), "--continuum-name", cont)
+		add(LayerNode, n.Name, agentJID(LayerCluster, n.Spec.ClusterID, cfg.XMPPDomain), append(events(n.Spec.ClusterID), "--continuum-name", cont)...)
 	}
 	return out, nil
 }
@@ -181,18 +193,17 @@ func (cfg AgentsConfig) binaryFor(layer string) string {
 }
 
 func (cfg AgentsConfig) passwordFile(jid string) string {
-	return filepath.Join(cfg.StateDir, "pki", "xmpp-"+strings.ReplaceAll(jid, "@", "_at_")+".password")
+	return filepath.Join(cfg.StateDir, "pki", provision.PasswordFileName(jid))
 }
 
 func (cfg AgentsConfig) redisPasswordFile() string {
 	return filepath.Join(cfg.StateDir, "pki", "agents-redis.password")
 }
 
-// ProvisionAgents creates (or keeps) every agent's XMPP account with a
-// generated password stored 0600 under <state>/pki, links each parent and
-// child in their rosters, and writes the Redis password file the agents
-// read.
-func ProvisionAgents(ctx context.Context, cfg AgentsConfig, agents []*AgentProcess) error {
+// PrepareAgents makes the folders the agents use (pki/, logs/, pids/,
+// agents/ and each policy folder) and writes the Redis password file they
+// read. Their XMPP accounts are the accounts reconciler's (StartAccounts).
+func PrepareAgents(cfg AgentsConfig, agents []*AgentProcess) error {
 	for _, d := range []string{"pki", "logs", "pids", "agents"} {
 		if err := os.MkdirAll(filepath.Join(cfg.StateDir, d), 0o700); err != nil {
 			return err
@@ -205,33 +216,63 @@ func ProvisionAgents(ctx context.Context, cfg AgentsConfig, agents []*AgentProce
 		if err := os.MkdirAll(a.PolicyDir, 0o755); err != nil {
 			return err
 		}
-		file := cfg.passwordFile(a.JID)
-		pw := ""
-		if b, err := os.ReadFile(file); err == nil {
-			pw = strings.TrimSpace(string(b))
-		}
-		if pw == "" {
-			var err error
-			if pw, err = provision.GeneratePassword(); err != nil {
-				return err
-			}
-		}
-		if err := cfg.Provisioner.EnsureAccount(ctx, a.JID, pw); err != nil {
-			return fmt.Errorf("XMPP account of %s: %w", a.Name, err)
-		}
-		if err := os.WriteFile(file, []byte(pw), 0o600); err != nil {
-			return err
-		}
-	}
-	for _, a := range agents {
-		if a.Parent == "" {
-			continue
-		}
-		if err := cfg.Provisioner.Link(ctx, a.Parent, a.JID); err != nil {
-			return fmt.Errorf("roster link %s <-> %s: %w", a.Parent, a.JID, err)
-		}
 	}
 	return nil
+}
+
+// AccountsProcess is the accounts reconciler of cfg's agents: it creates
+// their accounts with generated passwords (0600 files in <state>/pki, which
+// the agents read), links each parent and child in their rosters, and keeps
+// both in place while it runs: after ejabberd restarts, periodically, and
+// when an agent reports through a Kubernetes Event that it cannot log in.
+func AccountsProcess(cfg AgentsConfig) *proc.Process {
+	args := []string{
+		"--descriptions", cfg.Descriptions, "--xmpp-domain", cfg.XMPPDomain,
+		"--password-dir", filepath.Join(cfg.StateDir, "pki"), "--generate-passwords",
+		"--admin-url", cfg.XMPPAdminURL, "--admin-jid", cfg.XMPPAdminJID,
+		"--admin-password-file", cfg.XMPPAdminPasswordFile, "--admin-ca-file", cfg.XMPPCAFile,
+		"--listen", cfg.AccountsListen, "--log-format", "json",
+		// Reports of the continuum agent arrive on the host cluster, those
+		// of the others in their member clusters, read through Karmada's
+		// cluster proxy as an installation reads them.
+		"--kubeconfig", cfg.Kubeconfig, "--event-contexts", ContextHost,
+		"--karmada-context", ContextKarmada, "--karmada-clusters", "*",
+	}
+	for _, a := range cfg.ExtraAccounts {
+		args = append(args, "--account", a)
+	}
+	args = append(args, cfg.AccountsArgs...)
+	return &proc.Process{
+		Name: accountsName, Path: cfg.AccountsBinary, Args: args, Dir: cfg.StateDir,
+		LogFile: filepath.Join(cfg.StateDir, "logs", accountsName+".log"), PIDFile: filepath.Join(cfg.StateDir, "pids", accountsName+".pid"),
+		Ready: httpReady("http://" + cfg.AccountsListen + "/readyz"),
+	}
+}
+
+// accountsName names the accounts reconciler's process, log and pid file.
+const accountsName = "accounts"
+
+// StartAccounts starts the accounts reconciler unless it runs with the
+// same command line, and waits until its first full pass succeeded: then
+// every account exists with the password its file holds.
+func StartAccounts(ctx context.Context, cfg AgentsConfig) (*proc.Process, error) {
+	p := AccountsProcess(cfg)
+	if _, ok := p.Pid(); ok && !p.SameCommand() {
+		if err := p.Stop(10 * time.Second); err != nil {
+			return nil, err
+		}
+	}
+	if _, ok := p.Pid(); !ok {
+		if err := p.Start(); err != nil {
+			return nil, err
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := p.WaitReady(wctx); err != nil {
+		return nil, fmt.Errorf("accounts reconciler: %w; see %s:\n%s", err, p.LogFile, proc.Tail(p.LogFile, 15))
+	}
+	return p, nil
 }
 
 // StartAgents starts the agents that are not running with their current
@@ -274,15 +315,13 @@ func StartAgents(ctx context.Context, agents []*AgentProcess, progress func(name
 // agents plans the testbed's agents: the binary in <bin>, accounts through
 // the testbed's ejabberd, its Redis and kubeconfig.
 func (tb *Testbed) agents() ([]*AgentProcess, AgentsConfig, error) {
-	client, err := tb.ejabberd.HTTPClient()
-	if err != nil {
-		client = &http.Client{Timeout: 10 * time.Second}
-	}
 	cfg := AgentsConfig{
 		Binary: filepath.Join(tb.opts.BinDir, agentBinary), NodeBinary: filepath.Join(tb.opts.BinDir, nodeAgentBinary), Descriptions: tb.opts.Descriptions, StateDir: tb.l.state,
 		XMPPAddr: tb.ejabberd.C2SAddr(), XMPPDomain: tb.ejabberd.Domain(), XMPPCAFile: tb.ejabberd.CAFile(),
-		Provisioner: provision.NewHTTPAPI(tb.ejabberd.APIURL(), tb.ejabberd.AdminJID(), tb.ejabberd.AdminPassword(), client),
-		RedisAddr:   tb.redis.Addr(), RedisPassword: tb.redis.Password(), Kubeconfig: tb.l.path("kubeconfig"),
+		XMPPAdminURL: tb.ejabberd.APIURL(), XMPPAdminJID: tb.ejabberd.AdminJID(), XMPPAdminPasswordFile: tb.ejabberd.AdminPasswordFile(),
+		AccountsBinary: filepath.Join(tb.opts.BinDir, accountsBinary), AccountsListen: tb.l.addr(portAccounts),
+		ExtraAccounts: []string{northboundXMPPUser + "@" + tb.ejabberd.Domain() + "=" + tb.northboundPasswordFile()},
+		RedisAddr:     tb.redis.Addr(), RedisPassword: tb.redis.Password(), Kubeconfig: tb.l.path("kubeconfig"),
 		ListenBase: tb.l.port(portAgents),
 		// The northbound API pings agents and sets their mode.
 		Args: []string{"--xmpp-controllers", northboundXMPPUser + "@" + tb.ejabberd.Domain()},
@@ -292,11 +331,15 @@ func (tb *Testbed) agents() ([]*AgentProcess, AgentsConfig, error) {
 }
 
 // The agent executables the testbed builds into its bin folder, as
-// `make build` does.
+// `make build` does, and the accounts reconciler's.
 const (
 	agentBinary     = "mlsysops-agent"
 	nodeAgentBinary = "mlsysops-agent-node"
+	accountsBinary  = "mlsysops-accounts"
 )
+
+// portAccounts is the accounts reconciler's /metrics, /readyz and /status.
+const portAccounts = 33
 
 // portAgents is the first agent's HTTP port offset; agents take the ports
 // up to portMembers.
@@ -325,9 +368,15 @@ func (tb *Testbed) startAgents(ctx context.Context) error {
 		return err
 	}
 	tb.progress("built %s (node agents)", nodeAgentBinary, tb.rel(cfg.NodeBinary))
-	if err := ProvisionAgents(ctx, cfg, as); err != nil {
+	if err := BuildAccounts(ctx, root, cfg.AccountsBinary); err != nil {
 		return err
 	}
-	tb.progress("%d accounts, passwords in %s", "xmpp accounts", len(as), tb.rel(tb.l.path("pki")))
+	if err := PrepareAgents(cfg, as); err != nil {
+		return err
+	}
+	if _, err := StartAccounts(ctx, cfg); err != nil {
+		return err
+	}
+	tb.progress("ready on http://%s: %d agent accounts kept in place, passwords in %s", accountsName, cfg.AccountsListen, len(as), tb.rel(tb.l.path("pki")))
 	return StartAgents(ctx, as, func(name, msg string) { tb.progress("%s", name, msg) })
 }

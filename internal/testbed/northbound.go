@@ -39,6 +39,11 @@ func (tb *Testbed) northboundAddr() string {
 	return tb.l.addr(portNorthbound)
 }
 
+// northboundPasswordFile holds the API's XMPP password.
+func (tb *Testbed) northboundPasswordFile() string {
+	return tb.l.path("pki", "northbound.xmpp.password")
+}
+
 func (tb *Testbed) northboundPIDFile() string { return tb.l.path("pids", northboundName+".pid") }
 
 // northboundTokens returns the operator and viewer tokens, generated once
@@ -152,7 +157,7 @@ func (tb *Testbed) startNorthbound(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("northbound tokens: %w", err)
 	}
-	pwFile := tb.l.path("pki", "northbound.xmpp.password")
+	pwFile := tb.northboundPasswordFile()
 	pw, err := readOrCreateSecret(pwFile)
 	if err != nil {
 		return err

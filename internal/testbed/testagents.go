@@ -2,18 +2,15 @@ package testbed
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
-	"fmt"
-	"net/http"
+	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/mlsysops-go/mlsysops/internal/description"
-	"github.com/mlsysops-go/mlsysops/internal/messaging/provision"
 	"github.com/mlsysops-go/mlsysops/internal/testbed/proc"
 )
 
@@ -25,6 +22,8 @@ type TestAgentsOptions struct {
 	// Args are added to every agent's command line (after the defaults,
 	// so they win).
 	Args []string
+	// AccountsArgs are added to the accounts reconciler's command line.
+	AccountsArgs []string
 }
 
 // TestAgents are the real agent processes of the shared testbed's
@@ -37,19 +36,32 @@ type TestAgents struct {
 	t      testing.TB
 	Config AgentsConfig
 	// All lists the agents in start order.
-	All    []*AgentProcess
-	byName map[string]*AgentProcess
+	All []*AgentProcess
+	// Accounts is the accounts reconciler that created the agents'
+	// accounts and keeps them in place (AccountsProcess).
+	Accounts *proc.Process
+	byName   map[string]*AgentProcess
+}
+
+func processes(as []*AgentProcess) []*proc.Process {
+	out := make([]*proc.Process, 0, len(as))
+	for _, a := range as {
+		out = append(out, a.Process)
+	}
+	return out
 }
 
 var testAgentBinary struct {
-	once     sync.Once
-	path     string
-	nodePath string
-	err      error
+	once         sync.Once
+	path         string
+	nodePath     string
+	accountsPath string
+	err          error
 }
 
-// TestAgentBinary builds the agent (every layer) and the node-only agent
-// from this checkout once per test binary and returns their paths.
+// TestAgentBinary builds the agent (every layer), the node-only agent and
+// the accounts reconciler from this checkout once per test binary and
+// returns the agents' paths.
 func TestAgentBinary(t testing.TB) (full, node string) {
 	t.Helper()
 	testAgentBinary.once.Do(func() {
@@ -63,18 +75,26 @@ func TestAgentBinary(t testing.TB) (full, node string) {
 			testAgentBinary.err = err
 			return
 		}
-		testAgentBinary.path = filepath.Join(dir, "mlsysops-agent")
-		testAgentBinary.nodePath = filepath.Join(dir, "mlsysops-agent-node")
+		testAgentBinary.path = filepath.Join(dir, agentBinary)
+		testAgentBinary.nodePath = filepath.Join(dir, nodeAgentBinary)
+		testAgentBinary.accountsPath = filepath.Join(dir, accountsBinary)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
-		if testAgentBinary.err = BuildAgent(ctx, root, testAgentBinary.path); testAgentBinary.err == nil {
-			testAgentBinary.err = BuildNodeAgent(ctx, root, testAgentBinary.nodePath)
-		}
+		testAgentBinary.err = errors.Join(BuildAgent(ctx, root, testAgentBinary.path),
+			BuildNodeAgent(ctx, root, testAgentBinary.nodePath), BuildAccounts(ctx, root, testAgentBinary.accountsPath))
 	})
 	if testAgentBinary.err != nil {
 		t.Fatalf("build the agent: %v", testAgentBinary.err)
 	}
 	return testAgentBinary.path, testAgentBinary.nodePath
+}
+
+// TestAccountsBinary builds the accounts reconciler (with the agents, once
+// per test binary) and returns its path.
+func TestAccountsBinary(t testing.TB) string {
+	t.Helper()
+	TestAgentBinary(t)
+	return testAgentBinary.accountsPath
 }
 
 // StartTestAgents provisions and starts the agents of the shared
@@ -91,17 +111,22 @@ func StartTestAgents(t testing.TB, env *Env, opts TestAgentsOptions) *TestAgents
 	if err != nil {
 		t.Fatal(err)
 	}
-	admin, err := adminClient(env)
-	if err != nil {
-		t.Fatal(err)
-	}
 	a := &TestAgents{t: t, byName: map[string]*AgentProcess{}}
 	full, node := TestAgentBinary(t)
+	state := t.TempDir()
+	// The reconciler reads the admin password from a file, never from its
+	// command line.
+	adminPW := filepath.Join(state, "ejabberd-admin.password")
+	if err := os.WriteFile(adminPW, []byte(env.XMPPAdminPassword), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	a.Config = AgentsConfig{
-		Binary: full, NodeBinary: node, Descriptions: descs, StateDir: t.TempDir(),
+		Binary: full, NodeBinary: node, Descriptions: descs, StateDir: state,
 		XMPPAddr: env.XMPPAddr, XMPPDomain: env.XMPPDomain, XMPPCAFile: env.XMPPCAFile,
-		Provisioner: provision.NewHTTPAPI(env.XMPPAdminURL, env.XMPPAdminJID, env.XMPPAdminPassword, admin),
-		RedisAddr:   env.RedisAddr, RedisPassword: env.RedisPassword, Kubeconfig: env.Kubeconfig,
+		XMPPAdminURL: env.XMPPAdminURL, XMPPAdminJID: env.XMPPAdminJID, XMPPAdminPasswordFile: adminPW,
+		AccountsBinary: TestAccountsBinary(t), AccountsListen: "127.0.0.1:" + strconv.Itoa(FreePorts(t, 1)),
+		AccountsArgs: opts.AccountsArgs,
+		RedisAddr:    env.RedisAddr, RedisPassword: env.RedisPassword, Kubeconfig: env.Kubeconfig,
 		ListenBase: FreePorts(t, 2+len(set.Clusters)+len(set.Nodes)),
 		// Quick liveness, so failures are noticed within seconds.
 		// Profiles on the loopback listener, for benchmarks.
@@ -121,19 +146,24 @@ func StartTestAgents(t testing.TB, env *Env, opts TestAgentsOptions) *TestAgents
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	if err := ProvisionAgents(ctx, a.Config, a.All); err != nil {
+	if err := PrepareAgents(a.Config, a.All); err != nil {
 		t.Fatal(err)
 	}
+	a.Accounts = AccountsProcess(a.Config)
 	t.Cleanup(func() {
 		for i := len(a.All) - 1; i >= 0; i-- {
 			_ = a.All[i].Stop(10 * time.Second)
 		}
+		_ = a.Accounts.Stop(10 * time.Second)
 		if t.Failed() {
-			for _, ag := range a.All {
-				t.Logf("--- last lines of %s:\n%s", ag.Process.Name, proc.Tail(ag.LogFile, 40))
+			for _, p := range append([]*proc.Process{a.Accounts}, processes(a.All)...) {
+				t.Logf("--- last lines of %s:\n%s", p.Name, proc.Tail(p.LogFile, 40))
 			}
 		}
 	})
+	if _, err := StartAccounts(ctx, a.Config); err != nil {
+		t.Fatal(err)
+	}
 	if err := StartAgents(ctx, a.All, func(name, msg string) { t.Logf("%s %s", name, msg) }); err != nil {
 		t.Fatal(err)
 	}
@@ -183,18 +213,4 @@ func (a *TestAgents) Start(layer, name string) {
 // Log returns the last n lines of an agent's log.
 func (a *TestAgents) Log(layer, name string, n int) string {
 	return proc.Tail(a.Get(layer, name).LogFile, n)
-}
-
-// adminClient is an HTTP client for ejabberd's admin API, trusting the
-// testbed's CA.
-func adminClient(env *Env) (*http.Client, error) {
-	b, err := os.ReadFile(env.XMPPCAFile)
-	if err != nil {
-		return nil, err
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(b) {
-		return nil, fmt.Errorf("no certificate in %s", env.XMPPCAFile)
-	}
-	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}, nil
 }

@@ -169,11 +169,7 @@ func (tb *Testbed) Up(ctx context.Context) (*Env, error) {
 	}()
 	go func() {
 		defer svcWG.Done()
-		if ejErr = tb.ejabberd.Start(ctx); ejErr == nil {
-			tb.progress("ready on %s (domain %s)", "ejabberd", tb.ejabberd.C2SAddr(), tb.ejabberd.Domain())
-		} else {
-			ejErr = fmt.Errorf("%w; see %s", ejErr, tb.ejabberd.LogFile())
-		}
+		ejErr = tb.startXMPP(ctx)
 	}()
 
 	steps := []struct {
@@ -231,10 +227,11 @@ func (tb *Testbed) stopStale(p *plan) error {
 	for _, pr := range p.all() {
 		want[pr.PIDFile] = true
 	}
-	if as, _, err := tb.agents(); err == nil && !tb.opts.SkipAgents {
+	if as, cfg, err := tb.agents(); err == nil && !tb.opts.SkipAgents {
 		for _, a := range as {
 			want[a.PIDFile] = true
 		}
+		want[AccountsProcess(cfg).PIDFile] = true
 	}
 	files, _ := filepath.Glob(tb.l.path("pids", "*.pid"))
 	for _, f := range files {
@@ -287,6 +284,10 @@ func (tb *Testbed) Down(ctx context.Context, purge bool) error {
 	}
 	tb.progress("stopped", "redis")
 	tb.progress("stopped", "ejabberd")
+	if err := tb.stopPostgres(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	tb.progress("stopped", "postgres")
 	if len(errs) == 0 && purge {
 		if err := os.RemoveAll(tb.l.state); err != nil {
 			errs = append(errs, err)
@@ -339,6 +340,10 @@ func (tb *Testbed) Status(ctx context.Context) ([]ComponentStatus, error) {
 	if err != nil {
 		return nil, err
 	}
+	pg, err := tb.newPostgres()
+	if err != nil {
+		return nil, err
+	}
 	var out []ComponentStatus
 	for _, pr := range p.all() {
 		s := ComponentStatus{Name: pr.Name, LogFile: tb.rel(pr.LogFile)}
@@ -361,6 +366,7 @@ func (tb *Testbed) Status(ctx context.Context) ([]ComponentStatus, error) {
 		log     string
 	}{
 		{"redis", tb.redis.Pid, tb.redis.Healthy, tb.redis.LogFile()},
+		{"postgres", pg.Pid, pg.Healthy, pg.LogFile()},
 		{"ejabberd", tb.ejabberd.Pid, tb.ejabberd.Healthy, tb.ejabberd.LogFile()},
 		{northboundName, tb.northboundPid, tb.northboundHealthy, tb.l.path("logs", northboundName+".log")},
 	} {
@@ -377,8 +383,8 @@ func (tb *Testbed) Status(ctx context.Context) ([]ComponentStatus, error) {
 		}
 		out = append(out, s)
 	}
-	if as, _, err := tb.agents(); err == nil && !tb.opts.SkipAgents {
-		for _, a := range as {
+	if as, cfg, err := tb.agents(); err == nil && !tb.opts.SkipAgents {
+		for _, a := range append([]*AgentProcess{{Process: AccountsProcess(cfg)}}, as...) {
 			s := ComponentStatus{Name: a.Process.Name, LogFile: tb.rel(a.LogFile)}
 			if s.Pid, s.Running = a.Pid(); s.Running {
 				cctx, cancel := context.WithTimeout(ctx, 3*time.Second)

@@ -212,10 +212,58 @@ func Redis(t testing.TB) *services.Redis {
 	return r
 }
 
+// Postgres starts a PostgreSQL private to the test (its own cluster and
+// port), for tests that need a database or restart or crash it. It is
+// stopped and its folder removed when the test ends.
+func Postgres(t testing.TB) *services.Postgres {
+	t.Helper()
+	// PostgreSQL runs as its own user, which must reach the folder.
+	dir, err := os.MkdirTemp("", "mlsysops-postgres-")
+	if err == nil {
+		err = os.Chmod(dir, 0o755)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := services.NewPostgres(filepath.Join(dir, "postgres"), FreePorts(t, 1), services.RandomSecret())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := p.Start(ctx); err != nil {
+		os.RemoveAll(dir)
+		t.Fatalf("private postgres: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = p.Stop(context.Background())
+		_ = p.Kill()
+		os.RemoveAll(dir)
+	})
+	return p
+}
+
 // Ejabberd starts an ejabberd private to the test (its own folders, ports
-// and Erlang node), for tests that restart or crash it. It is stopped and
-// its folder removed when the test ends.
+// and Erlang node), for tests that restart or crash it. It keeps its data
+// in Mnesia, ejabberd's default. It is stopped and its folder removed when
+// the test ends.
 func Ejabberd(t testing.TB) *services.Ejabberd {
+	t.Helper()
+	return startEjabberd(t, nil)
+}
+
+// EjabberdOnPostgres starts an ejabberd private to the test that keeps its
+// data in a PostgreSQL private to the test, as the testbed's ejabberd does.
+func EjabberdOnPostgres(t testing.TB) *services.Ejabberd {
+	t.Helper()
+	pg := Postgres(t)
+	db := services.EjabberdSQL{Addr: pg.Addr(), Database: "ejabberd", User: "ejabberd", Password: services.RandomSecret()}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := pg.EnsureDatabase(ctx, db.Database, db.User, db.Password); err != nil {
+		t.Fatal(err)
+	}
+	return startEjabberd(t, &db)
+}
+
+func startEjabberd(t testing.TB, db *services.EjabberdSQL) *services.Ejabberd {
 	t.Helper()
 	// ejabberd runs as its own user, which must reach the folder.
 	dir, err := os.MkdirTemp("", "mlsysops-ejabberd-")
@@ -226,6 +274,9 @@ func Ejabberd(t testing.TB) *services.Ejabberd {
 		t.Fatal(err)
 	}
 	e := services.NewEjabberd(filepath.Join(dir, "ejabberd"), FreePorts(t, 10), DefaultXMPPDomain)
+	if db != nil {
+		e.UseSQL(*db)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := e.Start(ctx); err != nil {

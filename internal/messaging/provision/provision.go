@@ -69,18 +69,40 @@ func split(account string) (user, host string, err error) {
 	return j.Localpart(), j.Domainpart(), nil
 }
 
+// Server is a Provisioner that can also read the server's state, which
+// the Reconciler compares with what is described.
+type Server interface {
+	Provisioner
+	// Accounts lists the accounts of an XMPP domain as bare JIDs.
+	Accounts(ctx context.Context, domain string) ([]string, error)
+	// CheckPassword reports whether the account exists with password.
+	CheckPassword(ctx context.Context, account, password string) (bool, error)
+	// Roster lists the account's roster (empty for a missing account).
+	Roster(ctx context.Context, account string) ([]RosterItem, error)
+	// Uptime is how long the server has been running; it going back
+	// means the server restarted.
+	Uptime(ctx context.Context) (time.Duration, error)
+}
+
+// RosterItem is one contact of a roster.
+type RosterItem struct {
+	JID          string `json:"jid"`
+	Subscription string `json:"subscription"`
+}
+
 // HTTPAPI provisions through ejabberd's mod_http_api, authenticated as an
 // admin account with HTTP basic auth. The admin account must be allowed the
-// commands register, change_password, unregister, add_rosteritem and
-// delete_rosteritem in api_permissions (the last four come from
-// mod_admin_extra, which must be enabled).
+// commands register, change_password, unregister, registered_users,
+// check_password, get_roster, add_rosteritem, delete_rosteritem and stats
+// in api_permissions (most come from mod_admin_extra, which must be
+// enabled).
 type HTTPAPI struct {
 	base          string
 	admin, secret string
 	client        *http.Client
 }
 
-var _ Provisioner = (*HTTPAPI)(nil)
+var _ Server = (*HTTPAPI)(nil)
 
 // NewHTTPAPI returns a provisioner for the API at baseURL (for example
 // "http://127.0.0.1:5280/api"). A nil client uses one with a 30s timeout.
@@ -141,6 +163,8 @@ func (h *HTTPAPI) call(ctx context.Context, command string, args any) (json.RawM
 }
 
 // callStatus calls a command whose result is an integer status (0 = ok).
+// Some commands answer a failure as a string instead (change_password of
+// a missing account: "unknown_user").
 func (h *HTTPAPI) callStatus(ctx context.Context, command string, args any) error {
 	out, err := h.call(ctx, command, args)
 	if err != nil {
@@ -149,6 +173,10 @@ func (h *HTTPAPI) callStatus(ctx context.Context, command string, args any) erro
 	var status int
 	if json.Unmarshal(out, &status) == nil && status != 0 {
 		return &APIError{Command: command, Status: http.StatusOK, Code: status, Message: "command returned a failure status"}
+	}
+	var text string
+	if json.Unmarshal(out, &text) == nil && text != "" {
+		return &APIError{Command: command, Status: http.StatusOK, Message: text}
 	}
 	return nil
 }
@@ -216,6 +244,72 @@ func (h *HTTPAPI) addItem(ctx context.Context, owner, contact string) error {
 		return fmt.Errorf("add %s to the roster of %s: %w", contact, owner, err)
 	}
 	return nil
+}
+
+// Accounts implements Server.
+func (h *HTTPAPI) Accounts(ctx context.Context, domain string) ([]string, error) {
+	out, err := h.call(ctx, "registered_users", map[string]string{"host": domain})
+	if err != nil {
+		return nil, fmt.Errorf("list the accounts of %s: %w", domain, err)
+	}
+	var users []string
+	if err := json.Unmarshal(out, &users); err != nil {
+		return nil, fmt.Errorf("list the accounts of %s: unexpected answer %.200q: %w", domain, out, err)
+	}
+	for i, u := range users {
+		users[i] = u + "@" + domain
+	}
+	return users, nil
+}
+
+// CheckPassword implements Server.
+func (h *HTTPAPI) CheckPassword(ctx context.Context, account, password string) (bool, error) {
+	user, host, err := split(account)
+	if err != nil {
+		return false, err
+	}
+	out, err := h.call(ctx, "check_password", map[string]string{"user": user, "host": host, "password": password})
+	if err != nil {
+		return false, fmt.Errorf("check the password of %s: %w", account, err)
+	}
+	var status int
+	if err := json.Unmarshal(out, &status); err != nil {
+		return false, fmt.Errorf("check the password of %s: unexpected answer %.200q", account, out)
+	}
+	// 0 is a match; 1 a mismatch or no such account.
+	return status == 0, nil
+}
+
+// Roster implements Server.
+func (h *HTTPAPI) Roster(ctx context.Context, account string) ([]RosterItem, error) {
+	user, host, err := split(account)
+	if err != nil {
+		return nil, err
+	}
+	out, err := h.call(ctx, "get_roster", map[string]string{"user": user, "host": host})
+	if err != nil {
+		return nil, fmt.Errorf("read the roster of %s: %w", account, err)
+	}
+	var items []RosterItem
+	if err := json.Unmarshal(out, &items); err != nil {
+		return nil, fmt.Errorf("read the roster of %s: unexpected answer %.200q: %w", account, out, err)
+	}
+	return items, nil
+}
+
+// Uptime implements Server.
+func (h *HTTPAPI) Uptime(ctx context.Context) (time.Duration, error) {
+	out, err := h.call(ctx, "stats", map[string]string{"name": "uptimeseconds"})
+	if err != nil {
+		return 0, fmt.Errorf("read the server's uptime: %w", err)
+	}
+	var v struct {
+		Stat *int64 `json:"stat"`
+	}
+	if err := json.Unmarshal(out, &v); err != nil || v.Stat == nil {
+		return 0, fmt.Errorf("read the server's uptime: unexpected answer %.200q", out)
+	}
+	return time.Duration(*v.Stat) * time.Second, nil
 }
 
 // Unlink implements Provisioner.

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -34,6 +35,9 @@ type Process struct {
 	PIDFile string
 	// Ready reports whether the component serves; it is polled after start.
 	Ready func(ctx context.Context) error
+	// User, when set and the testbed runs as root, is the account the
+	// process runs as (servers such as PostgreSQL refuse to run as root).
+	User string
 }
 
 // Pid returns the pid recorded for the process when that process is still
@@ -108,6 +112,13 @@ func (p *Process) Start() error {
 	cmd.Env = append(os.Environ(), p.Env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if p.User != "" && os.Geteuid() == 0 {
+		cred, err := Credential(p.User)
+		if err != nil {
+			return fmt.Errorf("%s: %w", p.Name, err)
+		}
+		cmd.SysProcAttr.Credential = cred
+	}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("%s: start %s: %w", p.Name, p.Path, err)
 	}
@@ -118,6 +129,21 @@ func (p *Process) Start() error {
 	// crashed component is not mistaken for a live zombie.
 	go func() { _ = cmd.Wait() }()
 	return os.WriteFile(p.PIDFile, []byte(strconv.Itoa(cmd.Process.Pid)), 0o644)
+}
+
+// Credential returns the uid and gid of the named account, for running a
+// command as that user.
+func Credential(name string) (*syscall.Credential, error) {
+	u, err := user.Lookup(name)
+	if err != nil {
+		return nil, fmt.Errorf("user %s: %w", name, err)
+	}
+	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
+	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
+	if err1 != nil || err2 != nil {
+		return nil, fmt.Errorf("user %s: uid %q or gid %q is not numeric", name, u.Uid, u.Gid)
+	}
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
 }
 
 func (p *Process) commandLine() string {

@@ -7,10 +7,12 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/user"
@@ -19,6 +21,8 @@ import (
 	"strings"
 	"text/template"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/mlsysops-go/mlsysops/internal/testbed/pki"
 	"github.com/mlsysops-go/mlsysops/internal/testbed/proc"
@@ -32,6 +36,12 @@ import (
 // Security: STARTTLS is required with a certificate from a CA of its own,
 // there is no in-band registration, and the admin API (mod_http_api, HTTPS
 // on loopback) accepts only the admin account, which provisions agents.
+//
+// Storage: by default ejabberd keeps its data in Mnesia, which writes
+// through caches that a SIGKILL loses (about the last two seconds of
+// writes: accounts, passwords, roster items). UseSQL moves every table
+// ejabberd can keep in SQL to PostgreSQL, where an acknowledged write
+// survives a crash of ejabberd (see docs/messaging.md).
 type Ejabberd struct {
 	dir      string
 	portBase int
@@ -40,7 +50,21 @@ type Ejabberd struct {
 	ctl      string
 	proc     *proc.Process
 	adminPW  string
+	sql      *EjabberdSQL
 }
+
+// EjabberdSQL is the PostgreSQL database ejabberd keeps its data in.
+type EjabberdSQL struct {
+	// Addr is the server, host:port.
+	Addr string
+	// Database, User and Password: the database (owned by User) and the
+	// account ejabberd logs in with.
+	Database, User, Password string
+}
+
+// ejabberdSchema is the PostgreSQL schema Debian's ejabberd package ships
+// for its single-host ("old") SQL layout.
+const ejabberdSchema = "/usr/share/ejabberd/sql/pg.sql"
 
 // Ejabberd ports are offsets from the port base.
 const (
@@ -82,6 +106,14 @@ func (e *Ejabberd) ctlArgs() []string {
 	}
 }
 
+// UseSQL keeps the server's data in the PostgreSQL database db instead of
+// Mnesia; the schema is created on the first Start. Call it before Start.
+// Debian's ejabberd needs its PostgreSQL driver, erlang-p1-pgsql.
+func (e *Ejabberd) UseSQL(db EjabberdSQL) { e.sql = &db }
+
+// SQL returns the database the server keeps its data in, nil for Mnesia.
+func (e *Ejabberd) SQL() *EjabberdSQL { return e.sql }
+
 // C2SAddr is the client-to-server address, "127.0.0.1:port".
 func (e *Ejabberd) C2SAddr() string { return "127.0.0.1:" + strconv.Itoa(e.portBase+ejC2SOffset) }
 
@@ -101,6 +133,9 @@ func (e *Ejabberd) AdminJID() string { return "admin@" + e.domain }
 // directory.
 func (e *Ejabberd) AdminPassword() string { return e.adminPW }
 
+// AdminPasswordFile holds AdminPassword (mode 0600).
+func (e *Ejabberd) AdminPasswordFile() string { return filepath.Join(e.dir, "admin.password") }
+
 // CAFile is the PEM file of the CA that signed the server certificate (SANs:
 // the domain, localhost and 127.0.0.1).
 func (e *Ejabberd) CAFile() string { return filepath.Join(e.dir, "tls", "ca.crt") }
@@ -118,11 +153,22 @@ func (e *Ejabberd) Running() bool { _, ok := e.proc.Pid(); return ok }
 // server unless it is already healthy, and makes sure the admin account
 // exists.
 func (e *Ejabberd) Start(ctx context.Context) error {
-	if err := e.prepare(); err != nil {
+	changed, err := e.prepare()
+	if err != nil {
 		return fmt.Errorf("ejabberd: %w", err)
 	}
-	if _, ok := e.proc.Pid(); ok && e.Healthy(ctx) == nil {
-		return nil
+	if err := e.ensureSchema(ctx); err != nil {
+		return fmt.Errorf("ejabberd: %w", err)
+	}
+	if _, ok := e.proc.Pid(); ok {
+		if !changed && e.Healthy(ctx) == nil {
+			return nil
+		}
+		// Running with another configuration (say, Mnesia where it now
+		// keeps its data in SQL), or not answering.
+		if err := e.Stop(ctx); err != nil {
+			return err
+		}
 	}
 	_ = e.proc.Stop(5 * time.Second)
 	if err := e.proc.Start(); err != nil {
@@ -141,10 +187,12 @@ func (e *Ejabberd) Start(ctx context.Context) error {
 	return e.proc.WaitReady(wctx)
 }
 
-func (e *Ejabberd) prepare() error {
+// prepare writes the server's files; it reports whether its configuration
+// changed.
+func (e *Ejabberd) prepare() (bool, error) {
 	for _, d := range []string{"etc", "spool", "logs", "tls"} {
 		if err := os.MkdirAll(filepath.Join(e.dir, d), 0o750); err != nil {
-			return err
+			return false, err
 		}
 	}
 	pwFile := filepath.Join(e.dir, "admin.password")
@@ -153,53 +201,101 @@ func (e *Ejabberd) prepare() error {
 	} else {
 		e.adminPW = RandomSecret()
 		if err := os.WriteFile(pwFile, []byte(e.adminPW), 0o600); err != nil {
-			return err
+			return false, err
 		}
 	}
 	tlsDir := filepath.Join(e.dir, "tls")
 	ca, err := pki.LoadOrCreateCA(tlsDir, "ca", "mlsysops-xmpp-ca")
 	if err != nil {
-		return err
+		return false, err
 	}
 	certFile, keyFile, err := ca.Issue(tlsDir, "server", pki.CertSpec{
 		CommonName: e.domain, DNSNames: []string{e.domain, "localhost"},
 		IPs: []net.IP{net.ParseIP("127.0.0.1")}, Server: true,
 	})
 	if err != nil {
-		return err
+		return false, err
 	}
 	// ejabberd wants certificate and key in one file it can read.
 	var pem bytes.Buffer
 	for _, f := range []string{certFile, keyFile} {
 		b, err := os.ReadFile(f)
 		if err != nil {
-			return err
+			return false, err
 		}
 		pem.Write(b)
 	}
 	if err := os.WriteFile(filepath.Join(e.dir, "etc", "server.pem"), pem.Bytes(), 0o600); err != nil {
-		return err
+		return false, err
 	}
 	var conf bytes.Buffer
-	if err := ejabberdConfig.Execute(&conf, map[string]any{
+	vars := map[string]any{
 		"Domain": e.domain, "C2SPort": e.portBase + ejC2SOffset, "APIPort": e.portBase + ejAPIOffset,
 		"Cert": filepath.Join(e.dir, "etc", "server.pem"), "Admin": e.AdminJID(),
-	}); err != nil {
-		return err
 	}
-	if err := os.WriteFile(filepath.Join(e.dir, "etc", "ejabberd.yml"), conf.Bytes(), 0o640); err != nil {
-		return err
+	if e.sql != nil {
+		host, port, err := net.SplitHostPort(e.sql.Addr)
+		if err != nil {
+			return false, fmt.Errorf("SQL server %q: %w", e.sql.Addr, err)
+		}
+		// YAML double-quoted strings: JSON quoting is a subset.
+		q := func(s string) string { b, _ := json.Marshal(s); return string(b) }
+		vars["SQL"] = map[string]string{"Host": q(host), "Port": port, "Database": q(e.sql.Database),
+			"User": q(e.sql.User), "Password": q(e.sql.Password)}
+	}
+	if err := ejabberdConfig.Execute(&conf, vars); err != nil {
+		return false, err
+	}
+	confFile := filepath.Join(e.dir, "etc", "ejabberd.yml")
+	old, _ := os.ReadFile(confFile)
+	changed := !bytes.Equal(old, conf.Bytes())
+	if err := os.WriteFile(confFile, conf.Bytes(), 0o640); err != nil {
+		return false, err
 	}
 	ctlCfg := fmt.Sprintf("# Written by the MLSysOps testbed.\nERLANG_NODE=%s\nERL_DIST_PORT=%d\nINET_DIST_INTERFACE=127.0.0.1\nERL_OPTIONS=\"-env ERL_CRASH_DUMP_BYTES 0\"\n",
 		e.node, e.portBase+ejDistOffset)
 	// Erlang reads inetrc from the config dir and complains when it is missing.
 	if err := os.WriteFile(filepath.Join(e.dir, "etc", "inetrc"), []byte("{lookup, [file, native]}.\n"), 0o644); err != nil {
-		return err
+		return false, err
 	}
 	if err := os.WriteFile(filepath.Join(e.dir, "etc", "ejabberdctl.cfg"), []byte(ctlCfg), 0o640); err != nil {
-		return err
+		return false, err
 	}
-	return chownTree(e.dir, "ejabberd")
+	return changed, chownTree(e.dir, "ejabberd")
+}
+
+// ensureSchema creates ejabberd's tables in its SQL database unless they
+// exist. ejabberd 23.01 does not create them itself.
+func (e *Ejabberd) ensureSchema(ctx context.Context) error {
+	if e.sql == nil {
+		return nil
+	}
+	u := url.URL{Scheme: "postgres", User: url.UserPassword(e.sql.User, e.sql.Password), Host: e.sql.Addr,
+		Path: "/" + e.sql.Database, RawQuery: "sslmode=disable"}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(cctx, u.String())
+	if err != nil {
+		return fmt.Errorf("connect to its database %s on %s: %w", e.sql.Database, e.sql.Addr, err)
+	}
+	defer conn.Close(context.Background())
+	var exists bool
+	if err := conn.QueryRow(cctx, "SELECT to_regclass('public.users') IS NOT NULL").Scan(&exists); err != nil {
+		return fmt.Errorf("look for its schema: %w", err)
+	}
+	if exists {
+		return nil
+	}
+	schema, err := os.ReadFile(ejabberdSchema)
+	if err != nil {
+		return fmt.Errorf("read the SQL schema of Debian's ejabberd package: %w", err)
+	}
+	// The whole file in one transaction: a failed attempt leaves nothing
+	// half-created for the next one to trip over.
+	if _, err := conn.Exec(cctx, "BEGIN;\n"+string(schema)+"\nCOMMIT;"); err != nil {
+		return fmt.Errorf("create its schema from %s: %w", ejabberdSchema, err)
+	}
+	return nil
 }
 
 // chownTree gives dir and everything below it to the named user, because
@@ -345,6 +441,20 @@ certfiles:
   - "{{.Cert}}"
 auth_password_format: scram
 auth_scram_hash: sha256
+{{- with .SQL}}
+# Every table ejabberd can keep in SQL lives in PostgreSQL: a write the
+# admin API acknowledged survives a crash of ejabberd. Sessions, routes and
+# stream management state stay in memory.
+sql_type: pgsql
+sql_server: {{.Host}}
+sql_port: {{.Port}}
+sql_database: {{.Database}}
+sql_username: {{.User}}
+sql_password: {{.Password}}
+sql_pool_size: 5
+default_db: sql
+auth_method: sql
+{{- end}}
 define_macro:
   TLS_OPTIONS:
     - "no_sslv3"

@@ -3,6 +3,7 @@ package services_test
 import (
 	"context"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/mlsysops-go/mlsysops/internal/testbed"
@@ -94,5 +95,110 @@ func waitDown(t *testing.T, running func() bool) {
 	}
 	if running() {
 		t.Fatal("process still running")
+	}
+}
+
+func TestPostgresRestartKeepsData(t *testing.T) {
+	ctx := context.Background()
+	p := testbed.Postgres(t)
+	start := time.Now()
+	if err := p.EnsureDatabase(ctx, "app", "app", "pw-'quoted"); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.EnsureDatabase(ctx, "app", "app", "pw-'quoted"); err != nil { // idempotent
+		t.Fatal(err)
+	}
+	t.Logf("database ready in %v", time.Since(start))
+	exec := func(sql string, args ...any) error {
+		conn, err := pgx.Connect(ctx, p.DSN("app", "pw-'quoted", "app"))
+		if err != nil {
+			return err
+		}
+		defer conn.Close(ctx)
+		_, err = conn.Exec(ctx, sql, args...)
+		return err
+	}
+	if err := exec("CREATE TABLE t (v text); INSERT INTO t VALUES ('kept')"); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	waitDown(t, p.Running)
+	if err := p.Healthy(ctx); err == nil {
+		t.Fatal("killed postgres still answers")
+	}
+	if err := p.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, p.DSN("app", "pw-'quoted", "app"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var v string
+	if err := conn.QueryRow(ctx, "SELECT v FROM t").Scan(&v); err != nil || v != "kept" {
+		t.Fatalf("after a crash t holds %q, %v", v, err)
+	}
+	if _, err := pgx.Connect(ctx, p.DSN("app", "wrong", "app")); err == nil {
+		t.Fatal("a wrong password was accepted")
+	}
+	if err := p.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if p.Running() {
+		t.Fatal("still running after Stop")
+	}
+}
+
+// TestEjabberdMovesToSQL starts ejabberd on Mnesia, then on PostgreSQL as
+// an upgraded testbed would: the running server is restarted with the new
+// configuration and keeps its accounts in the database.
+func TestEjabberdMovesToSQL(t *testing.T) {
+	ctx := context.Background()
+	e := testbed.Ejabberd(t)
+	before, _ := e.Pid()
+	pg := testbed.Postgres(t)
+	db := services.EjabberdSQL{Addr: pg.Addr(), Database: "ejabberd", User: "ejabberd", Password: services.RandomSecret()}
+	if err := pg.EnsureDatabase(ctx, db.Database, db.User, db.Password); err != nil {
+		t.Fatal(err)
+	}
+	e.UseSQL(db)
+	if err := e.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if after, _ := e.Pid(); after == before {
+		t.Fatal("ejabberd was not restarted with its new configuration")
+	}
+	if out, err := e.Ctl(ctx, "register", "someone", e.Domain(), "pw"); err != nil {
+		t.Fatalf("register: %v: %s", err, out)
+	}
+	conn, err := pgx.Connect(ctx, pg.DSN(db.User, db.Password, db.Database))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var users []string
+	rows, err := conn.Query(ctx, "SELECT username FROM users ORDER BY username")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var u string
+		if err := rows.Scan(&u); err != nil {
+			t.Fatal(err)
+		}
+		users = append(users, u)
+	}
+	if len(users) != 2 || users[0] != "admin" || users[1] != "someone" {
+		t.Errorf("users in PostgreSQL = %v, want admin and someone", users)
+	}
+	// A second start with the same configuration keeps the server.
+	pid, _ := e.Pid()
+	if err := e.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := e.Pid(); again != pid {
+		t.Error("ejabberd was restarted although its configuration did not change")
 	}
 }

@@ -15,11 +15,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/mlsysops-go/mlsysops/agents/agent"
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
 	"github.com/mlsysops-go/mlsysops/internal/messaging"
+	"github.com/mlsysops-go/mlsysops/internal/messaging/authreport"
+	"github.com/mlsysops-go/mlsysops/internal/messaging/provision"
 )
 
 func kubeClient(t *testing.T, h *hierarchy, context string) client.Client {
@@ -160,6 +163,8 @@ func TestAgents(t *testing.T) {
 			eventually(t, "telemetry flows after the restart", time.Minute, func() error { return h.freshTelemetry(ctx, restarted) })
 		})
 	}
+
+	t.Run("account deleted behind its back", func(t *testing.T) { testLostAccount(t, h) })
 
 	t.Run("restart ejabberd", func(t *testing.T) {
 		sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
@@ -498,4 +503,63 @@ func testMalformed(t *testing.T, h *hierarchy) {
 	if err := kubeClient(t, h, clusterName).Get(ctx, types.NamespacedName{Namespace: "mlsysops", Name: "intruder"}, &obj); err == nil {
 		t.Error("the intruder's MLSysOpsNode exists")
 	}
+}
+
+// testLostAccount deletes a node agent's account while the agent is down,
+// as a crash of ejabberd that lost it would: the restarted agent is
+// refused, reports it through an Event in its member cluster, and the
+// accounts reconciler (which watches that cluster through Karmada's
+// proxy, and makes no periodic pass during the test) restores the account;
+// the agent then logs in and becomes ready.
+func testLostAccount(t *testing.T, h *hierarchy) {
+	ctx := context.Background()
+	a := h.agents[nodeAllowed]
+	accountsMetrics := "http://" + h.cfg.AccountsListen + "/metrics"
+	repairs := scrape(t, accountsMetrics, `mlsysops_accounts_repairs_total{kind="account"}`)
+	if err := a.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	hc, err := h.ej.HTTPClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	prov := provision.NewHTTPAPI(h.ej.APIURL(), h.ej.AdminJID(), h.ej.AdminPassword(), hc)
+	if err := prov.DeleteAccount(ctx, a.JID); err != nil {
+		t.Fatal(err)
+	}
+	restarted := time.Now()
+	if err := a.Start(); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := a.WaitReady(wctx); err != nil {
+		t.Fatalf("the agent whose account was deleted is not ready again: %v", err)
+	}
+	t.Logf("ready again %v after its restart", time.Since(restarted).Round(time.Millisecond))
+	if f := metricValue(t, h, nodeAllowed, `mlsysops_messaging_auth_failures_total{agent="`+a.JID+`",reason="refused"}`); f < 1 {
+		t.Errorf("the agent counted %v refused logins, want at least 1", f)
+	}
+	if got := scrape(t, accountsMetrics, `mlsysops_accounts_repairs_total{kind="account"}`); got != repairs+1 {
+		t.Errorf("account repairs = %v, want %v", got, repairs+1)
+	}
+	if got := scrape(t, accountsMetrics, `mlsysops_accounts_reconcile_passes_total{kind="account",trigger="report"}`); got < 1 {
+		t.Errorf("no account check triggered by a report")
+	}
+	password, err := messaging.ReadPasswordFile(filepath.Join(h.cfg.StateDir, "pki", provision.PasswordFileName(a.JID)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The report is an Event about the agent's Node in its member cluster.
+	cs := kubernetes.NewForConfigOrDie(h.env.RESTConfig(t, clusterName))
+	ev, err := cs.CoreV1().Events(authreport.DefaultNamespace).Get(ctx, authreport.EventName(a.JID), metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the agent's report: %v", err)
+	}
+	if ev.Reason != authreport.Reason || ev.InvolvedObject.Kind != "Node" || ev.InvolvedObject.Name != nodeAllowed ||
+		ev.Annotations[authreport.AnnotationAccount] != a.JID || strings.Contains(ev.Message, password) {
+		t.Errorf("report event: reason %q, about %s/%s, account %q, message %q", ev.Reason, ev.InvolvedObject.Kind,
+			ev.InvolvedObject.Name, ev.Annotations[authreport.AnnotationAccount], ev.Message)
+	}
+	eventually(t, "everyone online after the repair", time.Minute, func() error { return h.allOnline(ctx, restarted) })
 }

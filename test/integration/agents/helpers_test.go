@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -33,39 +32,11 @@ const (
 	testerLocal   = "agt-tester"
 )
 
-var binaries struct {
-	once       sync.Once
-	full, node string
-	err        error
-}
-
 // agentBinaries builds, once per test binary, the agent (every layer) and
 // the node-only agent, which node agents run as the testbed runs them.
 func agentBinaries(t testing.TB) (full, node string) {
 	t.Helper()
-	binaries.once.Do(func() {
-		root, err := testbed.RepoRoot()
-		if err != nil {
-			binaries.err = err
-			return
-		}
-		dir, err := os.MkdirTemp("", "mlsysops-agent-bin-")
-		if err != nil {
-			binaries.err = err
-			return
-		}
-		binaries.full = filepath.Join(dir, "mlsysops-agent")
-		binaries.node = filepath.Join(dir, "mlsysops-agent-node")
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		defer cancel()
-		if binaries.err = testbed.BuildAgent(ctx, root, binaries.full); binaries.err == nil {
-			binaries.err = testbed.BuildNodeAgent(ctx, root, binaries.node)
-		}
-	})
-	if binaries.err != nil {
-		t.Fatalf("build agents: %v", binaries.err)
-	}
-	return binaries.full, binaries.node
+	return testbed.TestAgentBinary(t)
 }
 
 const nodeYAML = `MLSysOpsNode:
@@ -175,8 +146,13 @@ func startHierarchy(t testing.TB, only ...string) *hierarchy {
 	stateDir := t.TempDir()
 	h.cfg = testbed.AgentsConfig{
 		Binary: bin, NodeBinary: nodeBin, Descriptions: descs, StateDir: stateDir,
-		XMPPAddr: h.ej.C2SAddr(), XMPPDomain: h.ej.Domain(), XMPPCAFile: h.ej.CAFile(), Provisioner: prov,
-		RedisAddr: h.redis.Addr(), RedisPassword: h.redis.Password(), Kubeconfig: env.Kubeconfig,
+		XMPPAddr: h.ej.C2SAddr(), XMPPDomain: h.ej.Domain(), XMPPCAFile: h.ej.CAFile(),
+		XMPPAdminURL: h.ej.APIURL(), XMPPAdminJID: h.ej.AdminJID(), XMPPAdminPasswordFile: h.ej.AdminPasswordFile(),
+		AccountsBinary: testbed.TestAccountsBinary(t), AccountsListen: "127.0.0.1:" + strconv.Itoa(testbed.FreePorts(t, 1)),
+		// Only a start, a restart of ejabberd or an agent's report make
+		// the reconciler look at the accounts during the test.
+		AccountsArgs: []string{"--interval", "1h", "--full-interval", "1h"},
+		RedisAddr:    h.redis.Addr(), RedisPassword: h.redis.Password(), Kubeconfig: env.Kubeconfig,
 		ListenBase: testbed.FreePorts(t, 4),
 		// The shared testbed's placement tests run their own controllers.
 		Args: []string{"--placement-controllers=false", "--heartbeat-interval", "500ms", "--monitoring-interval", "2s",
@@ -204,19 +180,25 @@ func startHierarchy(t testing.TB, only ...string) *hierarchy {
 		as = append(as, a)
 		h.agents[a.Name] = a
 	}
-	if err := testbed.ProvisionAgents(ctx, h.cfg, as); err != nil {
+	if err := testbed.PrepareAgents(h.cfg, as); err != nil {
 		t.Fatal(err)
 	}
+	accounts := testbed.AccountsProcess(h.cfg)
 	t.Cleanup(func() {
 		for _, a := range as {
 			_ = a.Stop(10 * time.Second)
 		}
+		_ = accounts.Stop(10 * time.Second)
 		if t.Failed() {
 			for _, a := range as {
 				t.Logf("--- log of %s:\n%s", a.Process.Name, tail(a.LogFile, 60))
 			}
+			t.Logf("--- log of %s:\n%s", accounts.Name, tail(accounts.LogFile, 60))
 		}
 	})
+	if _, err := testbed.StartAccounts(ctx, h.cfg); err != nil {
+		t.Fatal(err)
+	}
 	if err := testbed.StartAgents(ctx, start, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -315,7 +297,14 @@ func eventually(t testing.TB, what string, timeout time.Duration, cond func() er
 // the agent's /metrics writes it), 0 when it is absent.
 func metricValue(t testing.TB, h *hierarchy, agent, series string) float64 {
 	t.Helper()
-	resp, err := http.Get(h.agents[agent].URL() + "/metrics")
+	return scrape(t, h.agents[agent].URL()+"/metrics", series)
+}
+
+// scrape returns the value of one series of a /metrics page, 0 when it
+// is absent.
+func scrape(t testing.TB, url, series string) float64 {
+	t.Helper()
+	resp, err := http.Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/mlsysops-go/mlsysops/internal/messaging"
+	"github.com/mlsysops-go/mlsysops/internal/messaging/provision"
+	"github.com/mlsysops-go/mlsysops/internal/testbed"
 	"github.com/mlsysops-go/mlsysops/internal/testbed/services"
 )
 
@@ -362,4 +364,77 @@ func beamRSS(e *services.Ejabberd) int64 {
 		}
 	}
 	return total
+}
+
+// BenchmarkCrashLoss measures what a SIGKILL of ejabberd loses of what it
+// had just acknowledged: each iteration provisions 50 accounts with their
+// roster links one after the other through the admin API (as a one-shot
+// installer would), kills ejabberd at once and starts it again, then
+// counts the accounts that no longer accept their password and the roster
+// items gone. Mnesia is ejabberd's default storage; postgres is its SQL
+// storage, as the testbed runs it.
+//
+//	go test -run '^$' -bench CrashLoss -benchtime 5x ./test/integration/messaging/
+func BenchmarkCrashLoss(b *testing.B) {
+	for _, storage := range []string{"mnesia", "postgres"} {
+		b.Run(storage, func(b *testing.B) {
+			var lostAccounts, lostItems float64
+			for i := 0; i < b.N; i++ {
+				a, items := crashLoss(b, storage == "postgres")
+				lostAccounts += float64(a)
+				lostItems += float64(items)
+			}
+			b.ReportMetric(lostAccounts/float64(b.N), "lost-accounts/50")
+			b.ReportMetric(lostItems/float64(b.N), "lost-roster-items/98")
+		})
+	}
+}
+
+// crashLoss runs one provision-kill-restart cycle; its time is the
+// benchmark's ns/op.
+func crashLoss(b *testing.B, sql bool) (lostAccounts, lostItems int) {
+	var e *services.Ejabberd
+	if sql {
+		e = testbed.EjabberdOnPostgres(b)
+	} else {
+		e = testbed.Ejabberd(b)
+	}
+	// Down at the end of the iteration, not of the benchmark.
+	defer func() { _ = e.Stop(context.Background()) }()
+	p := provisioner(b, e)
+	ctx := context.Background()
+	d := fleet(50)
+	pws := map[string]string{}
+	for i, j := range d.Accounts {
+		pw, err := provision.Agent(ctx, p, j)
+		if err != nil {
+			b.Fatal(err)
+		}
+		pws[j] = pw
+		if i > 0 {
+			if err := p.Link(ctx, d.Accounts[0], j); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	if err := e.Kill(); err != nil {
+		b.Fatal(err)
+	}
+	if err := e.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	items := 0
+	for _, j := range d.Accounts {
+		if ok, err := p.CheckPassword(ctx, j, pws[j]); err != nil {
+			b.Fatal(err)
+		} else if !ok {
+			lostAccounts++
+		}
+		r, err := p.Roster(ctx, j)
+		if err != nil {
+			b.Fatal(err)
+		}
+		items += len(r)
+	}
+	return lostAccounts, 2*len(d.Links) - items
 }

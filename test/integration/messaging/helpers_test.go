@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -102,6 +103,20 @@ func startAgent(t testing.TB, e *services.Ejabberd, cfg messaging.Config) *agent
 
 // startAgentErr is startAgent for goroutines other than the test's.
 func startAgentErr(t testing.TB, e *services.Ejabberd, cfg messaging.Config) (*agent, error) {
+	a, err := launchAgent(t, e, cfg)
+	if err != nil {
+		return nil, err
+	}
+	wctx, wcancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer wcancel()
+	if err := a.WaitConnected(wctx); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// launchAgent creates and runs a client without waiting for its session.
+func launchAgent(t testing.TB, e *services.Ejabberd, cfg messaging.Config) (*agent, error) {
 	if cfg.Server == "" {
 		cfg.Server = e.C2SAddr()
 	}
@@ -125,11 +140,6 @@ func startAgentErr(t testing.TB, e *services.Ejabberd, cfg messaging.Config) (*a
 	}()
 	var once sync.Once
 	t.Cleanup(func() { once.Do(a.stop) })
-	wctx, wcancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer wcancel()
-	if err := c.WaitConnected(wctx); err != nil {
-		return nil, err
-	}
 	return a, nil
 }
 
@@ -137,7 +147,14 @@ func startAgentErr(t testing.TB, e *services.Ejabberd, cfg messaging.Config) (*a
 // labels include want.
 func (a *agent) metric(t testing.TB, name string, want map[string]string) float64 {
 	t.Helper()
-	mfs, err := a.reg.Gather()
+	return gather(t, a.reg, name, want)
+}
+
+// gather sums the values of a metric family of reg whose labels include
+// want.
+func gather(t testing.TB, reg *prometheus.Registry, name string, want map[string]string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,4 +203,62 @@ func eventually(t testing.TB, timeout time.Duration, what string, cond func() bo
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// accounts is an accounts reconciler running in the test, with its own
+// metrics registry and password files.
+type accounts struct {
+	*provision.Reconciler
+	secrets *provision.SecretFiles
+	reg     *prometheus.Registry
+	stop    func()
+}
+
+// startAccounts runs a reconciler that keeps the accounts and links of d
+// on e, with generated passwords in files of a temporary folder, and waits
+// for its first full pass.
+func startAccounts(t testing.TB, e *services.Ejabberd, d provision.Desired, cfg provision.ReconcilerConfig) *accounts {
+	t.Helper()
+	dir := t.TempDir()
+	secrets := &provision.SecretFiles{Files: map[string]string{}, Generate: true}
+	for _, j := range d.Accounts {
+		secrets.Files[j] = filepath.Join(dir, provision.PasswordFileName(j))
+	}
+	return startAccountsWith(t, e, d, secrets, cfg)
+}
+
+// startAccountsWith is startAccounts with given password files.
+func startAccountsWith(t testing.TB, e *services.Ejabberd, d provision.Desired, secrets *provision.SecretFiles, cfg provision.ReconcilerConfig) *accounts {
+	t.Helper()
+	a := &accounts{secrets: secrets, reg: prometheus.NewRegistry()}
+	cfg.Server, cfg.Secrets, cfg.Desired, cfg.Registerer = provisioner(t, e), a.secrets, d, a.reg
+	if cfg.Logger == nil {
+		cfg.Logger = testLogger(t)
+	}
+	var err error
+	if a.Reconciler, err = provision.NewReconciler(cfg); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := a.Run(ctx); err != nil {
+			t.Errorf("reconciler: %v", err)
+		}
+	}()
+	var once sync.Once
+	a.stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(a.stop)
+	eventually(t, 2*time.Minute, "the reconciler's first full pass", func() bool { return a.Ready() == nil })
+	return a
+}
+
+// file is the password file of an account.
+func (a *accounts) file(account string) string { return a.secrets.Files[account] }
+
+// metric sums a metric of the reconciler whose labels include want.
+func (a *accounts) metric(t testing.TB, name string, want map[string]string) float64 {
+	t.Helper()
+	return gather(t, a.reg, name, want)
 }

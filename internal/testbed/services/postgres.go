@@ -1,0 +1,254 @@
+package services
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/mlsysops-go/mlsysops/internal/testbed/proc"
+)
+
+// PostgresUser is the system account Debian's PostgreSQL runs as; the
+// server refuses to run as root.
+const PostgresUser = "postgres"
+
+// Postgres is a PostgreSQL server from Debian's packages with a cluster of
+// its own (initdb on first start) in dir: data in dir/data, the Unix
+// socket in dir/sock, its log beside. It listens on 127.0.0.1:port and
+// authenticates every connection with a password (scram-sha-256), the
+// superuser's included.
+//
+// fsync is off: a crash of the server process loses nothing (the kernel
+// still holds what was written), only a crash of the machine would, and
+// the testbed does not outlive one.
+type Postgres struct {
+	dir      string
+	port     int
+	password string
+	bin      string
+	proc     *proc.Process
+}
+
+// NewPostgres describes a server keeping its cluster in dir, listening on
+// 127.0.0.1:port, whose superuser "postgres" has password. dir and its
+// parents must be reachable by the postgres account (not a 0700 folder of
+// root's).
+func NewPostgres(dir string, port int, password string) *Postgres {
+	p := &Postgres{dir: dir, port: port, password: password, bin: postgresBinDir()}
+	p.proc = &proc.Process{
+		Name: "postgres",
+		Path: filepath.Join(p.bin, "postgres"),
+		Args: []string{
+			"-D", p.DataDir(),
+			"-p", strconv.Itoa(port),
+			"-k", p.SocketDir(),
+			"-c", "listen_addresses=127.0.0.1",
+			"-c", "fsync=off",
+			"-c", "max_connections=200",
+			"-c", "log_min_messages=warning",
+		},
+		Dir:     dir,
+		LogFile: filepath.Join(dir, "postgres.log"),
+		PIDFile: filepath.Join(dir, "postgres.pid"),
+		Ready:   p.Healthy,
+		User:    PostgresUser,
+	}
+	return p
+}
+
+// postgresBinDir finds the newest server installed by Debian's packages.
+func postgresBinDir() string {
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	sort.Slice(dirs, func(i, j int) bool {
+		vi, _ := strconv.Atoi(filepath.Base(filepath.Dir(dirs[i])))
+		vj, _ := strconv.Atoi(filepath.Base(filepath.Dir(dirs[j])))
+		return vi > vj
+	})
+	if len(dirs) == 0 {
+		return "/usr/lib/postgresql/15/bin"
+	}
+	return dirs[0]
+}
+
+// DataDir is the cluster's data directory.
+func (p *Postgres) DataDir() string { return filepath.Join(p.dir, "data") }
+
+// SocketDir holds the server's Unix socket.
+func (p *Postgres) SocketDir() string { return filepath.Join(p.dir, "sock") }
+
+// Addr is the host:port clients connect to.
+func (p *Postgres) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(p.port)) }
+
+// Password is the superuser's password.
+func (p *Postgres) Password() string { return p.password }
+
+// LogFile is where the server logs.
+func (p *Postgres) LogFile() string { return p.proc.LogFile }
+
+// DSN is a connection URL for user with password to database db.
+func (p *Postgres) DSN(user, password, db string) string {
+	u := url.URL{Scheme: "postgres", User: url.UserPassword(user, password), Host: p.Addr(), Path: "/" + db, RawQuery: "sslmode=disable"}
+	return u.String()
+}
+
+// SuperuserDSN connects as the superuser to database db.
+func (p *Postgres) SuperuserDSN(db string) string { return p.DSN(PostgresUser, p.password, db) }
+
+// Start creates the cluster on first use and starts the server unless it
+// is already running and healthy.
+func (p *Postgres) Start(ctx context.Context) error {
+	if _, ok := p.proc.Pid(); ok && p.Healthy(ctx) == nil {
+		return nil
+	}
+	_ = p.stop(10 * time.Second)
+	if _, err := os.Stat(p.proc.Path); err != nil {
+		return fmt.Errorf("postgres: %s missing: install Debian's postgresql (make deps): %w", p.proc.Path, err)
+	}
+	if err := p.prepare(ctx); err != nil {
+		return fmt.Errorf("postgres: %w", err)
+	}
+	if err := p.proc.Start(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	return p.proc.WaitReady(ctx)
+}
+
+// prepare makes the folders (the data folder owned by the postgres
+// account, as the server demands) and runs initdb once.
+func (p *Postgres) prepare(ctx context.Context) error {
+	if err := os.MkdirAll(p.dir, 0o755); err != nil {
+		return err
+	}
+	for _, d := range []string{p.DataDir(), p.SocketDir()} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return err
+		}
+		if err := chownTree(d, PostgresUser); err != nil {
+			return err
+		}
+	}
+	if _, err := os.Stat(filepath.Join(p.DataDir(), "PG_VERSION")); err == nil {
+		return nil
+	}
+	// initdb reads the superuser's password from a file only it can read.
+	pwFile := filepath.Join(p.SocketDir(), "initdb.pw")
+	if err := os.WriteFile(pwFile, []byte(p.password+"\n"), 0o600); err != nil {
+		return err
+	}
+	defer os.Remove(pwFile)
+	if err := chownTree(pwFile, PostgresUser); err != nil {
+		return err
+	}
+	out, err := p.runAsPostgres(ctx, "initdb",
+		"-D", p.DataDir(), "-U", PostgresUser, "--pwfile="+pwFile,
+		"--auth-local=scram-sha-256", "--auth-host=scram-sha-256",
+		"-E", "UTF8", "--locale=C", "--no-sync")
+	if err != nil {
+		return fmt.Errorf("initdb: %w\n%s", err, out)
+	}
+	return nil
+}
+
+// runAsPostgres runs one of the server's tools as the postgres account.
+func (p *Postgres) runAsPostgres(ctx context.Context, tool string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(p.bin, tool), args...)
+	cmd.Dir = p.dir
+	if os.Geteuid() == 0 {
+		cred, err := proc.Credential(PostgresUser)
+		if err != nil {
+			return nil, err
+		}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	}
+	return cmd.CombinedOutput()
+}
+
+// Healthy connects as the superuser and runs a query.
+func (p *Postgres) Healthy(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, p.SuperuserDSN("postgres"))
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	var one int
+	return conn.QueryRow(ctx, "SELECT 1").Scan(&one)
+}
+
+// EnsureDatabase makes sure the role user exists with password and owns
+// database db, creating either when missing. It is idempotent: the
+// password is reset to the one given.
+func (p *Postgres) EnsureDatabase(ctx context.Context, db, user, password string) error {
+	conn, err := pgx.Connect(ctx, p.SuperuserDSN("postgres"))
+	if err != nil {
+		return fmt.Errorf("postgres: connect as superuser: %w", err)
+	}
+	defer conn.Close(context.Background())
+	role := pgx.Identifier{user}.Sanitize()
+	// The password is a literal of a utility statement, which takes no
+	// parameters: quote it as PostgreSQL quotes literals.
+	lit := "'" + strings.ReplaceAll(password, "'", "''") + "'"
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)", user).Scan(&exists); err != nil {
+		return fmt.Errorf("postgres: look up role %s: %w", user, err)
+	}
+	stmt := "CREATE ROLE " + role + " LOGIN PASSWORD " + lit
+	if exists {
+		stmt = "ALTER ROLE " + role + " LOGIN PASSWORD " + lit
+	}
+	if _, err := conn.Exec(ctx, stmt); err != nil {
+		return fmt.Errorf("postgres: role %s: %w", user, err)
+	}
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", db).Scan(&exists); err != nil {
+		return fmt.Errorf("postgres: look up database %s: %w", db, err)
+	}
+	if !exists {
+		if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{db}.Sanitize()+" OWNER "+role); err != nil {
+			return fmt.Errorf("postgres: create database %s: %w", db, err)
+		}
+	}
+	return nil
+}
+
+// Stop shuts the server down with a fast shutdown (open sessions are
+// ended, committed work is kept).
+func (p *Postgres) Stop(ctx context.Context) error { return p.stop(30 * time.Second) }
+
+func (p *Postgres) stop(grace time.Duration) error {
+	// SIGINT is PostgreSQL's fast shutdown; the SIGTERM of proc.Stop
+	// would wait for every client to leave.
+	if pid, ok := p.proc.Pid(); ok {
+		_ = syscall.Kill(pid, syscall.SIGINT)
+		deadline := time.Now().Add(grace)
+		for time.Now().Before(deadline) {
+			if _, ok := p.proc.Pid(); !ok {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	return p.proc.Stop(grace)
+}
+
+// Kill kills the server and its backends with SIGKILL, as a crash would.
+func (p *Postgres) Kill() error { return p.proc.Kill() }
+
+// Pid returns the server's process id and whether it is alive.
+func (p *Postgres) Pid() (int, bool) { return p.proc.Pid() }
+
+// Running reports whether the server process is alive.
+func (p *Postgres) Running() bool { _, ok := p.proc.Pid(); return ok }
