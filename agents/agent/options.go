@@ -67,12 +67,23 @@ type Connection struct {
 	PendingSettle time.Duration
 
 	// RedisAddr is the Redis server, host:port (MLSYSOPS_REDIS_ADDR, else
-	// the upstream REDIS_HOST and REDIS_PORT). Used by the continuum and
-	// cluster layers.
+	// the upstream REDIS_HOST and REDIS_PORT); with RedisMode sentinel the
+	// sentinels and cluster some of the cluster's nodes, comma-separated.
+	// Used by the continuum and cluster layers.
 	RedisAddr string
+	// RedisMode is single (default), sentinel or cluster
+	// (MLSYSOPS_REDIS_MODE).
+	RedisMode string
+	// RedisMasterName is the master group the sentinels watch
+	// (MLSYSOPS_REDIS_MASTER_NAME); required in sentinel mode.
+	RedisMasterName string
 	// RedisPasswordFile holds the Redis password (MLSYSOPS_REDIS_PASSWORD_FILE);
 	// else MLSYSOPS_REDIS_PASSWORD or REDIS_PASSWORD.
 	RedisPasswordFile string
+	// RedisSentinelPasswordFile holds the sentinels' password when they
+	// have one (MLSYSOPS_REDIS_SENTINEL_PASSWORD_FILE; else
+	// MLSYSOPS_REDIS_SENTINEL_PASSWORD).
+	RedisSentinelPasswordFile string
 	// RedisPrefix starts every key (tests use their own).
 	RedisPrefix string
 	// RedisDB selects the database (REDIS_DB_NUMBER).
@@ -170,7 +181,10 @@ func (c *Connection) FromEnv(env agentconfig.LookupEnv) error {
 			c.RedisAddr = h + ":" + port
 		}
 	}
+	str(&c.RedisMode, "MLSYSOPS_REDIS_MODE")
+	str(&c.RedisMasterName, "MLSYSOPS_REDIS_MASTER_NAME")
 	str(&c.RedisPasswordFile, "MLSYSOPS_REDIS_PASSWORD_FILE")
+	str(&c.RedisSentinelPasswordFile, "MLSYSOPS_REDIS_SENTINEL_PASSWORD_FILE")
 	str(&c.RedisPrefix, "MLSYSOPS_REDIS_PREFIX")
 	if v, ok := get("MLSYSOPS_REDIS_DB", "REDIS_DB_NUMBER"); ok {
 		if _, err := fmt.Sscan(v, &c.RedisDB); err != nil {
@@ -206,8 +220,11 @@ func (c *Connection) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.ChildGracePeriod, "child-grace-period", c.ChildGracePeriod, "how long a cluster or node agent may be gone before its cluster or node is taken out of placement and its work moved (0: never)")
 	fs.DurationVar(&c.PendingSettle, "pending-settle", c.PendingSettle, "how long a component's pods may stay unschedulable on the nodes a cluster agent chose before it places the component elsewhere")
 	fs.DurationVar(&c.CapacityReportInterval, "capacity-report-interval", c.CapacityReportInterval, "longest time between a cluster agent's capacity reports (changes are reported within a second)")
-	fs.StringVar(&c.RedisAddr, "redis-addr", c.RedisAddr, "Redis host:port for the continuum and cluster layers ($MLSYSOPS_REDIS_ADDR, $REDIS_HOST:$REDIS_PORT)")
+	fs.StringVar(&c.RedisAddr, "redis-addr", c.RedisAddr, "Redis host:port for the continuum and cluster layers; the sentinels or some cluster nodes, comma-separated, with --redis-mode ($MLSYSOPS_REDIS_ADDR, $REDIS_HOST:$REDIS_PORT)")
+	fs.StringVar(&c.RedisMode, "redis-mode", c.RedisMode, "single, sentinel or cluster ($MLSYSOPS_REDIS_MODE; default single)")
+	fs.StringVar(&c.RedisMasterName, "redis-master-name", c.RedisMasterName, "master group the sentinels watch, for --redis-mode sentinel ($MLSYSOPS_REDIS_MASTER_NAME)")
 	fs.StringVar(&c.RedisPasswordFile, "redis-password-file", c.RedisPasswordFile, "file with the Redis password ($MLSYSOPS_REDIS_PASSWORD_FILE; else $MLSYSOPS_REDIS_PASSWORD or $REDIS_PASSWORD)")
+	fs.StringVar(&c.RedisSentinelPasswordFile, "redis-sentinel-password-file", c.RedisSentinelPasswordFile, "file with the sentinels' password, when they have one ($MLSYSOPS_REDIS_SENTINEL_PASSWORD_FILE; else $MLSYSOPS_REDIS_SENTINEL_PASSWORD)")
 	fs.StringVar(&c.RedisPrefix, "redis-prefix", c.RedisPrefix, "prefix of every Redis key")
 	fs.IntVar(&c.RedisDB, "redis-db", c.RedisDB, "Redis database ($REDIS_DB_NUMBER)")
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", c.Kubeconfig, "member cluster kubeconfig for the cluster layer ($MLSYSOPS_KUBECONFIG, $KUBECONFIG; default in-cluster)")
@@ -246,6 +263,22 @@ func (c *Connection) Validate(layer agentconfig.Layer) error {
 	if layer != agentconfig.LayerNode && c.RedisAddr == "" {
 		errs = append(errs, fmt.Errorf("--redis-addr: required for the %s layer (or $REDIS_HOST)", layer))
 	}
+	switch c.RedisMode {
+	case "", "single":
+		if len(splitList(c.RedisAddr)) > 1 {
+			errs = append(errs, fmt.Errorf("--redis-addr: %d addresses need --redis-mode sentinel or cluster", len(splitList(c.RedisAddr))))
+		}
+	case "sentinel":
+		if c.RedisMasterName == "" {
+			errs = append(errs, errors.New("--redis-master-name: required with --redis-mode sentinel"))
+		}
+	case "cluster":
+		if c.RedisDB != 0 {
+			errs = append(errs, errors.New("--redis-db: a Redis Cluster has only database 0"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("--redis-mode: want single, sentinel or cluster, got %q", c.RedisMode))
+	}
 	if layer == agentconfig.LayerContinuum && c.KarmadaKubeconfig == "" {
 		errs = append(errs, errors.New("--karmada-kubeconfig: required for the continuum layer (or $KARMADA_API_KUBECONFIG)"))
 	}
@@ -275,6 +308,15 @@ func (c *Connection) Validate(layer agentconfig.Layer) error {
 func RedisPassword(c *Connection, env agentconfig.LookupEnv) (string, error) {
 	return ReadSecret(c.RedisPasswordFile, env, "MLSYSOPS_REDIS_PASSWORD", "REDIS_PASSWORD")
 }
+
+// RedisSentinelPassword is the sentinels' password: the content of
+// RedisSentinelPasswordFile, else $MLSYSOPS_REDIS_SENTINEL_PASSWORD.
+func RedisSentinelPassword(c *Connection, env agentconfig.LookupEnv) (string, error) {
+	return ReadSecret(c.RedisSentinelPasswordFile, env, "MLSYSOPS_REDIS_SENTINEL_PASSWORD")
+}
+
+// RedisAddrs are the addresses of RedisAddr.
+func (c *Connection) RedisAddrs() []string { return splitList(c.RedisAddr) }
 
 // ReadSecret reads a secret from file, else from the first environment
 // variable set.

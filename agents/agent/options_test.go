@@ -63,6 +63,19 @@ func TestConnectionValidate(t *testing.T) {
 			wantErr: []string{"--redis-addr", "--karmada-kubeconfig"}},
 		"bad log format and level": {layer: agentconfig.LayerNode, mutate: func(c *Connection) { c.LogFormat, c.LogLevel = "xml", "loud" },
 			wantErr: []string{"--log-format", "--log-level"}},
+		"sentinel": {layer: agentconfig.LayerCluster, mutate: func(c *Connection) {
+			c.RedisAddr, c.RedisMode, c.RedisMasterName = "s1:26379,s2:26379,s3:26379", "sentinel", "mlsysops"
+		}},
+		"sentinel without master name": {layer: agentconfig.LayerCluster, mutate: func(c *Connection) {
+			c.RedisAddr, c.RedisMode = "s1:26379", "sentinel"
+		}, wantErr: []string{"--redis-master-name"}},
+		"cluster with a database": {layer: agentconfig.LayerCluster, mutate: func(c *Connection) {
+			c.RedisAddr, c.RedisMode, c.RedisDB = "a:1,b:2", "cluster", 1
+		}, wantErr: []string{"--redis-db"}},
+		"single with two addresses": {layer: agentconfig.LayerCluster, mutate: func(c *Connection) { c.RedisAddr = "a:1,b:2" },
+			wantErr: []string{"need --redis-mode"}},
+		"unknown mode": {layer: agentconfig.LayerCluster, mutate: func(c *Connection) { c.RedisAddr, c.RedisMode = "a:1", "ring" },
+			wantErr: []string{"--redis-mode"}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

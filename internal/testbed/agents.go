@@ -48,8 +48,12 @@ type AgentsConfig struct {
 	ExtraAccounts []string
 	// AccountsArgs are added to its command line.
 	AccountsArgs []string
-	// Redis server and password.
+	// Redis server and password; with RedisMode sentinel, RedisAddr lists
+	// the sentinels (comma-separated), with cluster some of the nodes.
 	RedisAddr, RedisPassword string
+	// RedisMode is single (empty), sentinel or cluster; RedisMasterName
+	// and RedisSentinelPassword go with sentinel.
+	RedisMode, RedisMasterName, RedisSentinelPassword string
 	// RedisPrefix starts every key; empty keeps the agents' default.
 	RedisPrefix string
 	// Kubeconfig has the karmada-apiserver context and one context per
@@ -166,6 +170,15 @@ func (cfg AgentsConfig) process(a *AgentProcess, extra []string) *proc.Process {
 	}
 	if a.Layer != LayerNode {
 		args = append(args, "--redis-addr", cfg.RedisAddr, "--redis-password-file", cfg.redisPasswordFile())
+		if cfg.RedisMode != "" {
+			args = append(args, "--redis-mode", cfg.RedisMode)
+		}
+		if cfg.RedisMasterName != "" {
+			args = append(args, "--redis-master-name", cfg.RedisMasterName)
+		}
+		if cfg.RedisSentinelPassword != "" {
+			args = append(args, "--redis-sentinel-password-file", cfg.redisSentinelPasswordFile())
+		}
 		if cfg.RedisPrefix != "" {
 			args = append(args, "--redis-prefix", cfg.RedisPrefix)
 		}
@@ -200,6 +213,10 @@ func (cfg AgentsConfig) redisPasswordFile() string {
 	return filepath.Join(cfg.StateDir, "pki", "agents-redis.password")
 }
 
+func (cfg AgentsConfig) redisSentinelPasswordFile() string {
+	return filepath.Join(cfg.StateDir, "pki", "agents-redis-sentinel.password")
+}
+
 // PrepareAgents makes the folders the agents use (pki/, logs/, pids/,
 // agents/ and each policy folder) and writes the Redis password file they
 // read. Their XMPP accounts are the accounts reconciler's (StartAccounts).
@@ -211,6 +228,11 @@ func PrepareAgents(cfg AgentsConfig, agents []*AgentProcess) error {
 	}
 	if err := os.WriteFile(cfg.redisPasswordFile(), []byte(cfg.RedisPassword), 0o600); err != nil {
 		return err
+	}
+	if cfg.RedisSentinelPassword != "" {
+		if err := os.WriteFile(cfg.redisSentinelPasswordFile(), []byte(cfg.RedisSentinelPassword), 0o600); err != nil {
+			return err
+		}
 	}
 	for _, a := range agents {
 		if err := os.MkdirAll(a.PolicyDir, 0o755); err != nil {

@@ -6,11 +6,13 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/mlsysops-go/mlsysops/internal/description"
+	"github.com/mlsysops-go/mlsysops/internal/state"
 	"github.com/mlsysops-go/mlsysops/internal/testbed/proc"
 )
 
@@ -24,6 +26,9 @@ type TestAgentsOptions struct {
 	Args []string
 	// AccountsArgs are added to the accounts reconciler's command line.
 	AccountsArgs []string
+	// Redis, when set, is the Redis the agents use instead of the shared
+	// testbed's (a Sentinel group or a Cluster, say).
+	Redis *state.Config
 }
 
 // TestAgents are the real agent processes of the shared testbed's
@@ -132,6 +137,10 @@ func StartTestAgents(t testing.TB, env *Env, opts TestAgentsOptions) *TestAgents
 		// Profiles on the loopback listener, for benchmarks.
 		Args: append([]string{"--heartbeat-interval", "500ms", "--log-level", "debug", "--profiling",
 			"--xmpp-controllers", northboundXMPPUser + "@" + env.XMPPDomain}, opts.Args...),
+	}
+	if r := opts.Redis; r != nil {
+		a.Config.RedisAddr, a.Config.RedisPassword = strings.Join(r.Addrs, ","), r.Password
+		a.Config.RedisMode, a.Config.RedisMasterName, a.Config.RedisSentinelPassword = string(r.Mode), r.MasterName, r.SentinelPassword
 	}
 	all, err := PlanAgents(set, a.Config)
 	if err != nil {

@@ -43,14 +43,17 @@ type Options struct {
 	// Redis: addresses (REDIS_ADDR, or upstream's REDIS_HOST and
 	// REDIS_PORT), password (REDIS_PASSWORD), mode, Sentinel master, DB
 	// and key prefix.
-	RedisAddrs      []string
-	RedisPassword   string
-	RedisMode       string
-	RedisMasterName string
-	RedisDB         int
-	RedisPrefix     string
-	RedisTLS        bool
-	RedisCAFile     string
+	RedisAddrs    []string
+	RedisPassword string
+	// RedisSentinelPassword authenticates with the sentinels when they
+	// have a password (REDIS_SENTINEL_PASSWORD).
+	RedisSentinelPassword string
+	RedisMode             string
+	RedisMasterName       string
+	RedisDB               int
+	RedisPrefix           string
+	RedisTLS              bool
+	RedisCAFile           string
 
 	// Kubeconfig (KUBECONFIG) and its contexts for the Karmada API and
 	// the Karmada host cluster. Without a kubeconfig the in-cluster
@@ -130,6 +133,7 @@ func NewOptions() *Options {
 		o.RedisAddrs = []string{net.JoinHostPort(h, port)}
 	}
 	env(&o.RedisPassword, "REDIS_PASSWORD")
+	env(&o.RedisSentinelPassword, "REDIS_SENTINEL_PASSWORD")
 	env(&o.Kubeconfig, "KUBECONFIG")
 	env(&o.XMPPJID, "XMPP_JID")
 	env(&o.XMPPPassword, "XMPP_PASSWORD")
@@ -153,6 +157,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.RedisPassword, "redis-password", o.RedisPassword, "Redis password (prefer REDIS_PASSWORD)")
 	fs.StringVar(&o.RedisMode, "redis-mode", o.RedisMode, "single, sentinel or cluster")
 	fs.StringVar(&o.RedisMasterName, "redis-master-name", o.RedisMasterName, "Sentinel master group")
+	fs.StringVar(&o.RedisSentinelPassword, "redis-sentinel-password", o.RedisSentinelPassword, "the sentinels' password, when they have one (prefer REDIS_SENTINEL_PASSWORD)")
 	fs.IntVar(&o.RedisDB, "redis-db", o.RedisDB, "Redis database")
 	fs.StringVar(&o.RedisPrefix, "redis-prefix", o.RedisPrefix, "prefix of every Redis key (the agents must use the same)")
 	fs.BoolVar(&o.RedisTLS, "redis-tls", o.RedisTLS, "connect to Redis with TLS")
@@ -246,6 +251,6 @@ func (o *Options) Validate() error {
 func (o *Options) redisConfig() state.Config {
 	return state.Config{
 		Mode: state.Mode(o.RedisMode), Addrs: o.RedisAddrs, MasterName: o.RedisMasterName,
-		Password: o.RedisPassword, DB: o.RedisDB, TLS: o.RedisTLS, CAFile: o.RedisCAFile,
+		Password: o.RedisPassword, SentinelPassword: o.RedisSentinelPassword, DB: o.RedisDB, TLS: o.RedisTLS, CAFile: o.RedisCAFile,
 	}
 }

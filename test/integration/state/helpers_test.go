@@ -1,5 +1,7 @@
-// Package state_test runs the state library against a real redis-server
-// (Debian's, started privately per test by the testbed).
+// Package state_test runs the state library against a real Redis
+// (Debian's redis-server, started privately per test by the testbed): one
+// server, a Sentinel group or a Cluster, as $MLSYSOPS_TEST_REDIS_MODE says
+// (`make test` runs the package in all three).
 package state_test
 
 import (
@@ -15,19 +17,19 @@ import (
 
 	"github.com/mlsysops-go/mlsysops/internal/state"
 	"github.com/mlsysops-go/mlsysops/internal/testbed"
-	"github.com/mlsysops-go/mlsysops/internal/testbed/services"
 )
 
 type env struct {
-	redis *services.Redis
+	redis *testbed.RedisDeployment
 	rdb   redis.UniversalClient
 	store *state.Store
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	r := testbed.Redis(t)
-	rdb, err := state.NewClient(state.Config{Addrs: []string{r.Addr()}, Password: r.Password()})
+	r := testbed.RedisForTest(t)
+	t.Logf("redis: %s", r.Mode)
+	rdb, err := state.NewClient(r.Config())
 	if err != nil {
 		t.Fatal(err)
 	}
