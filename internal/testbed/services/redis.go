@@ -30,7 +30,7 @@ type Redis struct {
 	sentinel bool
 	// replicated is a server of a Sentinel group or a Cluster.
 	replicated bool
-	proc     *proc.Process
+	proc       *proc.Process
 }
 
 // NewRedis describes a Redis that keeps its data, config, pid and log in dir
