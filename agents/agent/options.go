@@ -104,6 +104,25 @@ type Connection struct {
 	// with other controllers turn them off.
 	PlacementControllers bool
 
+	// LeaderElect runs the agent as one replica of several with the same
+	// identity, of which only the holder of a Kubernetes Lease acts
+	// (MLSYSOPS_LEADER_ELECT): the continuum and cluster layers. See
+	// replica.go and docs/operations.md.
+	LeaderElect bool
+	// LeaderElectLease is the Lease, "namespace/name" (default
+	// mlsysops/mlsysops-<layer>-<name>), in the API of LeaderElectKubeconfig
+	// and LeaderElectContext; by default the layer's own API: Karmada's
+	// for the continuum, the member cluster's for a cluster agent.
+	LeaderElectLease                          string
+	LeaderElectKubeconfig, LeaderElectContext string
+	// LeaderElectIdentity names this replica in the Lease (default
+	// $POD_NAME, else the host name and a random suffix).
+	LeaderElectIdentity string
+	// LeaseDuration is how long followers wait after the last renewal
+	// before they take the lease; RenewDeadline how long the leader tries
+	// to renew before it stops acting; RetryPeriod how often both try.
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+
 	// Descriptions is the system description folder (DESCRIPTION_PATH,
 	// default <install-path>/descriptions).
 	Descriptions string
@@ -137,6 +156,9 @@ func NewConnection() *Connection {
 		RedisPrefix:            "mlsysops",
 		KarmadaContext:         "karmada-apiserver",
 		PlacementControllers:   true,
+		LeaseDuration:          15 * time.Second,
+		RenewDeadline:          10 * time.Second,
+		RetryPeriod:            2 * time.Second,
 		Listen:                 ":9464",
 		LogLevel:               "info",
 		LogFormat:              "json",
@@ -196,6 +218,11 @@ func (c *Connection) FromEnv(env agentconfig.LookupEnv) error {
 	str(&c.KarmadaKubeconfig, "MLSYSOPS_KARMADA_KUBECONFIG", "KARMADA_API_KUBECONFIG")
 	str(&c.KarmadaContext, "MLSYSOPS_KARMADA_CONTEXT")
 	str(&c.Descriptions, "MLSYSOPS_DESCRIPTIONS", "DESCRIPTION_PATH")
+	if v, ok := get("MLSYSOPS_LEADER_ELECT"); ok {
+		c.LeaderElect = v == "true" || v == "1"
+	}
+	str(&c.LeaderElectLease, "MLSYSOPS_LEADER_ELECT_LEASE")
+	str(&c.LeaderElectIdentity, "MLSYSOPS_LEADER_ELECT_IDENTITY", "POD_NAME")
 	if v, ok := env("MLSYSOPS_LISTEN"); ok {
 		c.Listen = v
 	}
@@ -232,6 +259,14 @@ func (c *Connection) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.KarmadaKubeconfig, "karmada-kubeconfig", c.KarmadaKubeconfig, "Karmada API kubeconfig for the continuum layer ($KARMADA_API_KUBECONFIG)")
 	fs.StringVar(&c.KarmadaContext, "karmada-context", c.KarmadaContext, "context in --karmada-kubeconfig")
 	fs.BoolVar(&c.PlacementControllers, "placement-controllers", c.PlacementControllers, "run the placement controllers (continuum: Karmada placement, cluster: fluidity)")
+	fs.BoolVar(&c.LeaderElect, "leader-elect", c.LeaderElect, "run as one of several replicas of this agent: only the holder of a Kubernetes Lease acts, the others stand by ($MLSYSOPS_LEADER_ELECT; continuum and cluster layers)")
+	fs.StringVar(&c.LeaderElectLease, "leader-elect-lease", c.LeaderElectLease, "the Lease, namespace/name ($MLSYSOPS_LEADER_ELECT_LEASE; default mlsysops/mlsysops-<layer>-<name>)")
+	fs.StringVar(&c.LeaderElectKubeconfig, "leader-elect-kubeconfig", c.LeaderElectKubeconfig, "kubeconfig of the API holding the Lease (default: the layer's own API, Karmada's for the continuum, the member cluster's for a cluster agent)")
+	fs.StringVar(&c.LeaderElectContext, "leader-elect-context", c.LeaderElectContext, "context in --leader-elect-kubeconfig")
+	fs.StringVar(&c.LeaderElectIdentity, "leader-elect-identity", c.LeaderElectIdentity, "this replica's name in the Lease ($MLSYSOPS_LEADER_ELECT_IDENTITY, $POD_NAME; default host name and a random suffix)")
+	fs.DurationVar(&c.LeaseDuration, "leader-elect-lease-duration", c.LeaseDuration, "how long followers wait after the leader's last renewal before they take over")
+	fs.DurationVar(&c.RenewDeadline, "leader-elect-renew-deadline", c.RenewDeadline, "how long the leader tries to renew before it stops acting (less than the lease duration)")
+	fs.DurationVar(&c.RetryPeriod, "leader-elect-retry-period", c.RetryPeriod, "how often the leader renews and followers try to take the lease")
 	fs.StringVar(&c.Descriptions, "descriptions", c.Descriptions, "system description folder ($DESCRIPTION_PATH; default <install-path>/descriptions)")
 	fs.StringVar(&c.Listen, "listen", c.Listen, "address of /metrics, /healthz, /readyz and /status ($MLSYSOPS_LISTEN; empty disables)")
 	fs.BoolVar(&c.Profiling, "profiling", c.Profiling, "serve Go's CPU, heap and goroutine profiles under /debug/pprof/ on --listen")
@@ -282,6 +317,9 @@ func (c *Connection) Validate(layer agentconfig.Layer) error {
 	if layer == agentconfig.LayerContinuum && c.KarmadaKubeconfig == "" {
 		errs = append(errs, errors.New("--karmada-kubeconfig: required for the continuum layer (or $KARMADA_API_KUBECONFIG)"))
 	}
+	if c.LeaderElect {
+		errs = append(errs, c.validateElection(layer)...)
+	}
 	switch c.LogFormat {
 	case "json", "text":
 	default:
@@ -299,6 +337,30 @@ func (c *Connection) Validate(layer agentconfig.Layer) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// validateElection checks the leader election options.
+func (c *Connection) validateElection(layer agentconfig.Layer) []error {
+	var errs []error
+	if layer == agentconfig.LayerNode {
+		errs = append(errs, errors.New("--leader-elect: node agents run one per node, without replicas; it is for the continuum and cluster layers"))
+	}
+	if c.LeaderElectLease != "" {
+		if ns, name, ok := strings.Cut(c.LeaderElectLease, "/"); !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+			errs = append(errs, fmt.Errorf("--leader-elect-lease: want namespace/name, got %q", c.LeaderElectLease))
+		}
+	}
+	// client-go's rules: the leader must give up before a follower may
+	// take over, and renew several times within the deadline.
+	switch {
+	case c.RetryPeriod <= 0:
+		errs = append(errs, fmt.Errorf("--leader-elect-retry-period: must be positive, got %s", c.RetryPeriod))
+	case c.RenewDeadline <= time.Duration(1.2*float64(c.RetryPeriod)):
+		errs = append(errs, fmt.Errorf("--leader-elect-renew-deadline %s: must exceed 1.2 × the retry period %s", c.RenewDeadline, c.RetryPeriod))
+	case c.LeaseDuration <= c.RenewDeadline:
+		errs = append(errs, fmt.Errorf("--leader-elect-lease-duration %s: must exceed the renew deadline %s", c.LeaseDuration, c.RenewDeadline))
+	}
+	return errs
 }
 
 // RedisPassword is the Redis password of the continuum and cluster layers:
