@@ -13,13 +13,20 @@ TEST_PORT_BASE ?= 17000
 TEST_TIMEOUT ?= 60m
 TESTBED := $(GO) run ./cmd/testbed
 
-.PHONY: all deps up down status build test test-unit test-integration test-redis-modes bench generate verify lint clean
+.PHONY: all deps images up down status build test test-unit test-integration test-redis-modes bench generate verify lint clean
 
 all: build
 
 ## deps: install Debian packages and build the control-plane binaries into bin/ (idempotent)
 deps:
 	bash hack/deps.sh
+
+## images: the project's container images (agent, agent-node, northbound, pause;
+## linux/amd64 and linux/arm64) as an OCI layout and archive in $(BIN)/images;
+## PUSH=REGISTRY also pushes them as REGISTRY/mlsysops/<name>:<version>
+PUSH ?=
+images:
+	$(GO) run ./cmd/images --out $(BIN)/images $(if $(PUSH),--push $(PUSH))
 
 ## up: start (or reuse) the local continuum and the MLSysOps components
 up:

@@ -3,8 +3,11 @@
 # Idempotent: what is installed or built at the right version is skipped.
 #
 #   Debian packages: etcd-server, redis-server, ejabberd, erlang-p1-pgsql (its
-#   PostgreSQL driver), postgresql
-#   bin/: kube-apiserver, kube-controller-manager, kube-scheduler  (Kubernetes $K8S_VERSION)
+#                    PostgreSQL driver), postgresql,
+#                    containerd, runc, containernetworking-plugins (CNI plugins
+#                    in /usr/lib/cni), iptables (the real nodes of the testbed)
+#   bin/: kube-apiserver, kube-controller-manager, kube-scheduler,
+#         kubelet, kube-proxy                                    (Kubernetes $K8S_VERSION)
 #         karmada-controller-manager, karmada-scheduler,
 #         karmada-aggregated-apiserver, karmada-webhook        (Karmada $KARMADA_VERSION)
 #         kwok                                                   (KWOK $KWOK_VERSION)
@@ -33,7 +36,7 @@ command -v go >/dev/null || die "Go is not installed (need Go 1.24 or newer)"
 mkdir -p "$BIN" "$CACHE"
 
 # --- Debian packages --------------------------------------------------------
-pkgs=(etcd-server redis-server ejabberd erlang-p1-pgsql postgresql)
+pkgs=(etcd-server redis-server ejabberd erlang-p1-pgsql postgresql containerd runc containernetworking-plugins iptables)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -73,7 +76,8 @@ k8s_ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k
 build_k8s() { # $1: component
   (cd "$ROOT/hack/tools/kubernetes" && go build -trimpath -ldflags "$k8s_ldflags" -o "$OUT/$1" "k8s.io/kubernetes/cmd/$1")
 }
-for c in kube-apiserver kube-controller-manager kube-scheduler; do
+# kubelet and kube-proxy run the testbed's real nodes (see internal/testbed/realnode.go).
+for c in kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy; do
   install_bin "$c" "$K8S_VERSION" build_k8s "$c"
 done
 

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"sort"
 	"text/tabwriter"
@@ -21,6 +22,7 @@ type options struct {
 	portBase     int
 	binDir       string
 	purge        bool
+	kwokOnly     bool
 }
 
 func (o *options) addFlags(fs *pflag.FlagSet) {
@@ -28,11 +30,12 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.state, "state", testbed.DefaultStateDir, "folder for data, certificates, logs, pid files, the kubeconfig and the env file")
 	fs.IntVar(&o.portBase, "port-base", testbed.DefaultPortBase, "first loopback port; the testbed uses ports from here up to port-base+100+10*clusters")
 	fs.StringVar(&o.binDir, "bin", "bin", "folder with the binaries `make deps` builds")
+	fs.BoolVar(&o.kwokOnly, "kwok-only", false, "no real node (containerd + kubelet): KWOK simulates every node")
 }
 
 func (o *options) testbed() (*testbed.Testbed, error) {
 	return testbed.New(testbed.Options{
-		Descriptions: o.descriptions, StateDir: o.state, PortBase: o.portBase, BinDir: o.binDir, Out: os.Stdout,
+		Descriptions: o.descriptions, StateDir: o.state, PortBase: o.portBase, BinDir: o.binDir, Out: os.Stdout, KWOKOnly: o.kwokOnly,
 	})
 }
 
@@ -109,7 +112,29 @@ func newCommand() *cobra.Command {
 		},
 	})
 	root.AddCommand(newBenchCommand(o))
+	root.AddCommand(newAdmissionCommand())
 	return root
+}
+
+// newAdmissionCommand runs the testbed's admission webhook (see
+// internal/testbed/admission.go); the testbed starts it.
+func newAdmissionCommand() *cobra.Command {
+	var listen, cert, key, manifest string
+	cmd := &cobra.Command{
+		Use:    "admission",
+		Short:  "Serve the webhook that keeps pods of images the real nodes lack on KWOK nodes",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+			return testbed.RunAdmission(cmd.Context(), listen, cert, key, manifest, log)
+		},
+	}
+	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:16032", "address to serve HTTPS on")
+	cmd.Flags().StringVar(&cert, "cert", "", "serving certificate")
+	cmd.Flags().StringVar(&key, "key", "", "serving key")
+	cmd.Flags().StringVar(&manifest, "images-manifest", "bin/images/images.json", "the images every real node has (`make images` writes it)")
+	return cmd
 }
 
 // newBenchCommand measures the testbed: time to ready from a clean state
@@ -137,6 +162,9 @@ func newBenchCommand(o *options) *cobra.Command {
 				return err
 			}
 			cold := time.Since(start)
+			// Each real node's time to Ready in the cold up (the warm up
+			// below measures reused nodes).
+			readyIn := tb.RealNodeReadyTimes()
 			// Let start-up transients settle before reading memory.
 			time.Sleep(10 * time.Second)
 			mem, err := tb.Memory()
@@ -157,9 +185,9 @@ func newBenchCommand(o *options) *cobra.Command {
 				fmt.Fprintf(w, "%s\t%.1f\n", m.Name, float64(m.RSSBytes)/(1<<20))
 			}
 			w.Flush()
-			fmt.Printf("BenchmarkTestbed clusters=%d nodes=%d cold_up_s=%.1f warm_up_s=%.1f total_rss_mib=%.0f processes=%d\n",
-				len(env.Clusters), len(env.Nodes), cold.Seconds(), warm.Seconds(), float64(total)/(1<<20), len(mem))
-			return nil
+			fmt.Printf("BenchmarkTestbed clusters=%d nodes=%d real_nodes=%d cold_up_s=%.1f warm_up_s=%.1f total_rss_mib=%.0f processes=%d\n",
+				len(env.Clusters), len(env.Nodes), len(env.RealNodes), cold.Seconds(), warm.Seconds(), float64(total)/(1<<20), len(mem))
+			return benchRealNodes(ctx, tb, env, mem, readyIn)
 		},
 	}
 }

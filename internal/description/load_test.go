@@ -49,7 +49,7 @@ func TestLoadDirRepositoryDescriptions(t *testing.T) {
 		t.Errorf("clusters (-want +got):\n%s", diff)
 	}
 	want := []string{
-		"cloud-1@cloud-1", "cloud-fpga-1@cloud-1", "cloud-gpu-a100-1@cloud-1", "cloud-gpu-h100-1@cloud-1",
+		"cloud-1@cloud-1", "cloud-fpga-1@cloud-1", "cloud-gpu-a100-1@cloud-1", "cloud-gpu-h100-1@cloud-1", "cloud-gpu-l4-1@cloud-1",
 		"edge-1@edge-1", "edge-jetson-1@edge-1", "edge-t4-1@edge-1", "far-edge-rpi-1@edge-1",
 	}
 	if diff := cmp.Diff(want, nodes); diff != "" {
@@ -72,8 +72,8 @@ func TestLoadDirRepositoryDescriptions(t *testing.T) {
 	if got := set.FileOf(set.Cluster("cloud-1")); got != filepath.Join("../../descriptions", "clusters", "cloud-1.yaml") {
 		t.Errorf("FileOf(cloud-1 cluster) = %q", got)
 	}
-	if got := len(set.Objects()); got != 11 {
-		t.Errorf("Objects() has %d descriptions, want 11", got)
+	if got := len(set.Objects()); got != 12 {
+		t.Errorf("Objects() has %d descriptions, want 12", got)
 	}
 	for _, obj := range set.Objects() {
 		if errs := Validate(obj); len(errs) > 0 {
@@ -131,8 +131,8 @@ func TestOwnDescriptionsInLayout(t *testing.T) {
 		t.Fatalf("OwnNode = %v, %v; want cloud-1", node, err)
 	}
 	cluster, err := OwnCluster("../../descriptions")
-	if err != nil || cluster.Name != "cloud-1" || len(cluster.Spec.Nodes) != 4 {
-		t.Fatalf("OwnCluster = %v, %v; want cloud-1 with 4 nodes", cluster, err)
+	if err != nil || cluster.Name != "cloud-1" || len(cluster.Spec.Nodes) != 5 {
+		t.Fatalf("OwnCluster = %v, %v; want cloud-1 with 5 nodes", cluster, err)
 	}
 	continuum, err := ContinuumFor("../../descriptions", "mls-continuum")
 	if err != nil || continuum.Spec.ContinuumID != "mls-continuum" {

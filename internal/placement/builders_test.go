@@ -76,6 +76,12 @@ func (w *NodeWrapper) MaxFreqGHz(f float64) *NodeWrapper {
 	return w
 }
 
+// Taint adds a taint.
+func (w *NodeWrapper) Taint(key, value string, effect corev1.TaintEffect) *NodeWrapper {
+	w.Node.Node.Spec.Taints = append(w.Node.Node.Spec.Taints, corev1.Taint{Key: key, Value: value, Effect: effect})
+	return w
+}
+
 func (w *NodeWrapper) Obj() Node { return w.Node }
 
 // CompWrapper builds components fluently.

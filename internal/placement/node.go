@@ -151,10 +151,13 @@ type compiled struct {
 	minFreqHz int64
 	runtime   string
 	nvidiaRC  bool
+	// tolerations the component's pods carry (resources.Tolerations).
+	tolerations []corev1.Toleration
 }
 
 func compile(req Request) (*compiled, error) {
-	c := &compiled{reqs: resources.NodeSelectorRequirements(req.App, req.Component), perPod: PodRequests(req.Component)}
+	c := &compiled{reqs: resources.NodeSelectorRequirements(req.App, req.Component), perPod: PodRequests(req.Component),
+		tolerations: resources.Tolerations(req.Component)}
 	for _, r := range c.reqs {
 		if err := checkRequirement(r); err != nil {
 			return nil, fmt.Errorf("component %s: node requirement %s: %w", req.Component.Metadata.Name, r.Key, err)
@@ -218,7 +221,7 @@ func (c *compiled) fits(n *Node, st nodeState) string {
 		return "are cordoned"
 	}
 	for _, t := range node.Spec.Taints {
-		if t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute {
+		if (t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute) && !tolerates(c.tolerations, &t) {
 			return fmt.Sprintf("have the untolerated taint %s", t.ToString())
 		}
 	}
@@ -500,4 +503,13 @@ func AddPodRequests(list corev1.ResourceList, pod *corev1.Pod) {
 	pods := list[corev1.ResourcePods]
 	pods.Add(*resource.NewQuantity(1, resource.DecimalSI))
 	list[corev1.ResourcePods] = pods
+}
+
+func tolerates(tols []corev1.Toleration, t *corev1.Taint) bool {
+	for i := range tols {
+		if tols[i].ToleratesTaint(t) {
+			return true
+		}
+	}
+	return false
 }

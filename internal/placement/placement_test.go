@@ -35,6 +35,23 @@ func TestPlaceComponent(t *testing.T) {
 				"cpu":  "lack label nvidia.com/gpu.present (want in true)",
 			},
 		},
+		"GPU nodes' taint is tolerated by GPU components only": {
+			comp: MakeComp("infer").GPU("NVIDIA-L4", 1).Obj(),
+			nodes: []Node{
+				MakeNode("l4").GPU("NVIDIA-L4", 1).Taint("nvidia.com/gpu", "present", corev1.TaintEffectNoSchedule).Obj(),
+				MakeNode("l4-other").GPU("NVIDIA-L4", 1).Taint("dedicated", "ml", corev1.TaintEffectNoSchedule).Obj(),
+			},
+			wantNodes:    []string{"l4"},
+			wantAssign:   map[string]int32{"l4": 1},
+			wantRejected: map[string]string{"l4-other": "have the untolerated taint dedicated=ml:NoSchedule"},
+		},
+		"a CPU component does not tolerate the GPU taint": {
+			comp:         MakeComp("web").Obj(),
+			nodes:        []Node{MakeNode("l4").GPU("NVIDIA-L4", 1).Taint("nvidia.com/gpu", "present", corev1.TaintEffectNoSchedule).Obj()},
+			wantUnplaced: 1,
+			wantAssign:   map[string]int32{},
+			wantRejected: map[string]string{"l4": "have the untolerated taint nvidia.com/gpu=present:NoSchedule"},
+		},
 		"GPUs already taken": {
 			comp:         MakeComp("train").GPU("NVIDIA-A100-SXM4-80GB", 3).Obj(),
 			nodes:        []Node{MakeNode("a100").GPU("NVIDIA-A100-SXM4-80GB", 4).Used(mlsysopsv1.ResourceGPU, "2").Obj()},

@@ -258,3 +258,17 @@ func RuntimeClassName(comp *mlsysopsv1.Component) *string {
 	rc := comp.RuntimeClassName
 	return &rc
 }
+
+// Tolerations returns the tolerations a component's pods carry: a
+// component that asks for GPUs tolerates the taints GPU nodes carry on
+// the GPU resource's key (nvidia.com/gpu=present:NoSchedule from the
+// NVIDIA GPU operator, or any value), as Kubernetes' ExtendedResourceToleration
+// admission plugin would add. Placement and the pods agree on it.
+func Tolerations(comp *mlsysopsv1.Component) []corev1.Toleration {
+	for _, c := range comp.Containers {
+		if pr := c.PlatformRequirements; pr != nil && pr.GPU != nil && GPUCount(pr.GPU) > 0 {
+			return []corev1.Toleration{{Key: string(mlsysopsv1.ResourceGPU), Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+		}
+	}
+	return nil
+}

@@ -164,8 +164,11 @@ func (tb *Testbed) apiServerProcess(s apiServer) *proc.Process {
 	args := []string{
 		"--etcd-servers=http://" + tb.l.addr(portEtcd),
 		"--etcd-prefix=/mlsysops/" + s.name,
-		"--bind-address=127.0.0.1",
-		"--advertise-address=127.0.0.1",
+		// Real nodes and their pods reach the host on the testbed bridge
+		// only; the lease reconciler publishes this address as the
+		// kubernetes Service's endpoint, which kube-proxy serves.
+		"--bind-address=" + tb.net.HostIP(),
+		"--advertise-address=" + tb.net.HostIP(),
 		"--secure-port=" + strconv.Itoa(s.port),
 		"--tls-cert-file=" + s.certFile,
 		"--tls-private-key-file=" + s.keyFile,
@@ -173,12 +176,14 @@ func (tb *Testbed) apiServerProcess(s apiServer) *proc.Process {
 		"--service-account-key-file=" + tb.certs.saPub,
 		"--service-account-signing-key-file=" + tb.certs.saKey,
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		"--service-cluster-ip-range=10.96.0.0/16",
+		"--service-cluster-ip-range=" + tb.net.ServiceCIDR(),
 		"--authorization-mode=Node,RBAC",
 		"--allow-privileged=true",
-		// The endpoint reconciler would publish 127.0.0.1 as the
-		// kubernetes Service's endpoint, which validation rejects.
-		"--endpoint-reconciler-type=none",
+		// Logs, exec and port-forward of real nodes' pods.
+		"--kubelet-client-certificate=" + tb.l.path("pki", "apiserver-kubelet-client.crt"),
+		"--kubelet-client-key=" + tb.l.path("pki", "apiserver-kubelet-client.key"),
+		"--kubelet-certificate-authority=" + tb.certs.ca.CertFile,
+		"--kubelet-preferred-address-types=InternalIP",
 		"--proxy-client-cert-file=" + tb.l.path("pki", "front-proxy-client.crt"),
 		"--proxy-client-key-file=" + tb.l.path("pki", "front-proxy-client.key"),
 		"--requestheader-client-ca-file=" + tb.certs.frontProxy.CertFile,
@@ -194,7 +199,7 @@ func (tb *Testbed) apiServerProcess(s apiServer) *proc.Process {
 	}
 	args = append(args, s.extra...)
 	return tb.process(s.name+"-apiserver", "kube-apiserver", args,
-		httpsReady(fmt.Sprintf("https://127.0.0.1:%d/readyz", s.port), tb.certs.ca.CertFile))
+		httpsReady(fmt.Sprintf("https://%s:%d/readyz", tb.net.HostIP(), s.port), tb.certs.ca.CertFile))
 }
 
 // kcm describes a kube-controller-manager for one apiserver.

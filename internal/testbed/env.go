@@ -32,6 +32,46 @@ type Env struct {
 	NorthboundURL         string `json:"northboundURL"`
 	NorthboundToken       string `json:"northboundToken"`
 	NorthboundViewerToken string `json:"northboundViewerToken"`
+
+	// Network is the testbed's address plan (see netPlan).
+	Network NetworkEnv `json:"network"`
+	// RealNodes are the nodes with containerd and a kubelet.
+	RealNodes []RealNodeEnv `json:"realNodes"`
+}
+
+// NetworkEnv describes the testbed's addresses.
+type NetworkEnv struct {
+	// Range is the testbed's whole range, blackholed on the host.
+	Range string `json:"range"`
+	// Ranges are the ranges in it by use (services, pod subnets, KWOK's
+	// node and pod addresses, ...).
+	Ranges map[string]string `json:"ranges"`
+	// HostIP is the host's address on the bridge, where the apiservers
+	// listen.
+	HostIP string `json:"hostIP"`
+	// Bridge is the host bridge of the real nodes.
+	Bridge string `json:"bridge"`
+	// ServiceCIDR is every apiserver's Service range;
+	// KubernetesServiceIP the kubernetes Service's ClusterIP.
+	ServiceCIDR         string `json:"serviceCIDR"`
+	KubernetesServiceIP string `json:"kubernetesServiceIP"`
+	// CgroupRoot is the testbed's cgroup tree (below every hierarchy).
+	CgroupRoot string `json:"cgroupRoot"`
+}
+
+// RealNodeEnv is one real node.
+type RealNodeEnv struct {
+	Name string `json:"name"`
+	// Context is its cluster's kubeconfig context.
+	Context string `json:"context"`
+	IP      string `json:"ip"`
+	// PodSubnet is the range its pods get addresses from.
+	PodSubnet string `json:"podSubnet"`
+	// NetNS is its network namespace file.
+	NetNS string `json:"netns"`
+	// Containerd is its containerd socket; Dir its state folder.
+	Containerd string `json:"containerd"`
+	Dir        string `json:"dir"`
 }
 
 // LoadEnv reads the Env a testbed wrote into stateDir.
@@ -65,6 +105,16 @@ func (tb *Testbed) env() *Env {
 		e.Nodes = append(e.Nodes, n.Name)
 	}
 	tb.northboundEnv(e)
+	e.Network = NetworkEnv{
+		Range: tb.net.Range(), Ranges: tb.net.Ranges(len(tb.clusters)), HostIP: tb.net.HostIP(), Bridge: tb.net.Bridge(),
+		ServiceCIDR: tb.net.ServiceCIDR(), KubernetesServiceIP: tb.net.KubernetesServiceIP(), CgroupRoot: tb.cgroupBase(),
+	}
+	for _, n := range tb.real {
+		e.RealNodes = append(e.RealNodes, RealNodeEnv{
+			Name: n.name, Context: n.context, IP: tb.net.NodeIP(n.index), PodSubnet: tb.net.PodSubnet(n.index),
+			NetNS: tb.net.NetNSFile(n.index), Containerd: tb.nodeSocket(n), Dir: tb.nodeDir(n),
+		})
+	}
 	return e
 }
 

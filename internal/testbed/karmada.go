@@ -321,9 +321,9 @@ func (tb *Testbed) joinClusters(ctx context.Context) error {
 		return err
 	}
 	keep := map[string]bool{}
-	for i, name := range tb.clusters {
+	for _, name := range tb.clusters {
 		keep[name] = true
-		server := fmt.Sprintf("https://127.0.0.1:%d", tb.l.memberPort(i, memberAPIServer))
+		server := tb.apiServerURL(name)
 		if err := joinCluster(ctx, cfg, name, server, token, tb.certs.ca.CertFile); err != nil {
 			return err
 		}

@@ -24,6 +24,9 @@ const (
 	portWebhookMetrics  = 28
 	portWebhookHealth   = 29
 	portRedis           = 30
+	portAdmission       = 32 // the testbed's admission webhook for real nodes
+	portHostScheduler   = 33
+	portPostgres        = 34 // ejabberd's data (database ejabberd); other components add their own databases
 	portEjabberd        = 40 // to 49
 	portMembers         = 100
 
@@ -58,3 +61,10 @@ func (l layout) addr(offset int) string { return "127.0.0.1:" + strconv.Itoa(l.b
 func (l layout) memberPort(i, offset int) int { return l.base + portMembers + 10*i + offset }
 
 func (l layout) url(offset int) string { return fmt.Sprintf("https://127.0.0.1:%d", l.base+offset) }
+
+// apiServerURL is the URL of the apiserver of a kubeconfig context: on the
+// host's address on the testbed bridge, which real nodes and their pods
+// reach (see netPlan).
+func (tb *Testbed) apiServerURL(context string) string {
+	return fmt.Sprintf("https://%s:%d", tb.net.HostIP(), tb.apiServerPort(context))
+}

@@ -32,7 +32,8 @@ const KWOKLabel = "kwok.x-k8s.io/node"
 // cluster: one per node description, with labels and capacity derived from
 // it. The node named after its cluster hosts the cluster agent; a cluster
 // without such a description gets a small control node of that name, so
-// that its agent always has a host.
+// that its agent always has a host. Real nodes (realnode.go) are left out:
+// their kubelets register them.
 func (tb *Testbed) nodeObjects() (map[string][]*corev1.Node, error) {
 	out := map[string][]*corev1.Node{}
 	known := map[string]bool{}
@@ -44,10 +45,13 @@ func (tb *Testbed) nodeObjects() (map[string][]*corev1.Node, error) {
 		if !known[cluster] {
 			return nil, fmt.Errorf("node description %s: cluster_id %q has no file in clusters/", n.Name, cluster)
 		}
+		if isReal(tb.real, n.Name) {
+			continue
+		}
 		out[cluster] = append(out[cluster], kwokNode(n.Name, cluster, resources.NodeLabels(n), resources.NodeCapacity(n)))
 	}
 	for _, c := range tb.clusters {
-		hasControl := false
+		hasControl := isReal(tb.real, c)
 		for _, n := range out[c] {
 			hasControl = hasControl || n.Name == c
 		}

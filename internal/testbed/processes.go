@@ -3,12 +3,15 @@ package testbed
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"time"
 
+	"github.com/mlsysops-go/mlsysops/internal/images"
+	"github.com/mlsysops-go/mlsysops/internal/testbed/pki"
 	"github.com/mlsysops-go/mlsysops/internal/testbed/proc"
 	"github.com/mlsysops-go/mlsysops/internal/testbed/services"
 )
@@ -54,7 +57,21 @@ func (tb *Testbed) prepare() (*plan, error) {
 	}
 	tb.redis = services.NewRedis(tb.l.path("redis"), tb.l.port(portRedis), pw)
 
-	apiCert, apiKey, err := c.serving("apiserver", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local")
+	// Real pods reach the apiservers on the host's bridge address, or as
+	// the kubernetes Service's ClusterIP.
+	apiCert, apiKey, err := c.ca.Issue(c.dir, "apiserver-"+tb.net.HostIP(), pki.CertSpec{
+		CommonName: "apiserver",
+		DNSNames:   []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
+		IPs:        []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(tb.net.HostIP()), net.ParseIP(tb.net.KubernetesServiceIP())},
+		Server:     true,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if _, _, err := c.client("apiserver-kubelet-client", "kube-apiserver-kubelet-client", "system:masters"); err != nil {
+		return nil, err
+	}
+	admCert, admKey, err := c.serving("testbed-admission")
 	if err != nil {
 		return nil, err
 	}
@@ -111,11 +128,11 @@ func (tb *Testbed) prepare() (*plan, error) {
 
 	// One kubeconfig per identity per cluster, plus the user's.
 	entries := []kubeconfigEntry{
-		{ContextHost, tb.l.url(portHostAPIServer), adminCert, adminKey},
-		{ContextKarmada, tb.l.url(portKarmadaAPI), adminCert, adminKey},
+		{ContextHost, tb.apiServerURL(ContextHost), adminCert, adminKey},
+		{ContextKarmada, tb.apiServerURL(ContextKarmada), adminCert, adminKey},
 	}
-	for i, name := range tb.clusters {
-		entries = append(entries, kubeconfigEntry{name, fmt.Sprintf("https://127.0.0.1:%d", tb.l.memberPort(i, memberAPIServer)), adminCert, adminKey})
+	for _, name := range tb.clusters {
+		entries = append(entries, kubeconfigEntry{name, tb.apiServerURL(name), adminCert, adminKey})
 	}
 	if err := writeKubeconfig(tb.l.path("kubeconfig"), c.ca.CertFile, ContextKarmada, entries...); err != nil {
 		return nil, err
@@ -147,7 +164,13 @@ func (tb *Testbed) prepare() (*plan, error) {
 		}
 		switch e.name {
 		case ContextHost:
-			p.managers = append(p.managers, tb.kcmProcess(componentPrefix(e.name), tb.l.port(portHostKCM), kcmKubeconfig, kcmControllers))
+			schedKubeconfig, err := kubeconfigFor(e, schedCert, schedKey, "scheduler")
+			if err != nil {
+				return nil, err
+			}
+			// The host's real node runs the continuum agent's pods.
+			p.managers = append(p.managers, tb.kcmProcess(componentPrefix(e.name), tb.l.port(portHostKCM), kcmKubeconfig, kcmControllers),
+				tb.schedulerProcess(componentPrefix(e.name), tb.l.port(portHostScheduler), schedKubeconfig))
 		case ContextKarmada:
 			p.managers = append(p.managers, tb.kcmProcess(componentPrefix(e.name), tb.l.port(portKarmadaKCM), kcmKubeconfig, "namespace,garbagecollector,serviceaccount-token,clusterrole-aggregation,ttl-after-finished,csrsigning,csrcleaner"))
 		default:
@@ -175,6 +198,11 @@ func (tb *Testbed) prepare() (*plan, error) {
 	karmadaKubeconfig, err := kubeconfigFor(entries[1], adminCert, adminKey, "admin")
 	if err != nil {
 		return nil, err
+	}
+	if len(tb.real) > 0 {
+		args := []string{"admission", "--listen=" + tb.l.addr(portAdmission), "--cert=" + admCert, "--key=" + admKey,
+			"--images-manifest=" + filepath.Join(tb.imagesDir(), images.ManifestFile)}
+		p.managers = append(p.managers, tb.process("testbed-admission", testbedBinary, args, servesTLS(tb.l.url(portAdmission)+"/mutate", c.ca.CertFile)))
 	}
 	p.karmada = []*proc.Process{
 		tb.process("karmada-aggregated-apiserver", "karmada-aggregated-apiserver", []string{
@@ -253,8 +281,8 @@ func (tb *Testbed) kwokProcess(cluster string, i int, kubeconfig string) *proc.P
 		"--config=" + tb.l.path("run", "kwok.yaml"),
 		"--manage-all-nodes=false",
 		"--manage-nodes-with-label-selector=" + KWOKLabel + "=fake",
-		"--cidr=10." + strconv.Itoa(100+i) + ".0.0/16",
-		"--node-ip=10." + strconv.Itoa(100+i) + ".255.254",
+		"--cidr=" + tb.net.KWOKCIDR(i),
+		"--node-ip=" + tb.net.KWOKNodeIP(i),
 		"--node-lease-duration-seconds=20",
 		"--server-address=" + fmt.Sprintf("127.0.0.1:%d", tb.l.memberPort(i, memberKwok)),
 	}, httpReady(fmt.Sprintf("http://127.0.0.1:%d/healthz", tb.l.memberPort(i, memberKwok))))

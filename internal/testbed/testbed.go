@@ -42,6 +42,10 @@ type Options struct {
 	// test binary they are always left out: the shared test testbed's
 	// tests run their own agents and controllers.
 	SkipAgents bool
+	// KWOKOnly runs no real node: every node is simulated by KWOK (see
+	// realnode.go). Real nodes need root, containerd, runc and the CNI
+	// plugins (`make deps`).
+	KWOKOnly bool
 }
 
 // Defaults for Options.
@@ -101,6 +105,24 @@ type Testbed struct {
 	certs    *certs
 	redis    *services.Redis
 	ejabberd *services.Ejabberd
+	net      netPlan
+	real     []*realNode
+	// readyIn is how long each real node took from the start of its
+	// containerd to Ready, in the last Up.
+	readyMu sync.Mutex
+	readyIn map[string]time.Duration
+}
+
+// RealNodeReadyTimes returns how long each real node took, in the last
+// Up, from the start of its containerd to Ready (reused nodes included).
+func (tb *Testbed) RealNodeReadyTimes() map[string]time.Duration {
+	tb.readyMu.Lock()
+	defer tb.readyMu.Unlock()
+	out := map[string]time.Duration{}
+	for k, v := range tb.readyIn {
+		out[k] = v
+	}
+	return out
 }
 
 // New loads the descriptions and prepares (but does not start) a testbed.
@@ -127,8 +149,12 @@ func New(opts Options) (*Testbed, error) {
 		tb.clusters = append(tb.clusters, c.Name)
 	}
 	sort.Strings(tb.clusters)
-	if len(tb.clusters) > 50 {
-		return nil, fmt.Errorf("descriptions in %s: %d clusters; the testbed runs at most 50", opts.Descriptions, len(tb.clusters))
+	if len(tb.clusters) > maxNetClusters {
+		return nil, fmt.Errorf("descriptions in %s: %d clusters; the testbed runs at most %d", opts.Descriptions, len(tb.clusters), maxNetClusters)
+	}
+	tb.net = newNetPlan(opts.PortBase)
+	if tb.real, err = tb.planRealNodes(); err != nil {
+		return nil, fmt.Errorf("descriptions in %s: %w", opts.Descriptions, err)
 	}
 	tb.redis = services.NewRedis(tb.l.path("redis"), tb.l.port(portRedis), "")
 	tb.ejabberd = services.NewEjabberd(tb.l.path("ejabberd"), tb.l.port(portEjabberd), opts.XMPPDomain)
@@ -148,7 +174,18 @@ func (tb *Testbed) progress(format string, args ...any) {
 // Ready in Karmada.
 func (tb *Testbed) Up(ctx context.Context) (*Env, error) {
 	start := time.Now()
-	fmt.Fprintf(tb.opts.Out, "MLSysOps testbed: %d clusters, %d nodes, state in %s\n", len(tb.clusters), len(tb.set.Nodes), tb.l.state)
+	fmt.Fprintf(tb.opts.Out, "MLSysOps testbed: %d clusters, %d nodes (%d real), state in %s\n", len(tb.clusters), len(tb.set.Nodes), len(tb.real), tb.l.state)
+	// The apiservers listen on the host's address on the testbed bridge.
+	if err := tb.net.setupHost(); err != nil {
+		return nil, fmt.Errorf("testbed network (needs root and ip(8)): %w", err)
+	}
+	var imgs *builtImages
+	if len(tb.real) > 0 {
+		imgs = tb.ensureImages(ctx)
+		if err := tb.buildTestbedBinary(ctx); err != nil {
+			return nil, err
+		}
+	}
 	p, err := tb.prepare()
 	if err != nil {
 		return nil, err
@@ -195,7 +232,15 @@ func (tb *Testbed) Up(ctx context.Context) (*Env, error) {
 			}
 		}
 	}
+	if err := tb.installAdmission(ctx); err != nil {
+		svcWG.Wait()
+		return nil, err
+	}
 	if err := tb.createNodes(ctx); err != nil {
+		svcWG.Wait()
+		return nil, err
+	}
+	if err := tb.startRealNodes(ctx, tb.real, imgs); err != nil {
 		svcWG.Wait()
 		return nil, err
 	}
@@ -227,6 +272,11 @@ func (tb *Testbed) stopStale(p *plan) error {
 	for _, pr := range p.all() {
 		want[pr.PIDFile] = true
 	}
+	for _, n := range tb.real {
+		for _, pr := range tb.nodeProcesses(n) {
+			want[pr.PIDFile] = true
+		}
+	}
 	if as, cfg, err := tb.agents(); err == nil && !tb.opts.SkipAgents {
 		for _, a := range as {
 			want[a.PIDFile] = true
@@ -252,6 +302,10 @@ func (tb *Testbed) stopStale(p *plan) error {
 // longer described. The state directory stays unless purge is set.
 func (tb *Testbed) Down(ctx context.Context, purge bool) error {
 	var errs []error
+	// Real nodes first: their kubelets would report every apiserver gone.
+	if err := tb.stopRealNodes(); err != nil {
+		errs = append(errs, fmt.Errorf("real nodes: %w", err))
+	}
 	if err := tb.ejabberd.Stop(ctx); err != nil {
 		errs = append(errs, err)
 	}
@@ -288,6 +342,14 @@ func (tb *Testbed) Down(ctx context.Context, purge bool) error {
 		errs = append(errs, err)
 	}
 	tb.progress("stopped", "postgres")
+	if err := tb.net.teardown(); err != nil {
+		errs = append(errs, fmt.Errorf("testbed network: %w", err))
+	} else {
+		tb.progress("removed (bridge %s, routes of %s)", "network", tb.net.Bridge(), tb.net.Range())
+	}
+	if err := releaseHostState(tb.l.state); err != nil {
+		errs = append(errs, fmt.Errorf("host state: %w", err))
+	}
 	if len(errs) == 0 && purge {
 		if err := os.RemoveAll(tb.l.state); err != nil {
 			errs = append(errs, err)
@@ -383,6 +445,22 @@ func (tb *Testbed) Status(ctx context.Context) ([]ComponentStatus, error) {
 		}
 		out = append(out, s)
 	}
+	for _, n := range tb.real {
+		for _, pr := range tb.nodeProcesses(n) {
+			s := ComponentStatus{Name: pr.Name, LogFile: tb.rel(pr.LogFile)}
+			s.Pid, s.Running = pr.Pid()
+			if s.Running {
+				cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+				if err := pr.Ready(cctx); err != nil {
+					s.Detail = err.Error()
+				} else {
+					s.Ready = true
+				}
+				cancel()
+			}
+			out = append(out, s)
+		}
+	}
 	if as, cfg, err := tb.agents(); err == nil && !tb.opts.SkipAgents {
 		for _, a := range append([]*AgentProcess{{Process: AccountsProcess(cfg)}}, as...) {
 			s := ComponentStatus{Name: a.Process.Name, LogFile: tb.rel(a.LogFile)}
@@ -399,4 +477,28 @@ func (tb *Testbed) Status(ctx context.Context) ([]ComponentStatus, error) {
 		}
 	}
 	return out, nil
+}
+
+// Kill kills every process of the testbed with SIGKILL, as a crash would:
+// components, services, real nodes' containerd, kubelet, kube-proxy,
+// shims and containers. State, mounts, namespaces, cgroups, routes and the
+// bridge stay; Up starts from there, Down removes them.
+func (tb *Testbed) Kill() error {
+	var errs []error
+	files, _ := filepath.Glob(tb.l.path("pids", "*.pid"))
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), ".pid")
+		if err := (&proc.Process{Name: name, PIDFile: f}).Kill(); err != nil && !strings.Contains(err.Error(), "not running") {
+			errs = append(errs, err)
+		}
+	}
+	if pw, err := os.ReadFile(tb.l.path("pki", "redis.password")); err == nil {
+		tb.redis = services.NewRedis(tb.l.path("redis"), tb.l.port(portRedis), string(pw))
+	}
+	_ = tb.redis.Kill()
+	_ = tb.ejabberd.Kill()
+	if err := killCgroup(tb.cgroupBase(), 20*time.Second); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }

@@ -2,6 +2,8 @@ package testbed
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -154,7 +156,7 @@ func withShared(fn func(tb *Testbed) error) error {
 	}
 	bin := filepath.Join(root, "bin")
 	var missing []string
-	for _, b := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "karmada-controller-manager", "karmada-scheduler", "karmada-aggregated-apiserver", "karmada-webhook", "kwok", "karmada-crds/webhook-configuration.yaml"} {
+	for _, b := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy", "karmada-controller-manager", "karmada-scheduler", "karmada-aggregated-apiserver", "karmada-webhook", "kwok", "karmada-crds/webhook-configuration.yaml"} {
 		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
 			missing = append(missing, b)
 		}
@@ -319,3 +321,44 @@ func rangeFree(p, n int) bool {
 	}
 	return true
 }
+
+// KillShared kills every process of the shared testbed with SIGKILL (see
+// Testbed.Kill). The next Shared or RestoreShared brings it up again.
+func KillShared(t testing.TB) {
+	t.Helper()
+	if err := withShared(func(tb *Testbed) error { return tb.Kill() }); err != nil {
+		t.Fatalf("kill the shared testbed: %v", err)
+	}
+}
+
+// DownShared takes the shared testbed down (make down).
+func DownShared(t testing.TB) {
+	t.Helper()
+	if err := withShared(func(tb *Testbed) error { return tb.Down(context.Background(), false) }); err != nil {
+		t.Fatalf("take the shared testbed down: %v", err)
+	}
+	// The next Shared in this process must bring it up again.
+	shared.once = sync.Once{}
+}
+
+// HostState is what the first testbed with real nodes recorded of the
+// host's kernel settings (by /proc/sys path), or nil when no testbed with
+// real nodes runs.
+func HostState() (map[string]string, error) {
+	b, err := os.ReadFile(filepath.Join(hostStateDir, "host.json"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var r hostRecord
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, err
+	}
+	return r.Sysctls, nil
+}
+
+// KernelSettings are the global settings real nodes' kubelets change, by
+// /proc/sys path.
+func KernelSettings() []string { return append([]string(nil), kernelSettings...) }

@@ -7,10 +7,6 @@ import (
 	"github.com/mlsysops-go/mlsysops/internal/testbed/services"
 )
 
-// portPostgres is the testbed's PostgreSQL. ejabberd keeps its data there
-// (database ejabberd); other components may add their own databases.
-const portPostgres = 32
-
 // ejabberdDatabase is ejabberd's database and role on the testbed's
 // PostgreSQL.
 const ejabberdDatabase = "ejabberd"

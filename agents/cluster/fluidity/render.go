@@ -62,6 +62,7 @@ func Render(app *mlsysopsv1.MLSysOpsApp, comp *mlsysopsv1.Component, nodes []str
 			},
 		}},
 		RuntimeClassName: resources.RuntimeClassName(comp),
+		Tolerations:      resources.Tolerations(comp),
 		HostNetwork:      comp.HostNetwork,
 		// Deployments only run pods that restart always; upstream's
 		// OnFailure and Never are honoured in spirit: the container is

@@ -416,7 +416,7 @@ func (e *Ejabberd) Ctl(ctx context.Context, args ...string) (string, error) {
 
 func waitTCP(ctx context.Context, addr string, p *proc.Process) error {
 	for {
-		if _, ok := p.Pid(); !ok {
+		if !p.Alive() {
 			return fmt.Errorf("%s exited during start-up; see %s:\n%s", p.Name, p.LogFile, proc.Tail(p.LogFile, 15))
 		}
 		c, err := net.DialTimeout("tcp", addr, time.Second)

@@ -61,7 +61,9 @@ type nodeStatus struct {
 // agents are the real processes.
 func TestChangeSpecReachesTheNodeAgent(t *testing.T) {
 	a := startProcessAgents(t)
-	const node = "cloud-1"
+	// A KWOK node: the example image cannot run on cloud-1, a real node
+	// of the testbed, so the testbed keeps its pods off it.
+	const cluster, node = "cloud-1", "cloud-fpga-1"
 	const want = "registry.example/worker:2"
 	agent := a.processes.Get(testbed.LayerNode, node)
 	if err := os.WriteFile(filepath.Join(agent.PolicyDir, "policy-watchSpec.star"), []byte(fmt.Sprintf(watchSpecPolicy, want)), 0o644); err != nil {
@@ -70,7 +72,7 @@ func TestChangeSpecReachesTheNodeAgent(t *testing.T) {
 	app := &mlsysopsv1.MLSysOpsApp{
 		ObjectMeta: metav1.ObjectMeta{Name: "upd-" + rand.String(6), Namespace: mlsysopsv1.Namespace},
 		Spec: mlsysopsv1.MLSysOpsAppSpec{
-			ClusterPlacement: &mlsysopsv1.ClusterPlacement{ClusterID: []string{node}},
+			ClusterPlacement: &mlsysopsv1.ClusterPlacement{ClusterID: []string{cluster}},
 			Components: []mlsysopsv1.Component{{
 				Metadata:      mlsysopsv1.ComponentMetadata{Name: "worker"},
 				NodePlacement: &mlsysopsv1.NodePlacement{Node: node},
@@ -111,13 +113,13 @@ func TestChangeSpecReachesTheNodeAgent(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatalf("the node's policy never saw %s after its change_spec completed; completed plans saw %v\n--- node agent log:\n%s\n--- cluster agent log:\n%s",
-			want, images, a.processes.Log(testbed.LayerNode, node, 40), a.processes.Log(testbed.LayerCluster, node, 40))
+			want, images, a.processes.Log(testbed.LayerNode, node, 40), a.processes.Log(testbed.LayerCluster, cluster, 40))
 	}
 	if !slices.Contains(images, "registry.example/worker:1") {
 		t.Errorf("the node's policy never saw the first image: %v", images)
 	}
 	var running []string
-	for _, p := range runningPods(t, a.member(t, node), app.Name, "worker") {
+	for _, p := range runningPods(t, a.member(t, cluster), app.Name, "worker") {
 		running = append(running, p.Spec.Containers[0].Image)
 	}
 	if !slices.Equal(running, []string{want}) {
