@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -64,6 +65,12 @@ type AgentsConfig struct {
 	ListenBase int
 	// Args are added to every agent's command line.
 	Args []string
+	// Replicas, when above 1, runs the continuum and every cluster agent
+	// as that many replicas with leader election (--leader-elect, one
+	// --leader-elect-identity each, <name>-<replica>); ReplicaArgs are
+	// added to their command lines (the lease timings, say).
+	Replicas    int
+	ReplicaArgs []string
 	// Env is added to every agent's environment.
 	Env []string
 }
@@ -79,6 +86,10 @@ type AgentProcess struct {
 	Listen string
 	// PolicyDir is the agent's policy folder.
 	PolicyDir string
+	// Replica numbers the replicas of an elected agent (AgentsConfig.Replicas),
+	// from 0; Identity is its name in the Lease, empty without election.
+	Replica  int
+	Identity string
 }
 
 // URL returns the agent's HTTP base URL, or "" when it serves none.
@@ -133,13 +144,24 @@ func PlanAgents(set *description.Set, cfg AgentsConfig) ([]*AgentProcess, error)
 	}
 	var out []*AgentProcess
 	add := func(layer, name, parent string, extra ...string) {
-		a := &AgentProcess{Layer: layer, Name: name, JID: agentJID(layer, name, cfg.XMPPDomain), Parent: parent,
-			PolicyDir: filepath.Join(cfg.StateDir, "policies", layer+"-"+name)}
-		if cfg.ListenBase > 0 {
-			a.Listen = "127.0.0.1:" + strconv.Itoa(cfg.ListenBase+len(out))
+		n := 1
+		if layer != LayerNode && cfg.Replicas > 1 {
+			n = cfg.Replicas
 		}
-		out = append(out, a)
-		a.Process = cfg.process(a, extra)
+		for r := 0; r < n; r++ {
+			a := &AgentProcess{Layer: layer, Name: name, JID: agentJID(layer, name, cfg.XMPPDomain), Parent: parent,
+				PolicyDir: filepath.Join(cfg.StateDir, "policies", layer+"-"+name), Replica: r}
+			if cfg.ListenBase > 0 {
+				a.Listen = "127.0.0.1:" + strconv.Itoa(cfg.ListenBase+len(out))
+			}
+			args := extra
+			if n > 1 {
+				a.Identity = name + "-" + strconv.Itoa(r)
+				args = append(append(slices.Clip(extra), "--leader-elect", "--leader-elect-identity", a.Identity), cfg.ReplicaArgs...)
+			}
+			out = append(out, a)
+			a.Process = cfg.process(a, args)
+		}
 	}
 	cont := set.Continuum.Name
 	contJID := agentJID(LayerContinuum, cont, cfg.XMPPDomain)
@@ -160,6 +182,9 @@ func PlanAgents(set *description.Set, cfg AgentsConfig) ([]*AgentProcess, error)
 
 func (cfg AgentsConfig) process(a *AgentProcess, extra []string) *proc.Process {
 	id := "agent-" + a.Layer + "-" + a.Name
+	if a.Identity != "" {
+		id = "agent-" + a.Layer + "-" + a.Identity
+	}
 	args := []string{
 		"--layer", a.Layer, "--node-name", a.Name,
 		"--descriptions", cfg.Descriptions, "--policy-directory", a.PolicyDir,

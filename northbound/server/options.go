@@ -78,6 +78,10 @@ type Options struct {
 	XMPPPasswordFile string
 	XMPPServer       string
 	XMPPCAFile       string
+	// XMPPResource is this replica's XMPP resource (XMPP_RESOURCE, else
+	// POD_NAME; default the host name): replicas of the API share the
+	// account, each with a session of its own.
+	XMPPResource string
 	// ContinuumJID is pinged by /manage/ping while no continuum agent is
 	// registered; ContinuumID is reported as the continuum's id.
 	ContinuumJID string
@@ -88,6 +92,11 @@ type Options struct {
 	RequestTimeout  time.Duration
 	PingTimeout     time.Duration
 	ShutdownTimeout time.Duration
+	// ShutdownDelay is how long a replica keeps serving after SIGTERM
+	// while /readyz answers 503, so that the Service stops sending it
+	// requests before it closes its listener (a rolling restart drops
+	// none).
+	ShutdownDelay time.Duration
 
 	// LogLevel is debug, info, warn or error; LogFormat json or text.
 	LogLevel  string
@@ -109,6 +118,7 @@ func NewOptions() *Options {
 		RequestTimeout:  handlers.DefaultRequestTimeout,
 		PingTimeout:     handlers.DefaultPingTimeout,
 		ShutdownTimeout: 20 * time.Second,
+		ShutdownDelay:   5 * time.Second,
 		LogLevel:        "info",
 		LogFormat:       "json",
 	}
@@ -140,6 +150,7 @@ func NewOptions() *Options {
 	env(&o.XMPPPasswordFile, "XMPP_PASSWORD_FILE")
 	env(&o.XMPPServer, "XMPP_ADDR")
 	env(&o.XMPPCAFile, "XMPP_CA_FILE")
+	env(&o.XMPPResource, "XMPP_RESOURCE", "POD_NAME")
 	return o
 }
 
@@ -171,12 +182,14 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.XMPPPasswordFile, "xmpp-password-file", o.XMPPPasswordFile, "file holding the XMPP password (or XMPP_PASSWORD)")
 	fs.StringVar(&o.XMPPServer, "xmpp-server", o.XMPPServer, "XMPP c2s address, host:port (default the JID's domain:5222)")
 	fs.StringVar(&o.XMPPCAFile, "xmpp-ca-file", o.XMPPCAFile, "CA of the XMPP server certificate (PEM)")
+	fs.StringVar(&o.XMPPResource, "xmpp-resource", o.XMPPResource, "this replica's XMPP resource ($XMPP_RESOURCE, $POD_NAME; default the host name): replicas share the account, one session each")
 	fs.StringVar(&o.ContinuumJID, "continuum-jid", o.ContinuumJID, "continuum agent pinged by /manage/ping while none is registered")
 	fs.StringVar(&o.ContinuumID, "continuum-id", o.ContinuumID, "continuum id reported by /v1/infrastructure")
 	fs.Int64Var(&o.MaxBodyBytes, "max-body-bytes", o.MaxBodyBytes, "largest request body accepted")
 	fs.DurationVar(&o.RequestTimeout, "request-timeout", o.RequestTimeout, "time limit of one request")
 	fs.DurationVar(&o.PingTimeout, "ping-timeout", o.PingTimeout, "time limit of one round trip to an agent")
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "how long in-flight requests may finish after SIGTERM")
+	fs.DurationVar(&o.ShutdownDelay, "shutdown-delay", o.ShutdownDelay, "how long to keep serving after SIGTERM with /readyz failing, so the Service stops routing here first")
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "json or text")
 }
@@ -223,6 +236,9 @@ func (o *Options) Validate() error {
 	}
 	if o.XMPPJID != "" && o.XMPPPassword == "" && o.XMPPPasswordFile == "" {
 		add("--xmpp-jid needs a password: XMPP_PASSWORD or --xmpp-password-file")
+	}
+	if o.ShutdownDelay < 0 {
+		add("--shutdown-delay must not be negative")
 	}
 	if o.MaxBodyBytes < 1024 {
 		add("--max-body-bytes %d: at least 1024", o.MaxBodyBytes)

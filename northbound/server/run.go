@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	karmadaclientset "github.com/karmada-io/karmada/pkg/generated/clientset/versioned"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/mlsysops-go/mlsysops/internal/messaging"
 	"github.com/mlsysops-go/mlsysops/internal/state"
+	"github.com/mlsysops-go/mlsysops/northbound/api"
 	"github.com/mlsysops-go/mlsysops/northbound/auth"
 	"github.com/mlsysops-go/mlsysops/northbound/handlers"
 	"github.com/mlsysops-go/mlsysops/northbound/infra"
@@ -204,8 +206,14 @@ func Run(ctx context.Context, o *Options, base *slog.Logger) error {
 			}
 			pw = strings.TrimSpace(string(b))
 		}
+		resource := o.XMPPResource
+		if resource == "" {
+			if resource, err = os.Hostname(); err != nil || resource == "" {
+				resource = "northbound"
+			}
+		}
 		mc, err := messaging.New(messaging.Config{
-			JID: o.XMPPJID, Password: pw, Layer: messaging.LayerService, Server: o.XMPPServer, CAFile: o.XMPPCAFile,
+			JID: o.XMPPJID, Password: pw, Layer: messaging.LayerService, Server: o.XMPPServer, CAFile: o.XMPPCAFile, Resource: resource,
 			HeartbeatInterval: -1, Logger: base, Registerer: reg,
 		})
 		if err != nil {
@@ -240,8 +248,18 @@ func Serve(ctx context.Context, o *Options, h http.Handler, log *slog.Logger) er
 
 // ServeListener is Serve on an existing listener.
 func ServeListener(ctx context.Context, o *Options, ln net.Listener, h http.Handler, log *slog.Logger) error {
+	// After SIGTERM, /readyz fails for ShutdownDelay while everything else
+	// is still served: the Service takes the replica out before its
+	// listener closes.
+	var draining atomic.Bool
 	srv := &http.Server{
-		Handler:           h,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if draining.Load() && r.URL.Path == api.PathReadyz {
+				http.Error(w, "shutting down", http.StatusServiceUnavailable)
+				return
+			}
+			h.ServeHTTP(w, r)
+		}),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       o.RequestTimeout + 30*time.Second,
 		WriteTimeout:      o.RequestTimeout + 30*time.Second,
@@ -268,6 +286,15 @@ func ServeListener(ctx context.Context, o *Options, ln net.Listener, h http.Hand
 	case err := <-errc:
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
+	}
+	if o.ShutdownDelay > 0 {
+		draining.Store(true)
+		log.Info("draining: /readyz fails, requests are still served", "delay", o.ShutdownDelay)
+		select {
+		case err := <-errc:
+			return fmt.Errorf("serve: %w", err)
+		case <-time.After(o.ShutdownDelay):
+		}
 	}
 	log.Info("shutting down; letting requests finish", "timeout", o.ShutdownTimeout)
 	sctx, cancel := context.WithTimeout(context.Background(), o.ShutdownTimeout)
