@@ -82,7 +82,7 @@ type Agent struct {
 	layer   Layer
 	resub   chan struct{}
 	mode    atomic.Int64
-	// loginReport is nil when refused logins cannot be reported.
+	// loginReport reports refused logins; nil when they cannot be.
 	loginReport *loginReporter
 
 	modeGauge     prometheus.Gauge

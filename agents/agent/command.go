@@ -7,12 +7,12 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/mlsysops-go/mlsysops/internal/agentconfig"
+	"github.com/mlsysops-go/mlsysops/internal/logging"
 )
 
 // Version is the agent's build version, reported when it subscribes.
@@ -141,27 +141,5 @@ func run(ctx context.Context, out io.Writer, args []string, env agentconfig.Look
 
 // NewLogger returns the agent's slog logger: JSON or text, at a level.
 func NewLogger(w io.Writer, format, level string) *slog.Logger {
-	lvl, err := parseLevel(level)
-	if err != nil {
-		lvl = slog.LevelInfo
-	}
-	ho := &slog.HandlerOptions{Level: lvl}
-	if format == "text" {
-		return slog.New(slog.NewTextHandler(w, ho))
-	}
-	return slog.New(slog.NewJSONHandler(w, ho))
-}
-
-func parseLevel(s string) (slog.Level, error) {
-	switch strings.ToLower(s) {
-	case "debug":
-		return slog.LevelDebug, nil
-	case "", "info":
-		return slog.LevelInfo, nil
-	case "warn", "warning":
-		return slog.LevelWarn, nil
-	case "error", "critical", "test":
-		return slog.LevelError, nil
-	}
-	return 0, fmt.Errorf("unknown level %q (debug, info, warn, error)", s)
+	return logging.New(w, format, level)
 }

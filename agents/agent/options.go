@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/mlsysops-go/mlsysops/internal/agentconfig"
+	"github.com/mlsysops-go/mlsysops/internal/logging"
 )
 
 // Connection holds what an agent needs to reach the services around it:
@@ -325,7 +326,7 @@ func (c *Connection) Validate(layer agentconfig.Layer) error {
 	default:
 		errs = append(errs, fmt.Errorf("--log-format: want json or text, got %q", c.LogFormat))
 	}
-	if _, err := parseLevel(c.LogLevel); err != nil {
+	if _, err := logging.ParseLevel(c.LogLevel); err != nil {
 		errs = append(errs, fmt.Errorf("--log-level: %w", err))
 	}
 	if c.GCPercent < -1 {

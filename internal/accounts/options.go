@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/pflag"
 	"mellium.im/xmpp/jid"
 
+	"github.com/mlsysops-go/mlsysops/internal/logging"
 	"github.com/mlsysops-go/mlsysops/internal/messaging/provision"
 )
 
@@ -194,15 +195,11 @@ func (o *Options) Validate() error {
 	if len(o.KarmadaClusters) > 0 && (o.KarmadaContext == "" || o.Kubeconfig == "") {
 		add("--karmada-clusters needs --kubeconfig and --karmada-context (the Karmada API)")
 	}
-	switch o.LogLevel {
-	case "debug", "info", "warn", "error":
-	default:
-		add("--log-level %q: want debug, info, warn or error", o.LogLevel)
+	if _, err := logging.ParseLevel(o.LogLevel); err != nil {
+		add("--log-level: %v", err)
 	}
-	switch o.LogFormat {
-	case "json", "text":
-	default:
-		add("--log-format %q: want json or text", o.LogFormat)
+	if err := logging.CheckFormat(o.LogFormat); err != nil {
+		add("--log-format: %v", err)
 	}
 	return errors.Join(errs...)
 }

@@ -63,8 +63,8 @@ func TestOptionsValidate(t *testing.T) {
 				"--workers 0: at least 1",
 				`--event-contexts "cloud-1" needs --kubeconfig`,
 				"--karmada-clusters needs --kubeconfig and --karmada-context (the Karmada API)",
-				`--log-level "loud": want debug, info, warn or error`,
-				`--log-format "xml": want json or text`,
+				`--log-level: unknown level "loud" (debug, info, warn, error)`,
+				`--log-format: want json or text, got "xml"`,
 			},
 		},
 	}

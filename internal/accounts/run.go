@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/mlsysops-go/mlsysops/internal/description"
+	"github.com/mlsysops-go/mlsysops/internal/logging"
 	"github.com/mlsysops-go/mlsysops/internal/messaging"
 	"github.com/mlsysops-go/mlsysops/internal/messaging/provision"
 )
@@ -65,13 +66,7 @@ an account. Metrics at /metrics, state at /status, /healthz and /readyz
 
 // NewLogger returns the logger the options ask for.
 func NewLogger(o *Options, w *os.File) *slog.Logger {
-	var level slog.Level
-	_ = level.UnmarshalText([]byte(o.LogLevel))
-	hopts := &slog.HandlerOptions{Level: level}
-	if o.LogFormat == "text" {
-		return slog.New(slog.NewTextHandler(w, hopts))
-	}
-	return slog.New(slog.NewJSONHandler(w, hopts))
+	return logging.New(w, o.LogFormat, o.LogLevel)
 }
 
 // describe reads the description folder.

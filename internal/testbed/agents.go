@@ -385,9 +385,6 @@ const (
 	accountsBinary  = "mlsysops-accounts"
 )
 
-// portAccounts is the accounts reconciler's /metrics, /readyz and /status.
-const portAccounts = 33
-
 // portAgents is the first agent's HTTP port offset; agents take the ports
 // up to portMembers.
 const portAgents = 50

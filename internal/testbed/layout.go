@@ -27,6 +27,7 @@ const (
 	portAdmission       = 32 // the testbed's admission webhook for real nodes
 	portHostScheduler   = 33
 	portPostgres        = 34 // ejabberd's data (database ejabberd); other components add their own databases
+	portAccounts        = 35 // the accounts reconciler's /metrics, /readyz and /status
 	portEjabberd        = 40 // to 49
 	portMembers         = 100
 

@@ -17,6 +17,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
+	"github.com/mlsysops-go/mlsysops/internal/testbed/proc"
 	"github.com/mlsysops-go/mlsysops/internal/testbed/services"
 )
 
@@ -287,6 +288,9 @@ func startEjabberd(t testing.TB, db *services.EjabberdSQL) *services.Ejabberd {
 	t.Cleanup(func() {
 		_ = e.Stop(context.Background())
 		_ = e.Kill()
+		if t.Failed() {
+			t.Logf("last lines of %s:\n%s", e.LogFile(), proc.Tail(e.LogFile(), 30))
+		}
 		os.RemoveAll(dir)
 	})
 	return e

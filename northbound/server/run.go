@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/mlsysops-go/mlsysops/internal/logging"
 	"github.com/mlsysops-go/mlsysops/internal/messaging"
 	"github.com/mlsysops-go/mlsysops/internal/state"
 	"github.com/mlsysops-go/mlsysops/northbound/api"
@@ -66,13 +67,7 @@ Every route but the public paths needs a bearer token from --token-file or
 
 // NewLogger returns the server's logger as the options say.
 func NewLogger(o *Options, w *os.File) *slog.Logger {
-	var level slog.Level
-	_ = level.UnmarshalText([]byte(o.LogLevel))
-	hopts := &slog.HandlerOptions{Level: level}
-	if o.LogFormat == "text" {
-		return slog.New(slog.NewTextHandler(w, hopts))
-	}
-	return slog.New(slog.NewJSONHandler(w, hopts))
+	return logging.New(w, o.LogFormat, o.LogLevel)
 }
 
 // kubeConfigs returns the Karmada API and host configurations: from the

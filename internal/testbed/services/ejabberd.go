@@ -179,7 +179,8 @@ func (e *Ejabberd) Start(ctx context.Context) error {
 	// The listener comes up before the admin account exists; wait for the
 	// port first, then create the account, then check the API.
 	if err := waitTCP(wctx, e.C2SAddr(), e.proc); err != nil {
-		return err
+		// ejabberd logs why it stopped in its own log, not on its output.
+		return fmt.Errorf("%w\n%s:\n%s", err, e.LogFile(), proc.Tail(e.LogFile(), 20))
 	}
 	if err := e.ensureAdmin(wctx); err != nil {
 		return err
