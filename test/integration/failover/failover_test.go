@@ -96,7 +96,7 @@ func (w *world) create(t *testing.T, a *mlsysopsv1.MLSysOpsApp) {
 }
 
 // poll calls cond every interval until it returns nil or within passes.
-func poll(t *testing.T, what string, interval, within time.Duration, cond func(ctx context.Context) error) {
+func poll(t testing.TB, what string, interval, within time.Duration, cond func(ctx context.Context) error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()

@@ -138,30 +138,12 @@ func waitRoles(t testing.TB, rs []*testbed.AgentProcess, within time.Duration) (
 	t.Helper()
 	var leader *testbed.AgentProcess
 	var followers []*testbed.AgentProcess
-	pollTB(t, "one leader, the others following", 100*time.Millisecond, within, func(ctx context.Context) error {
+	poll(t, "one leader, the others following", 100*time.Millisecond, within, func(ctx context.Context) error {
 		var err error
 		leader, followers, err = roles(ctx, rs)
 		return err
 	})
 	return leader, followers
-}
-
-// pollTB is poll for tests and benchmarks.
-func pollTB(t testing.TB, what string, interval, within time.Duration, cond func(ctx context.Context) error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), within)
-	defer cancel()
-	var last error
-	for {
-		if last = cond(ctx); last == nil {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%s: not after %s: %v", what, within, last)
-		case <-time.After(interval):
-		}
-	}
 }
 
 // killAndWait SIGKILLs a replica and waits until it is gone.
@@ -170,7 +152,7 @@ func killAndWait(t testing.TB, r *testbed.AgentProcess) {
 	if err := r.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	pollTB(t, r.Process.Name+" gone", 20*time.Millisecond, 10*time.Second, func(context.Context) error {
+	poll(t, r.Process.Name+" gone", 20*time.Millisecond, 10*time.Second, func(context.Context) error {
 		if _, ok := r.Pid(); ok {
 			return errors.New("still running")
 		}
@@ -194,7 +176,7 @@ func handover(t testing.TB, rs []*testbed.AgentProcess, old *testbed.AgentProces
 	t.Helper()
 	var took time.Duration
 	var leader *testbed.AgentProcess
-	pollTB(t, "a follower takes over from "+old.Identity, 50*time.Millisecond, time.Minute, func(ctx context.Context) error {
+	poll(t, "a follower takes over from "+old.Identity, 50*time.Millisecond, time.Minute, func(ctx context.Context) error {
 		l, _, err := roles(ctx, rs)
 		if err != nil {
 			return err
