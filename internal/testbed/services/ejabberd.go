@@ -174,19 +174,28 @@ func (e *Ejabberd) Start(ctx context.Context) error {
 	if err := e.proc.Start(); err != nil {
 		return err
 	}
-	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
 	// The listener comes up before the admin account exists; wait for the
-	// port first, then create the account, then check the API.
-	if err := waitTCP(wctx, e.C2SAddr(), e.proc); err != nil {
+	// port first, then create the account, then check the API. Booting
+	// the Erlang VM and loading the modules is most of the time (seconds
+	// alone, tens of seconds on a loaded machine): the boot and the rest
+	// have a deadline each.
+	bctx, cancel := context.WithTimeout(ctx, startupTimeout)
+	defer cancel()
+	if err := waitTCP(bctx, e.C2SAddr(), e.proc); err != nil {
 		// ejabberd logs why it stopped in its own log, not on its output.
 		return fmt.Errorf("%w\n%s:\n%s", err, e.LogFile(), proc.Tail(e.LogFile(), 20))
 	}
+	wctx, cancel := context.WithTimeout(ctx, startupTimeout)
+	defer cancel()
 	if err := e.ensureAdmin(wctx); err != nil {
 		return err
 	}
 	return e.proc.WaitReady(wctx)
 }
+
+// startupTimeout bounds each of ejabberd's start-up steps: the boot until
+// its client port answers, then the admin account and the API.
+const startupTimeout = 2 * time.Minute
 
 // prepare writes the server's files; it reports whether its configuration
 // changed.
@@ -325,23 +334,38 @@ func (e *Ejabberd) ctlRun(ctx context.Context, args ...string) (string, error) {
 	return strings.TrimSpace(string(out)), err
 }
 
+// ensureAdmin makes sure the admin account exists with the stored
+// password. After a restart it usually does (ejabberd kept it): one call of
+// the admin API says so, without ejabberdctl, which boots an Erlang VM per
+// command.
 func (e *Ejabberd) ensureAdmin(ctx context.Context) error {
 	var last string
 	for {
+		if e.Healthy(ctx) == nil {
+			return nil
+		}
 		out, err := e.ctlRun(ctx, "register", "admin", e.domain, e.adminPW)
+		if err != nil && strings.Contains(out, "successfully registered") {
+			// ejabberdctl said so and then did not exit in time (a slow
+			// machine): the account is there.
+			err = nil
+		}
 		if err == nil || strings.Contains(out, "already registered") {
 			if err != nil {
 				// Keep the stored password authoritative.
 				if out, err := e.ctlRun(ctx, "change_password", "admin", e.domain, e.adminPW); err != nil {
-					return fmt.Errorf("ejabberd: set admin password: %s", out)
+					return fmt.Errorf("ejabberd: set admin password: %w: %s; see %s", err, out, e.LogFile())
 				}
 			}
 			return nil
 		}
 		last = out
+		if err != nil && out == "" {
+			last = err.Error()
+		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("ejabberd: create admin account: %s; see %s", last, e.LogFile())
+			return fmt.Errorf("ejabberd: create admin account: %w (last answer: %s); see %s", ctx.Err(), last, e.LogFile())
 		case <-time.After(300 * time.Millisecond):
 		}
 	}
