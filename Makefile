@@ -1,6 +1,8 @@
 # MLSysOps in Go. The two commands a new user needs:
 #   make up    start the whole system on this machine (after `make deps`)
-#   make test  run every test, unit and integration, against real components
+#   make test  run every test: unit tests of pure logic (fakes at most) and
+#              integration tests against real components (see README.md for
+#              how many of each, counted by `make test-count`)
 SHELL := /bin/bash
 GO ?= go
 STATE ?= .testbed
@@ -11,9 +13,18 @@ PORT_BASE ?= 16000
 TEST_STATE ?= .testbed-test
 TEST_PORT_BASE ?= 17000
 TEST_TIMEOUT ?= 60m
+# The testbed `make bench` measures (started from nothing, then stopped).
+BENCH_STATE ?= .testbed-bench
+BENCH_PORT_BASE ?= 18000
+# Where `make bench` writes every figure (README's tables come from it).
+BENCH_RESULTS ?= bench/results.json
 TESTBED := $(GO) run ./cmd/testbed
+BENCHFIG := $(GO) run ./cmd/benchfig
+TESTCOUNT := $(GO) run ./cmd/testcount
+# Documents whose marked tables come from $(BENCH_RESULTS) and the test counts.
+BENCH_DOCS := README.md docs/api.md
 
-.PHONY: all deps images up down status build test test-unit test-integration test-redis-modes bench generate verify lint clean
+.PHONY: all deps images up down status build test test-unit test-integration test-redis-modes test-count bench bench-readme generate verify lint clean
 
 all: build
 
@@ -49,7 +60,8 @@ build:
 	CGO_ENABLED=0 $(GO) build -tags nodeagent -o $(BIN)/mlsysops-agent-node ./agents
 	$(GO) build -o $(BIN)/mlsysops-accounts ./cmd/mlsysops-accounts
 
-## test: static checks, unit tests and integration tests with the race detector.
+## test: static checks, unit tests and integration tests with the race detector
+## (agent processes that integration tests start are built with -race too).
 ## Integration packages run one after another: they share one testbed, and
 ## two packages' placement controllers must not act on each other's apps.
 test: lint verify
@@ -82,6 +94,11 @@ test-redis-modes:
 test-unit:
 	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v -e /test/integration -e /internal/testbed)
 
+## test-count: count test functions by kind (unit, or integration against real
+## components) and write the counts into README.md
+test-count:
+	$(TESTCOUNT) --write README.md
+
 ## test-integration: tests against the shared testbed (real apiservers, Karmada, ejabberd, Redis)
 test-integration:
 	@status=0; \
@@ -90,22 +107,34 @@ test-integration:
 	$(TESTBED) down --state $(TEST_STATE) --port-base $(TEST_PORT_BASE) >/dev/null || true; \
 	exit $$status
 
-## bench: Go benchmarks and load scripts (some on the shared test testbed); each prints its figures
+## bench: Go benchmarks (some on the shared test testbed) and the testbed's time
+## to ready and memory; every figure goes to $(BENCH_RESULTS) with its command,
+## time and the machine's load, and the tables of $(BENCH_DOCS) are rewritten
+## from it. One run of each benchmark (-count=1), one package at a time (-p 1:
+## the integration ones share a testbed, and two at once would measure each other).
 bench:
-	@status=0; \
+	@status=0; mkdir -p $(dir $(BENCH_RESULTS)); \
 	MLSYSOPS_TESTBED_STATE=$(abspath $(TEST_STATE)) MLSYSOPS_TESTBED_PORT_BASE=$(TEST_PORT_BASE) \
-	  $(GO) test -run '^$$' -bench . -benchmem -count=1 -timeout 90m ./... || status=$$?; \
+	  $(BENCHFIG) run --out $(BENCH_RESULTS) -- $(GO) test -json -p 1 -run '^$$' -bench . -benchmem -count=1 -timeout 120m ./... || status=$$?; \
 	$(TESTBED) down --state $(TEST_STATE) --port-base $(TEST_PORT_BASE) >/dev/null || true; \
-	$(TESTBED) bench --descriptions $(DESCRIPTIONS) --state .testbed-bench --port-base 18000 || status=$$?; \
+	$(BENCHFIG) run --append --out $(BENCH_RESULTS) -- $(TESTBED) bench --descriptions $(DESCRIPTIONS) --state $(BENCH_STATE) --port-base $(BENCH_PORT_BASE) || status=$$?; \
+	$(BENCHFIG) render --results $(BENCH_RESULTS) $(BENCH_DOCS) || status=$$?; \
 	exit $$status
+
+## bench-readme: rewrite the tables of $(BENCH_DOCS) from $(BENCH_RESULTS)
+bench-readme:
+	$(BENCHFIG) render --results $(BENCH_RESULTS) $(BENCH_DOCS)
 
 ## generate: regenerate deepcopy code and CRDs from the API types
 generate:
 	bash hack/generate.sh
 
-## verify: fail when generated files are stale
+## verify: fail when generated files are stale (deepcopy, CRDs, the test counts
+## and the benchmark tables of the documentation)
 verify:
 	bash hack/verify-generated.sh
+	$(TESTCOUNT) --check README.md
+	$(BENCHFIG) render --check --results $(BENCH_RESULTS) $(BENCH_DOCS)
 
 ## lint: gofmt, go vet (both builds) and the layering rule: no package outside
 ## agents/ imports an agents/ package, and the node-only agent links no
@@ -119,4 +148,4 @@ lint:
 
 clean:
 	-$(TESTBED) down --state $(STATE) --port-base $(PORT_BASE)
-	rm -rf bin $(TEST_STATE) .testbed-bench
+	rm -rf bin $(TEST_STATE) $(BENCH_STATE)

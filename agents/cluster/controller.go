@@ -68,6 +68,8 @@ type AppReconciler struct {
 
 	resync  kube.Resyncer
 	assumed assumed
+	// passes records what each successful pass read.
+	passes *kube.Passes
 }
 
 var _ reconcile.Reconciler = (*AppReconciler)(nil)
@@ -75,7 +77,7 @@ var _ reconcile.Reconciler = (*AppReconciler)(nil)
 // NewAppReconciler returns a reconciler for the member cluster named
 // cluster.
 func NewAppReconciler(c client.Client, cluster string, log *slog.Logger) *AppReconciler {
-	return &AppReconciler{client: c, cluster: cluster, log: log, resync: kube.NewResyncer(), PendingSettle: DefaultPendingSettle}
+	return &AppReconciler{client: c, cluster: cluster, log: log, resync: kube.NewResyncer(), passes: kube.NewPasses(), PendingSettle: DefaultPendingSettle}
 }
 
 // SetupWithManager watches applications, the Deployments made for them
@@ -136,12 +138,13 @@ func nodeReadyStatus(n *corev1.Node) corev1.ConditionStatus {
 }
 
 // Reconcile realises one application.
-func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, err error) {
 	log := r.log.With("app", req.Name, "cluster", r.cluster)
 	app := &mlsysopsv1.MLSysOpsApp{}
 	if err := r.client.Get(ctx, req.NamespacedName, app); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.gone(ctx, req.Name)
+			r.passes.Forget(req.Name)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
@@ -152,6 +155,14 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 	if r.AppSeen != nil {
 		defer r.AppSeen(ctx, app)
 	}
+	// The resourceVersion read now: a pass that adds the finalizer
+	// below acts on the object it read.
+	read := app.ResourceVersion
+	defer func() {
+		if err == nil {
+			r.passes.Done(app.Name, read)
+		}
+	}()
 	if controllerutil.AddFinalizer(app, mlsysopsv1.Finalizer) {
 		if err := r.client.Update(ctx, app); err != nil {
 			return reconcile.Result{}, err
@@ -311,6 +322,14 @@ func (r *AppReconciler) remove(ctx context.Context, app *mlsysopsv1.MLSysOpsApp,
 // Resync makes the controller reconcile every application soon, for
 // changes it cannot watch (an agent gone or back, an Unavailable change).
 func (r *AppReconciler) Resync() { r.resync.Resync() }
+
+// Passes returns, per application, the resourceVersion its last
+// successful reconcile read.
+func (r *AppReconciler) Passes() map[string]string { return r.passes.Snapshot() }
+
+// LastPass returns the resourceVersion the last successful reconcile of
+// the application read, "" when none completed.
+func (r *AppReconciler) LastPass(app string) string { return r.passes.Last(app) }
 
 // ordered sorts components so that each comes after what it depends on
 // (validation guarantees there is no cycle; order is otherwise kept).

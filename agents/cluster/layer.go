@@ -43,9 +43,11 @@ type clusterLayer struct {
 	grace    *agent.GraceTracker
 	capacity *capacityReporter
 	// resync asks the running fluidity controllers to reconcile every
-	// application (nil while they are not running).
+	// application (nil while they are not running); passes says what
+	// their last successful pass over each application read.
 	resyncMu sync.Mutex
 	resync   func()
+	passes   func() map[string]string
 }
 
 var _ agent.Layer = (*clusterLayer)(nil)
@@ -199,8 +201,14 @@ func (c *clusterLayer) Status() map[string]any {
 		nodes[name] = map[string]any{"jid": r.jid, "online": r.online, "described": r.desc != nil,
 			"interval_seconds": r.interval.Seconds(), "components": apps}
 	}
+	c.resyncMu.Lock()
+	var passes map[string]string
+	if c.passes != nil {
+		passes = c.passes()
+	}
+	c.resyncMu.Unlock()
 	return map[string]any{"nodes": nodes, "sent_interval_seconds": c.sentInterval.Seconds(),
-		"nodes_gone": c.grace.GoneList(), "capacity": c.capacity.status()}
+		"nodes_gone": c.grace.GoneList(), "capacity": c.capacity.status(), "reconciled": passes}
 }
 
 // run keeps the CRs in step, the controllers running and the nodes'
@@ -239,7 +247,7 @@ func (c *clusterLayer) runControllers(ctx context.Context) {
 			ctrls.Apps.PendingSettle = c.a.Conn.PendingSettle
 			ctrls.Apps.Unavailable = c.grace.Unavailable
 			c.resyncMu.Lock()
-			c.resync = ctrls.Apps.Resync
+			c.resync, c.passes = ctrls.Apps.Resync, ctrls.Apps.Passes
 			c.resyncMu.Unlock()
 			ctrls.Apps.FeedEngine(c.a.Engine)
 			toEngine := ctrls.Apps.AppGone
@@ -250,7 +258,7 @@ func (c *clusterLayer) runControllers(ctx context.Context) {
 			c.a.Log.Info("fluidity controllers started")
 			err = ctrls.Start(ctx)
 			c.resyncMu.Lock()
-			c.resync = nil
+			c.resync, c.passes = nil, nil
 			c.resyncMu.Unlock()
 		}
 		if ctx.Err() != nil {

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/mlsysops-go/mlsysops/agents/cluster/fluidity"
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
@@ -68,11 +70,17 @@ func placedDeployment(t *testing.T, app *mlsysopsv1.MLSysOpsApp, nodes ...string
 
 func newFake(t *testing.T, objs ...client.Object) client.Client {
 	t.Helper()
+	return newFakeWith(t, interceptor.Funcs{}, objs...)
+}
+
+// newFakeWith is newFake with calls going through funcs first.
+func newFakeWith(t *testing.T, funcs interceptor.Funcs, objs ...client.Object) client.Client {
+	t.Helper()
 	scheme, err := Scheme()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build()
+	return fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithInterceptorFuncs(funcs).Build()
 }
 
 // completions collects what a mechanism reports.
@@ -187,7 +195,14 @@ func TestFluidityRefusesWithReasons(t *testing.T) {
 func TestFluidityMoveCompletesWhenCarriedOut(t *testing.T) {
 	app := demoApp()
 	dep := placedDeployment(t, app, "n1")
-	kc := newFake(t, app.DeepCopy(), dep, node("n1", true), node("n2", true))
+	// Deployment lists count the follower's checks.
+	var reads atomic.Int64
+	kc := newFakeWith(t, interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+		if _, ok := list.(*appsv1.DeploymentList); ok {
+			reads.Add(1)
+		}
+		return c.List(ctx, list, opts...)
+	}}, app.DeepCopy(), dep, node("n1", true), node("n2", true))
 	var done completions
 	f := NewFluidity(kc, "c1", quiet(), FluidityOptions{Complete: done.add, Poll: 10 * time.Millisecond})
 	defer f.Close()
@@ -208,7 +223,17 @@ func TestFluidityMoveCompletesWhenCarriedOut(t *testing.T) {
 	if diff := cmp.Diff(want, ov); diff != "" {
 		t.Errorf("override (-want +got):\n%s", diff)
 	}
-	time.Sleep(50 * time.Millisecond)
+	// The follower checks once per pass, and reports before the next:
+	// three more reads prove a whole check ran after the override was
+	// written.
+	checked := reads.Load() + 3
+	deadline := time.Now().Add(30 * time.Second)
+	for reads.Load() < checked {
+		if time.Now().After(deadline) {
+			t.Fatalf("the follower listed Deployments %d times in 30s, want %d", reads.Load(), checked)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	done.mu.Lock()
 	early := len(done.got)
 	done.mu.Unlock()

@@ -63,6 +63,8 @@ type AppReconciler struct {
 	AppGone func(ctx context.Context, name string)
 
 	resync kube.Resyncer
+	// passes records what each successful pass read.
+	passes *kube.Passes
 	// retry is how soon an Unschedulable application is tried again.
 	retry time.Duration
 	// assumed holds the placements the capacity reports do not show yet;
@@ -96,7 +98,7 @@ type StatusSweeper interface {
 // NewAppReconciler returns a reconciler on the Karmada API.
 func NewAppReconciler(c client.Client, capacity CapacitySource, log *slog.Logger) *AppReconciler {
 	return &AppReconciler{client: c, capacity: capacity, log: log, retry: 15 * time.Second, resync: kube.NewResyncer(),
-		assumed: placement.NewAssumed(AssumeTTL)}
+		passes: kube.NewPasses(), assumed: placement.NewAssumed(AssumeTTL)}
 }
 
 // SetupWithManager registers the reconciler: it watches applications and
@@ -143,13 +145,14 @@ func (r *AppReconciler) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 // Reconcile places one application and updates its status.
-func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, err error) {
 	log := r.log.With("app", req.Name, "namespace", req.Namespace)
 	app := &mlsysopsv1.MLSysOpsApp{}
 	if err := r.client.Get(ctx, req.NamespacedName, app); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.gone(ctx, req.Name)
 			r.assumed.Forget(req.Name)
+			r.passes.Forget(req.Name)
 		}
 		// Deleted: the garbage collector removes the policy it owned.
 		if apierrors.IsNotFound(err) && r.Status != nil {
@@ -165,6 +168,13 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 	if r.AppSeen != nil {
 		defer r.AppSeen(ctx, app)
 	}
+	// The resourceVersion read now, not the one status writes leave.
+	read := app.ResourceVersion
+	defer func() {
+		if err == nil {
+			r.passes.Done(app.Name, read)
+		}
+	}()
 
 	clusters, err := r.capacity.Clusters(ctx)
 	if err != nil {
@@ -521,3 +531,11 @@ func bindingName(app string) string { return strings.ToLower(app + "-mlsysopsapp
 // Resync makes the controller reconcile every application soon, for
 // changes it cannot watch (an agent gone or back, an Unavailable change).
 func (r *AppReconciler) Resync() { r.resync.Resync() }
+
+// Passes returns, per application, the resourceVersion its last
+// successful reconcile read.
+func (r *AppReconciler) Passes() map[string]string { return r.passes.Snapshot() }
+
+// LastPass returns the resourceVersion the last successful reconcile of
+// the application read, "" when none completed.
+func (r *AppReconciler) LastPass(app string) string { return r.passes.Last(app) }

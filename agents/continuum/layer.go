@@ -46,8 +46,10 @@ type continuumLayer struct {
 	// reports are the cluster agents' latest capacity reports.
 	reports *Reports
 	// resync asks the running placement controller to reconcile every
-	// application (nil while it is not running).
+	// application (nil while it is not running); passes says what its
+	// last successful pass over each application read.
 	resync func()
+	passes func() map[string]string
 }
 
 var _ agent.Layer = (*continuumLayer)(nil)
@@ -195,8 +197,12 @@ func (c *continuumLayer) Status() map[string]any {
 		reports[name] = map[string]any{"received": r.Received.UTC().Format(time.RFC3339), "fresh": r.Fresh,
 			"ready_nodes": r.Report.ReadyNodes, "nodes_listed": len(r.Report.Nodes), "gpus": r.Report.GPUs}
 	}
+	var passes map[string]string
+	if c.passes != nil {
+		passes = c.passes()
+	}
 	return map[string]any{"karmada_api_ready": c.apiReady, "continuum_view_written": c.viewDone, "clusters": c.desc.Spec.Clusters,
-		"clusters_gone": c.grace.GoneList(), "capacity_reports": reports}
+		"clusters_gone": c.grace.GoneList(), "capacity_reports": reports, "reconciled": passes}
 }
 
 // run ensures the MLSysOps API in Karmada, runs the placement controller
@@ -259,11 +265,11 @@ func (c *continuumLayer) start(ctx context.Context) error {
 	ctrls.Apps.Status = RedisStatus{Apps: c.store.Applications(), ML: c.store.MLDeployments()}
 	ctrls.Apps.Unavailable = c.grace.Unavailable
 	c.mu.Lock()
-	c.resync = ctrls.Apps.Resync
+	c.resync, c.passes = ctrls.Apps.Resync, ctrls.Apps.Passes
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
-		c.resync = nil
+		c.resync, c.passes = nil, nil
 		c.mu.Unlock()
 	}()
 	ctrls.Apps.FeedEngine(c.a.Engine)

@@ -32,7 +32,7 @@ func benchRealNodes(ctx context.Context, tb *testbed.Testbed, env *testbed.Env, 
 		rss[m.Name] = float64(m.RSSBytes) / (1 << 20)
 	}
 	for _, n := range env.RealNodes {
-		fmt.Printf("BenchmarkRealNode node=%s ready_s=%.1f kubelet_rss_mib=%.1f containerd_rss_mib=%.1f kube_proxy_rss_mib=%.1f\n",
+		fmt.Printf("BenchmarkRealNode/node=%s \t1\t%.1f s-to-Ready\t%.1f kubelet-RSS-MiB\t%.1f containerd-RSS-MiB\t%.1f kube-proxy-RSS-MiB\n",
 			n.Name, times[n.Name].Seconds(), rss["node-"+n.Name+"-kubelet"], rss["node-"+n.Name+"-containerd"], rss["node-"+n.Name+"-kube-proxy"])
 	}
 
@@ -58,11 +58,8 @@ func benchRealNodes(ctx context.Context, tb *testbed.Testbed, env *testbed.Env, 
 		took = append(took, d)
 	}
 	sort.Slice(took, func(i, j int) bool { return took[i] < took[j] })
-	var parts []string
-	for _, d := range took {
-		parts = append(parts, fmt.Sprintf("%.2f", d.Seconds()))
-	}
-	fmt.Printf("BenchmarkRealNodePod node=%s pods=%d create_to_running_median_s=%.2f all_s=%s\n", node.Name, benchPods, took[len(took)/2].Seconds(), strings.Join(parts, ","))
+	fmt.Printf("BenchmarkRealNodePod/node=%s \t%d\t%.2f s-create-to-Running-median\t%.2f s-create-to-Running-min\t%.2f s-create-to-Running-max\n",
+		node.Name, benchPods, took[len(took)/2].Seconds(), took[0].Seconds(), took[len(took)-1].Seconds())
 
 	root, err := testbed.RepoRoot()
 	if err != nil {
@@ -73,7 +70,7 @@ func benchRealNodes(ctx context.Context, tb *testbed.Testbed, env *testbed.Env, 
 		return err
 	}
 	for _, b := range built {
-		fmt.Printf("BenchmarkImage image=%s platforms=%s build_s=%.1f size_mib=%.1f\n", b.Image.Name, strings.Join(b.Platforms, "+"), b.Duration.Seconds(), float64(b.SizeBytes)/(1<<20))
+		fmt.Printf("BenchmarkImage/image=%s,platforms=%s \t1\t%.1f build-s\t%.1f size-MiB\n", b.Image.Name, strings.Join(b.Platforms, "+"), b.Duration.Seconds(), float64(b.SizeBytes)/(1<<20))
 	}
 	return nil
 }

@@ -185,7 +185,9 @@ func newBenchCommand(o *options) *cobra.Command {
 				fmt.Fprintf(w, "%s\t%.1f\n", m.Name, float64(m.RSSBytes)/(1<<20))
 			}
 			w.Flush()
-			fmt.Printf("BenchmarkTestbed clusters=%d nodes=%d real_nodes=%d cold_up_s=%.1f warm_up_s=%.1f total_rss_mib=%.0f processes=%d\n",
+			// Go's benchmark format, so that the tools reading `go test
+			// -bench` output (make bench's bench/results.json) read this too.
+			fmt.Printf("BenchmarkTestbed/clusters=%d,nodes=%d,real-nodes=%d \t1\t%.1f cold-up-s\t%.1f warm-up-s\t%.0f RSS-MiB\t%d processes\n",
 				len(env.Clusters), len(env.Nodes), len(env.RealNodes), cold.Seconds(), warm.Seconds(), float64(total)/(1<<20), len(mem))
 			return benchRealNodes(ctx, tb, env, mem, readyIn)
 		},

@@ -228,51 +228,74 @@ func TestConfigValidate(t *testing.T) {
 
 // TestClientQueuesWhileDisconnected checks, without a server, that sends
 // queue while there is no session, apply back-pressure when the queue is
-// full and fail at their deadline.
+// full and fail at their deadline. No deadline here bounds the test's own
+// progress: the queued messages have the default delivery timeout, and the
+// message that must time out is alone in a client of its own.
 func TestClientQueuesWhileDisconnected(t *testing.T) {
-	c, err := New(Config{JID: "node-1@d", Password: "pw", Layer: LayerNode, Parent: "cluster-1@d",
-		Server: "127.0.0.1:1", QueueSize: 2, Window: 2, HeartbeatInterval: -1,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
+	start := func(t *testing.T) (*Client, context.Context) {
+		c, err := New(Config{JID: "node-1@d", Password: "pw", Layer: LayerNode, Parent: "cluster-1@d",
+			Server: "127.0.0.1:1", QueueSize: 2, Window: 2, HeartbeatInterval: -1,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- c.Run(ctx) }()
+		t.Cleanup(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run = %v", err)
+			}
+			if c.Connected() {
+				t.Error("connected to nothing")
+			}
+		})
+		return c, ctx
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- c.Run(ctx) }()
-	short, scancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	defer scancel()
-	d1, err := c.SendAsync(short, "cluster-1@d", &ApplicationStatusReport{Application: "a", Phase: "Running"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.SendAsync(ctx, "cluster-1@d", &Heartbeat{Name: "n"}); err != nil {
-		t.Fatal(err)
-	}
-	if c.QueueDepth() != 2 {
-		t.Errorf("depth %d, want 2", c.QueueDepth())
-	}
-	blocked, bcancel := context.WithTimeout(ctx, 50*time.Millisecond)
-	defer bcancel()
-	if _, err := c.SendAsync(blocked, "cluster-1@d", &Ping{}); !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("send into a full queue: %v, want back-pressure until the context's deadline", err)
-	}
-	if err := d1.Wait(ctx); !errors.Is(err, ErrDeliveryTimeout) {
-		t.Errorf("undeliverable message: %v, want ErrDeliveryTimeout", err)
-	}
-	if _, err := c.SendAsync(ctx, "node-1@d", &Ping{}); err == nil {
-		t.Error("sending to itself accepted")
-	}
-	if _, err := c.SendAsync(ctx, "not a jid@@", &Ping{}); err == nil {
-		t.Error("invalid destination accepted")
-	}
-	if _, err := c.SendAsync(ctx, "cluster-1@d", &Ack{}); err == nil {
-		t.Error("transport type accepted from the application")
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Errorf("Run = %v", err)
-	}
-	if c.Connected() {
-		t.Error("connected to nothing")
-	}
+
+	t.Run("queue and back-pressure", func(t *testing.T) {
+		c, ctx := start(t)
+		if _, err := c.SendAsync(ctx, "cluster-1@d", &ApplicationStatusReport{Application: "a", Phase: "Running"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.SendAsync(ctx, "cluster-1@d", &Heartbeat{Name: "n"}); err != nil {
+			t.Fatal(err)
+		}
+		if c.QueueDepth() != 2 {
+			t.Errorf("depth %d, want 2", c.QueueDepth())
+		}
+		// However long this takes, the queue stays full: the send waits
+		// until its context ends.
+		blocked, bcancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		defer bcancel()
+		if _, err := c.SendAsync(blocked, "cluster-1@d", &Ping{}); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("send into a full queue: %v, want back-pressure until the context's deadline", err)
+		}
+		if _, err := c.SendAsync(ctx, "node-1@d", &Ping{}); err == nil {
+			t.Error("sending to itself accepted")
+		}
+		if _, err := c.SendAsync(ctx, "not a jid@@", &Ping{}); err == nil {
+			t.Error("invalid destination accepted")
+		}
+		if _, err := c.SendAsync(ctx, "cluster-1@d", &Ack{}); err == nil {
+			t.Error("transport type accepted from the application")
+		}
+	})
+
+	t.Run("deadline", func(t *testing.T) {
+		c, ctx := start(t)
+		short, scancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer scancel()
+		d, err := c.SendAsync(short, "cluster-1@d", &ApplicationStatusReport{Application: "a", Phase: "Running"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Wait(ctx); !errors.Is(err, ErrDeliveryTimeout) {
+			t.Errorf("undeliverable message: %v, want ErrDeliveryTimeout", err)
+		}
+		if c.QueueDepth() != 0 {
+			t.Errorf("depth %d after the message timed out, want 0", c.QueueDepth())
+		}
+	})
 }

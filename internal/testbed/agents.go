@@ -125,6 +125,16 @@ func BuildNodeAgent(ctx context.Context, root, out string) error {
 	return goBuild(ctx, root, []string{"CGO_ENABLED=0"}, "-tags", "nodeagent", "-o", out, "./agents")
 }
 
+// BuildRaceAgents builds both agents with the race detector: a process
+// that races prints a report and exits with status 66. The race detector
+// needs cgo, so the node-only agent is not static here.
+func BuildRaceAgents(ctx context.Context, root, full, node string) error {
+	if err := goBuild(ctx, root, nil, "-race", "-o", full, "./agents"); err != nil {
+		return err
+	}
+	return goBuild(ctx, root, []string{"CGO_ENABLED=1"}, "-race", "-tags", "nodeagent", "-o", node, "./agents")
+}
+
 func goBuild(ctx context.Context, root string, env []string, args ...string) error {
 	cmd := exec.CommandContext(ctx, "go", append([]string{"build"}, args...)...)
 	cmd.Dir = root

@@ -2,7 +2,9 @@ package testbed
 
 import (
 	"context"
-	"errors"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -72,7 +74,8 @@ var testAgentBinary struct {
 
 // TestAgentBinary builds the agent (every layer), the node-only agent and
 // the accounts reconciler from this checkout once per test binary and
-// returns the agents' paths.
+// returns the agents' paths. When the test binary runs with the race
+// detector (RaceDetector), so do the agents.
 func TestAgentBinary(t testing.TB) (full, node string) {
 	t.Helper()
 	testAgentBinary.once.Do(func() {
@@ -81,18 +84,43 @@ func TestAgentBinary(t testing.TB) (full, node string) {
 			testAgentBinary.err = err
 			return
 		}
-		dir, err := os.MkdirTemp("", "mlsysops-agent-bin-")
-		if err != nil {
+		// One folder per checkout and flavour, reused by every test
+		// binary (a fresh one each time left 100+ MB behind per run). Built
+		// beside and renamed, so agents still running from an earlier
+		// build keep their file.
+		sum := sha256.Sum256([]byte(root))
+		flavour := hex.EncodeToString(sum[:6])
+		if RaceDetector {
+			flavour += "-race"
+		}
+		dir := filepath.Join(os.TempDir(), "mlsysops-agent-bin", flavour)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
 			testAgentBinary.err = err
 			return
 		}
 		testAgentBinary.path = filepath.Join(dir, agentBinary)
 		testAgentBinary.nodePath = filepath.Join(dir, nodeAgentBinary)
 		testAgentBinary.accountsPath = filepath.Join(dir, accountsBinary)
+		tmp := fmt.Sprintf(".%d", os.Getpid())
+		full, node := testAgentBinary.path+tmp, testAgentBinary.nodePath+tmp
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
-		testAgentBinary.err = errors.Join(BuildAgent(ctx, root, testAgentBinary.path),
-			BuildNodeAgent(ctx, root, testAgentBinary.nodePath), BuildAccounts(ctx, root, testAgentBinary.accountsPath))
+		switch {
+		case RaceDetector:
+			testAgentBinary.err = BuildRaceAgents(ctx, root, full, node)
+		default:
+			if testAgentBinary.err = BuildAgent(ctx, root, full); testAgentBinary.err == nil {
+				testAgentBinary.err = BuildNodeAgent(ctx, root, node)
+			}
+		}
+		if testAgentBinary.err == nil {
+			testAgentBinary.err = BuildAccounts(ctx, root, testAgentBinary.accountsPath)
+		}
+		if testAgentBinary.err == nil {
+			if testAgentBinary.err = os.Rename(full, testAgentBinary.path); testAgentBinary.err == nil {
+				testAgentBinary.err = os.Rename(node, testAgentBinary.nodePath)
+			}
+		}
 	})
 	if testAgentBinary.err != nil {
 		t.Fatalf("build the agent: %v", testAgentBinary.err)
@@ -174,6 +202,7 @@ func StartTestAgents(t testing.TB, env *Env, opts TestAgentsOptions) *TestAgents
 			_ = a.All[i].Stop(10 * time.Second)
 		}
 		_ = a.Accounts.Stop(10 * time.Second)
+		CheckRaces(t, a.All)
 		if t.Failed() {
 			for _, p := range append([]*proc.Process{a.Accounts}, processes(a.All)...) {
 				t.Logf("--- last lines of %s:\n%s", p.Name, proc.Tail(p.LogFile, 40))
@@ -199,6 +228,31 @@ func (a *TestAgents) Replicas(layer, name string) []*AgentProcess {
 	}
 	return rs
 }
+
+// CheckRaces fails the test for every data race an agent's log reports
+// (agents built with -race print the report and go on).
+func CheckRaces(t testing.TB, agents []*AgentProcess) {
+	t.Helper()
+	for _, ag := range agents {
+		b, err := os.ReadFile(ag.LogFile)
+		if err != nil {
+			continue
+		}
+		log := string(b)
+		i := strings.Index(log, raceReport)
+		if i < 0 {
+			continue
+		}
+		report := log[i:]
+		if end := strings.Index(report, "\n==================\n"); end > 0 {
+			report = report[:end]
+		}
+		t.Errorf("%s: %d data race(s) reported in %s; the first:\n%s", ag.Process.Name, strings.Count(log, raceReport), ag.LogFile, report)
+	}
+}
+
+// raceReport begins each report of the race detector.
+const raceReport = "WARNING: DATA RACE"
 
 // Get returns the agent of a layer and name (LayerCluster, "cloud-1"); its
 // first replica when it has several.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -117,7 +118,7 @@ func StopSharedCluster(t testing.TB, name string) {
 func RestoreShared(t testing.TB) {
 	t.Helper()
 	if err := withShared(func(tb *Testbed) error {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), sharedUpTimeout)
 		defer cancel()
 		_, err := tb.Up(ctx)
 		return err
@@ -125,6 +126,14 @@ func RestoreShared(t testing.TB) {
 		t.Fatalf("restore the shared testbed: %v", err)
 	}
 }
+
+// sharedUpTimeout bounds an up of the shared testbed so that a hang fails
+// instead of waiting for the package's timeout; it is not a measure. The
+// first up of a checkout also builds the images the real nodes import:
+// 546 s for that build alone on this machine with two testbeds and other
+// builds beside it (load average 50 on 2 cores), where a 10-minute bound
+// killed the import that followed.
+const sharedUpTimeout = 30 * time.Minute
 
 // upShared brings the shared testbed up, trying a second time when the
 // first attempt fails: a package whose every test fails on one transient
@@ -135,7 +144,7 @@ func upShared() (*Env, error) {
 	var err error
 	for attempt := 1; attempt <= 2; attempt++ {
 		err = withShared(func(tb *Testbed) error {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+			ctx, cancel := context.WithTimeout(context.Background(), sharedUpTimeout)
 			defer cancel()
 			var err error
 			env, err = tb.Up(ctx)
@@ -280,7 +289,7 @@ func startEjabberd(t testing.TB, db *services.EjabberdSQL) *services.Ejabberd {
 	if db != nil {
 		e.UseSQL(*db)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	if err := e.Start(ctx); err != nil {
 		t.Fatalf("private ejabberd: %v", err)
@@ -297,9 +306,20 @@ func startEjabberd(t testing.TB, db *services.EjabberdSQL) *services.Ejabberd {
 }
 
 // FreePorts returns the first of n consecutive loopback TCP ports that
-// were free a moment ago.
+// were free a moment ago. They are taken above the kernel's ephemeral
+// range when there is room: there no outgoing connection takes a port
+// between this check and the caller's listen, and on a machine with
+// thousands of connections consecutive free ports are rare inside it.
 func FreePorts(t testing.TB, n int) int {
 	t.Helper()
+	if _, hi, ok := ephemeralRange(); ok && 65535-hi > 20*n {
+		for i := 0; i < 200; i++ {
+			p := hi + 1 + rand.IntN(65535-hi-n)
+			if rangeFree(p, n) {
+				return p
+			}
+		}
+	}
 	for i := 0; i < 100; i++ {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -313,6 +333,21 @@ func FreePorts(t testing.TB, n int) int {
 	}
 	t.Fatalf("no %d free consecutive ports", n)
 	return 0
+}
+
+// ephemeralRange reads the ports the kernel gives outgoing connections.
+func ephemeralRange() (lo, hi int, ok bool) {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0, 0, false
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 0, 0, false
+	}
+	lo, err1 := strconv.Atoi(f[0])
+	hi, err2 := strconv.Atoi(f[1])
+	return lo, hi, err1 == nil && err2 == nil && lo <= hi
 }
 
 func rangeFree(p, n int) bool {

@@ -41,6 +41,10 @@ type Process struct {
 	// User, when set and the testbed runs as root, is the account the
 	// process runs as (servers such as PostgreSQL refuse to run as root).
 	User string
+	// OpenFiles, when above 0, is the process's limit of open files (soft
+	// and hard), set before it runs: servers that hold a connection per
+	// client need more than the usual 1024.
+	OpenFiles uint64
 	// NetNS, when set, is the network namespace file (/run/netns/NAME) the
 	// process runs in; it keeps the testbed's mount namespace.
 	NetNS string
@@ -94,13 +98,27 @@ func processRuns(pid int, exe string) bool {
 	if err != nil {
 		return false
 	}
+	if len(cmdline) == 0 {
+		// An exec under way (the wrappers of Start exec one another):
+		// only kernel threads show no command line for longer.
+		return true
+	}
 	// Scripts show their interpreter first and themselves second.
-	args := bytes.SplitN(cmdline, []byte{0}, 3)
+	args := bytes.Split(cmdline, []byte{0})
 	for _, a := range args[:min(2, len(args))] {
 		// Some servers (Redis) rewrite their title to "name addr".
 		name, _, _ := strings.Cut(filepath.Base(string(a)), " ")
 		if name == filepath.Base(exe) {
 			return true
+		}
+	}
+	// Right after a start, the process may still be one of the wrappers
+	// that set its limits and user (see Start) and exec it.
+	if w := filepath.Base(string(args[0])); w == "prlimit" || w == "setpriv" {
+		for _, a := range args[1:] {
+			if string(a) == exe {
+				return true
+			}
 		}
 	}
 	return false
@@ -121,12 +139,25 @@ func (p *Process) Start() error {
 	}
 	defer logf.Close()
 	fmt.Fprintf(logf, "\n==== %s start %s\n", time.Now().Format(time.RFC3339), p.Name)
-	cmd := exec.Command(p.Path, p.Args...)
+	path, args := p.Path, p.Args
+	asUser := p.User != "" && os.Geteuid() == 0
+	if p.OpenFiles > 0 {
+		// Go cannot set a child's limits, so util-linux's prlimit does,
+		// before setpriv (not su, whose PAM session would reset them)
+		// drops to the user; each execs the next, keeping the pid.
+		wrap := []string{fmt.Sprintf("--nofile=%d:%d", p.OpenFiles, p.OpenFiles), "--"}
+		if asUser {
+			wrap = append(wrap, lookPath("setpriv"), "--reuid="+p.User, "--regid="+p.User, "--init-groups", "--")
+			asUser = false
+		}
+		path, args = lookPath("prlimit"), append(append(wrap, p.Path), p.Args...)
+	}
+	cmd := exec.Command(path, args...)
 	cmd.Dir = p.Dir
 	cmd.Env = append(os.Environ(), p.Env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if p.User != "" && os.Geteuid() == 0 {
+	if asUser {
 		cred, err := Credential(p.User)
 		if err != nil {
 			return fmt.Errorf("%s: %w", p.Name, err)
@@ -198,7 +229,19 @@ func (p *Process) commandLine() string {
 	if p.NetNS != "" {
 		line = append(line, "netns="+p.NetNS)
 	}
-	return strings.Join(append(append(line, p.Args...), p.Env...), "\x00")
+	line = append(append(line, p.Args...), p.Env...)
+	if p.OpenFiles > 0 {
+		line = append(line, "nofile="+strconv.FormatUint(p.OpenFiles, 10))
+	}
+	return strings.Join(line, "\x00")
+}
+
+// lookPath finds a program on PATH, or where Debian installs it.
+func lookPath(name string) string {
+	if p, err := exec.LookPath(name); err == nil {
+		return p
+	}
+	return "/usr/bin/" + name
 }
 
 // SameCommand reports whether the running process was started with the

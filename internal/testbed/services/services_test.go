@@ -6,12 +6,17 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
+	"fmt"
 	"github.com/mlsysops-go/mlsysops/internal/testbed"
 	"github.com/mlsysops-go/mlsysops/internal/testbed/services"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/mlsysops-go/mlsysops/internal/testbed/proc"
 )
 
 // These tests start the real servers from Debian's packages (`make deps`).
@@ -72,6 +77,12 @@ func TestEjabberdLifecycle(t *testing.T) {
 	out, err := e.Ctl(ctx, "registered_users", e.Domain())
 	if err != nil || out != "admin" {
 		t.Fatalf("registered_users = %q, %v", out, err)
+	}
+	// The Erlang VM may hold a connection per agent.
+	if os.Geteuid() == 0 {
+		if got, want := beamOpenFiles(t, e), services.EjabberdOpenFiles(); got != want || got < 4096 {
+			t.Errorf("the server may open %d files, want %d (and at least 4096)", got, want)
+		}
 	}
 	if err := e.Stop(ctx); err != nil {
 		t.Fatal(err)
@@ -149,6 +160,37 @@ func TestPostgresRestartKeepsData(t *testing.T) {
 	if p.Running() {
 		t.Fatal("still running after Stop")
 	}
+}
+
+// beamOpenFiles returns the soft open-files limit of the server's Erlang
+// VM (beam.smp, below the ejabberdctl process).
+func beamOpenFiles(t *testing.T, e *services.Ejabberd) uint64 {
+	t.Helper()
+	pid, ok := e.Pid()
+	if !ok {
+		t.Fatal("ejabberd is not running")
+	}
+	for _, p := range proc.Descendants(pid) {
+		exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", p))
+		if err != nil || filepath.Base(exe) != "beam.smp" {
+			continue
+		}
+		limits, err := os.ReadFile(fmt.Sprintf("/proc/%d/limits", p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(limits), "\n") {
+			if f := strings.Fields(line); strings.HasPrefix(line, "Max open files") && len(f) > 3 {
+				n, err := strconv.ParseUint(f[3], 10, 64)
+				if err != nil {
+					t.Fatalf("%s", line)
+				}
+				return n
+			}
+		}
+	}
+	t.Fatal("no beam.smp below ejabberd")
+	return 0
 }
 
 // TestEjabberdMovesToSQL starts ejabberd on Mnesia, then on PostgreSQL as

@@ -23,6 +23,7 @@ import (
 	"github.com/mlsysops-go/mlsysops/internal/messaging"
 	"github.com/mlsysops-go/mlsysops/internal/messaging/authreport"
 	"github.com/mlsysops-go/mlsysops/internal/messaging/provision"
+	"github.com/mlsysops-go/mlsysops/internal/testbed"
 )
 
 func kubeClient(t *testing.T, h *hierarchy, context string) client.Client {
@@ -97,12 +98,21 @@ func TestAgents(t *testing.T) {
 				t.Errorf("registry entry of %s: %+v", nodeAllowed, ag)
 			}
 		}
-		for _, n := range []string{nodeAllowed, nodeForbidden} {
-			st, err := h.status(n)
-			if err != nil || !st.Registered {
-				t.Errorf("%s: registered=%v err=%v", n, st.Registered, err)
+		// The parent writes the registry before its acknowledgement reaches
+		// the node (on a loaded machine the node may even time out and
+		// subscribe again): the node's own view is waited for.
+		eventually(t, "every node agent registered by its own account", time.Minute, func() error {
+			for _, n := range []string{nodeAllowed, nodeForbidden} {
+				st, err := h.status(n)
+				if err != nil {
+					return err
+				}
+				if !st.Registered {
+					return fmt.Errorf("%s: not registered yet", n)
+				}
 			}
-		}
+			return nil
+		})
 	})
 
 	t.Run("telemetry", func(t *testing.T) {
@@ -149,7 +159,21 @@ func TestAgents(t *testing.T) {
 			if err := a.Kill(); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(time.Second) // let the parent notice
+			// The restart must be one the parent saw: wait until it has
+			// marked the agent offline (the continuum agent has no
+			// parent to notice).
+			if a.Layer != testbed.LayerContinuum {
+				eventually(t, "the parent marking "+name+" offline", time.Minute, func() error {
+					ag, err := h.store.Agents().Get(ctx, a.JID)
+					if err != nil {
+						return err
+					}
+					if ag.Online {
+						return fmt.Errorf("%s still online, last seen %s", a.JID, ag.LastSeen)
+					}
+					return nil
+				})
+			}
 			restarted := time.Now()
 			if err := a.Start(); err != nil {
 				t.Fatal(err)
@@ -265,15 +289,68 @@ func testPolicyLifecycle(t *testing.T, h *hierarchy) {
 		}
 		return nil
 	})
-	// Nothing pins the CPUs any more: a value written now stays.
+	// Nothing pins the CPUs any more: a value written now stays, while
+	// the engine runs on. A witness policy, analysing every second as the
+	// removed one did, shows that it does: once the witness has analysed
+	// three more times, the removed policy would have acted too.
+	writePolicy(t, a.PolicyDir, "policy-witness.star", witnessPolicy)
+	t.Cleanup(func() { _ = os.Remove(filepath.Join(a.PolicyDir, "policy-witness.star")) })
+	analyses := func() float64 {
+		return metricValue(t, h, nodeAllowed, `mlsysops_mape_analyze_duration_seconds_count{policy="witness"}`)
+	}
+	eventually(t, "the witness policy analysing", time.Minute, func() error {
+		if analyses() < 1 {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	freqResults := func() float64 {
+		return metricValue(t, h, nodeAllowed, `mlsysops_mape_mechanism_results_total{mechanism="CPUFrequencyConfigurator",status="Success"}`)
+	}
 	if err := os.WriteFile(filepath.Join(sys, "devices/system/cpu/cpu0/cpufreq/scaling_max_freq"), []byte("2000000\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(3 * time.Second)
+	results, from := freqResults(), analyses()
+	eventually(t, "three more analyses of the witness policy", time.Minute, func() error {
+		if n := analyses(); n < from+3 {
+			return fmt.Errorf("%v since the write", n-from)
+		}
+		return nil
+	})
 	if got := readSysfs(t, sys, 0, "scaling_max_freq"); got != "2000000" {
 		t.Errorf("after removal the policy still acts: scaling_max_freq = %s", got)
 	}
+	if got := freqResults(); got != results {
+		t.Errorf("after removal %v CPU frequency plans were carried out", got-results)
+	}
+	if err := os.Remove(filepath.Join(a.PolicyDir, "policy-witness.star")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "witness policy removed", time.Minute, func() error {
+		st, err := h.status(nodeAllowed)
+		if err != nil {
+			return err
+		}
+		for _, p := range st.Policies {
+			if p.Name == "witness" {
+				return errors.New("policy witness still runs")
+			}
+		}
+		return nil
+	})
 }
+
+// witnessPolicy analyses every second and never plans.
+const witnessPolicy = `
+def initialize():
+    return {"scope": "global", "configuration": {"analyze_interval": "1s"}, "mechanisms": []}
+
+def analyze(context, application_description, system_description, mechanisms, telemetry, ml_connector):
+    return False, context
+
+def plan(context, application_description, system_description, mechanisms, telemetry, ml_connector):
+    return {}, context
+`
 
 const fluidityPolicy = `
 def initialize():

@@ -72,17 +72,17 @@ func BenchmarkNodeAgent(b *testing.B) {
 			}
 			n := float64(b.N)
 			b.ReportMetric(startup/n*1000, "ms-to-registered")
-			b.ReportMetric(mem.rss/n, "MB-idle-RSS")
-			b.ReportMetric(mem.anon/n, "MB-idle-anon")
-			b.ReportMetric(mem.file/n, "MB-idle-file")
-			b.ReportMetric(mem.pss/n, "MB-idle-PSS")
+			b.ReportMetric(mem.rss/n, "MiB-idle-RSS")
+			b.ReportMetric(mem.anon/n, "MiB-idle-anon")
+			b.ReportMetric(mem.file/n, "MiB-idle-file")
+			b.ReportMetric(mem.pss/n, "MiB-idle-PSS")
 			b.ReportMetric(cpu/n*100, "%CPU-idle")
-			b.ReportMetric(float64(st.Size())/(1<<20), "MB-binary")
+			b.ReportMetric(float64(st.Size())/(1<<20), "MiB-binary")
 		})
 	}
 }
 
-// memory is a process's resident memory in MB.
+// memory is a process's resident memory in MiB.
 type memory struct {
 	rss, anon, file, pss float64
 }
@@ -104,7 +104,8 @@ func readMemory(b *testing.B, pid int) memory {
 	return m
 }
 
-// readKB sets each field found in file (lines "Name: <n> kB") to n in MB.
+// readKB sets each field found in file (lines "Name: <n> kB", kibibytes) to n
+// in MiB.
 func readKB(b *testing.B, file string, fields map[string]*float64) {
 	f, err := os.Open(file)
 	if err != nil {

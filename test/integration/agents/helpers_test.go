@@ -32,12 +32,9 @@ const (
 	testerLocal   = "agt-tester"
 )
 
-// agentBinaries builds, once per test binary, the agent (every layer) and
-// the node-only agent, which node agents run as the testbed runs them.
-func agentBinaries(t testing.TB) (full, node string) {
-	t.Helper()
-	return testbed.TestAgentBinary(t)
-}
+// agentBinaries are the agent (every layer) and the node-only agent, built
+// once per test binary (with -race when the tests run with it).
+func agentBinaries(t testing.TB) (full, node string) { return testbed.TestAgentBinary(t) }
 
 const nodeYAML = `MLSysOpsNode:
   name: %s
@@ -189,6 +186,7 @@ func startHierarchy(t testing.TB, only ...string) *hierarchy {
 			_ = a.Stop(10 * time.Second)
 		}
 		_ = accounts.Stop(10 * time.Second)
+		testbed.CheckRaces(t, as)
 		if t.Failed() {
 			for _, a := range as {
 				t.Logf("--- log of %s:\n%s", a.Process.Name, tail(a.LogFile, 60))

@@ -14,11 +14,13 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/google/go-cmp/cmp"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	corev1 "k8s.io/api/core/v1"
@@ -34,6 +36,7 @@ import (
 	"github.com/mlsysops-go/mlsysops/agents/continuum"
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
 	"github.com/mlsysops-go/mlsysops/internal/description"
+	"github.com/mlsysops-go/mlsysops/internal/kube"
 	"github.com/mlsysops-go/mlsysops/internal/members"
 	"github.com/mlsysops-go/mlsysops/internal/testbed"
 )
@@ -46,13 +49,15 @@ type world struct {
 	agents  *testbed.TestAgents
 	karmada client.Client
 	members map[string]kubernetes.Interface
+	// memberApps reads the MLSysOpsApps Karmada propagated to each member.
+	memberApps map[string]client.Client
 }
 
 func start(t *testing.T) *world {
 	t.Helper()
 	ctrllog.SetLogger(logr.Discard())
 	env := testbed.Shared(t)
-	w := &world{env: env, members: map[string]kubernetes.Interface{}}
+	w := &world{env: env, members: map[string]kubernetes.Interface{}, memberApps: map[string]client.Client{}}
 	w.agents = testbed.StartTestAgents(t, env, testbed.TestAgentsOptions{
 		Nodes: true,
 		Args:  []string{"--child-grace-period", grace.String(), "--capacity-report-interval", "5s"},
@@ -66,6 +71,9 @@ func start(t *testing.T) *world {
 	}
 	for _, c := range env.Clusters {
 		w.members[c] = kubernetes.NewForConfigOrDie(env.RESTConfig(t, c))
+		if w.memberApps[c], err = client.New(env.RESTConfig(t, c), client.Options{Scheme: scheme}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return w
 }
@@ -231,9 +239,105 @@ func (w *world) remove(t *testing.T, a *mlsysopsv1.MLSysOpsApp) {
 	poll(t, a.Name+" removed everywhere", time.Second, 3*time.Minute, func(ctx context.Context) error { return w.gone(ctx, a.Name) })
 }
 
+// finished says whether the application's deployment is over: its status
+// says Running, or exactly the desired set runs already.
+func (w *world) finished(ctx context.Context, a *mlsysopsv1.MLSysOpsApp, on string) (bool, string) {
+	got, err := w.get(ctx, a.Name)
+	if err == nil && got.Status.Phase == mlsysopsv1.AppRunning {
+		return true, "the application is Running"
+	}
+	if err := w.desired(ctx, a, on); err == nil {
+		return true, "exactly the desired set runs"
+	}
+	return false, ""
+}
+
+// generations returns the generation of each Deployment of the
+// application in cluster: a rewrite by an agent changes it at once, before
+// any pod follows.
+func (w *world) generations(t *testing.T, a *mlsysopsv1.MLSysOpsApp, cluster string) map[string]int64 {
+	t.Helper()
+	deps, err := w.members[cluster].AppsV1().Deployments(members.Namespace(a.Name)).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int64{}
+	for _, d := range deps.Items {
+		out[d.Name] = d.Generation
+	}
+	return out
+}
+
+// reconciled reads which version of each application an agent's
+// controller last completed a pass over (its /status).
+func (w *world) reconciled(ctx context.Context, layer, name string) (map[string]string, error) {
+	var st struct {
+		Reconciled map[string]string `json:"reconciled"`
+	}
+	err := getJSON(ctx, w.agents.Get(layer, name).URL()+"/status", &st)
+	return st.Reconciled, err
+}
+
+// pokeAnnotation is an annotation no agent acts on: changing it makes a
+// new version of the application that the controllers reconcile.
+const pokeAnnotation = "test.mlsysops.eu/poke"
+
+// acted waits until the continuum agent and the cluster agent of cluster
+// have each completed a reconcile of the application that began after
+// this call: it gives the application a new version (an annotation no
+// agent acts on) and waits for a pass over that version, in Karmada for
+// the continuum agent and in the member cluster for the cluster agent.
+// A check made afterwards sees what the agents do given the chance, where
+// a sleep would only hope they had it.
+func (w *world) acted(t *testing.T, a *mlsysopsv1.MLSysOpsApp, cluster string) {
+	t.Helper()
+	token := strconv.FormatInt(time.Now().UnixNano(), 10)
+	patch := []byte(`{"metadata":{"annotations":{"` + pokeAnnotation + `":"` + token + `"}}}`)
+	cur := &mlsysopsv1.MLSysOpsApp{ObjectMeta: metav1.ObjectMeta{Namespace: a.Namespace, Name: a.Name}}
+	if err := w.karmada.Patch(context.Background(), cur, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the continuum agent's pass over version "+cur.ResourceVersion, time.Second, 2*time.Minute, func(ctx context.Context) error {
+		passes, err := w.reconciled(ctx, testbed.LayerContinuum, "mls-continuum")
+		if err != nil {
+			return err
+		}
+		if rv := passes[a.Name]; !kube.SameOrNewer(rv, cur.ResourceVersion) {
+			return fmt.Errorf("last pass over version %q", rv)
+		}
+		return nil
+	})
+	var memberRV string
+	poll(t, "the new version in "+cluster, time.Second, 2*time.Minute, func(ctx context.Context) error {
+		m := &mlsysopsv1.MLSysOpsApp{}
+		if err := w.memberApps[cluster].Get(ctx, client.ObjectKeyFromObject(a), m); err != nil {
+			return err
+		}
+		if m.Annotations[pokeAnnotation] != token {
+			return fmt.Errorf("annotation %q", m.Annotations[pokeAnnotation])
+		}
+		memberRV = m.ResourceVersion
+		return nil
+	})
+	poll(t, "the cluster agent's pass over version "+memberRV, time.Second, 2*time.Minute, func(ctx context.Context) error {
+		passes, err := w.reconciled(ctx, testbed.LayerCluster, cluster)
+		if err != nil {
+			return err
+		}
+		if rv := passes[a.Name]; !kube.SameOrNewer(rv, memberRV) {
+			return fmt.Errorf("last pass over version %q", rv)
+		}
+		return nil
+	})
+}
+
 // Each agent killed with SIGKILL in the middle of a deployment and started
 // again leaves exactly the desired set: no duplicate Deployment, no pod
 // left behind, nothing in the other cluster; removal then leaves nothing.
+//
+// A kill that lands after the deployment finished would prove nothing:
+// such a run is done again with a new application, and the test fails
+// when no kill lands in time.
 func TestAgentKilledMidDeployment(t *testing.T) {
 	w := start(t)
 	cases := []struct {
@@ -271,37 +375,63 @@ func TestAgentKilledMidDeployment(t *testing.T) {
 		},
 		{
 			victim: testbed.LayerNode + "/cloud-gpu-h100-1", example: "gpu-inference.yaml", cluster: "cloud-1",
+			// The application is placed on the cluster; its components
+			// land on the node while the node agent is down. (Killed once
+			// the Deployments exist, the node agent mostly died after
+			// KWOK had run every pod.)
 			midway: func(ctx context.Context, a *mlsysopsv1.MLSysOpsApp) bool {
-				deps, err := w.members["cloud-1"].AppsV1().Deployments(members.Namespace(a.Name)).List(ctx, metav1.ListOptions{})
-				return err == nil && len(deps.Items) > 0
+				var pp policyv1alpha1.PropagationPolicy
+				return w.karmada.Get(ctx, types.NamespacedName{Namespace: a.Namespace, Name: a.Name}, &pp) == nil
 			},
 		},
 	}
+	const attempts = 3
 	for _, tc := range cases {
 		layer, name, _ := strings.Cut(tc.victim, "/")
 		t.Run(strings.ReplaceAll(tc.victim, "/", "-"), func(t *testing.T) {
-			a := app(t, tc.example, "kill-"+layer)
-			w.create(t, a)
-			poll(t, "deployment under way", 20*time.Millisecond, 2*time.Minute, func(ctx context.Context) error {
-				if tc.midway(ctx, a) {
-					return nil
+			var a *mlsysopsv1.MLSysOpsApp
+			for attempt := 1; ; attempt++ {
+				a = app(t, tc.example, "kill-"+layer)
+				w.create(t, a)
+				poll(t, "deployment under way", 20*time.Millisecond, 2*time.Minute, func(ctx context.Context) error {
+					if tc.midway(ctx, a) {
+						return nil
+					}
+					return fmt.Errorf("not yet")
+				})
+				w.agents.Kill(layer, name)
+				// Checked once the agent is dead: what it had not finished
+				// then, it did not finish before dying.
+				done, why := w.finished(context.Background(), a, tc.cluster)
+				if !done {
+					got, err := w.get(context.Background(), a.Name)
+					if err != nil {
+						t.Fatal(err)
+					}
+					t.Logf("killed %s mid-deployment (attempt %d), the app %s: %s", tc.victim, attempt, got.Status.Phase, got.Status.Message)
+					break
 				}
-				return fmt.Errorf("not yet")
-			})
-			w.agents.Kill(layer, name)
-			got, err := w.get(context.Background(), a.Name)
-			if err != nil {
-				t.Fatal(err)
+				w.agents.Start(layer, name)
+				w.remove(t, a)
+				if attempt == attempts {
+					t.Fatalf("the kill of %s landed after the deployment had finished (%s) in %d attempts: no kill mid-deployment to test", tc.victim, why, attempts)
+				}
+				t.Logf("attempt %d: the kill of %s landed after the deployment had finished (%s); again with a new application", attempt, tc.victim, why)
 			}
-			t.Logf("killed %s with the app %s: %s", tc.victim, got.Status.Phase, got.Status.Message)
+			// The agent stays down a while: the others go on without it.
 			time.Sleep(2 * time.Second)
 			w.agents.Start(layer, name)
 			w.waitPhase(t, a.Name, mlsysopsv1.AppRunning, 3*time.Minute)
 			poll(t, "exactly the desired set", time.Second, 2*time.Minute, func(ctx context.Context) error { return w.desired(ctx, a, tc.cluster) })
-			// And it stays so: the restarted agents settle without churn.
-			time.Sleep(3 * time.Second)
+			// And it stays so: once the restarted agents have acted on
+			// the application again, nothing changed.
+			before := w.generations(t, a, tc.cluster)
+			w.acted(t, a, tc.cluster)
 			if err := w.desired(context.Background(), a, tc.cluster); err != nil {
-				t.Fatalf("after settling: %v", err)
+				t.Fatalf("after the agents acted again: %v", err)
+			}
+			if diff := cmp.Diff(before, w.generations(t, a, tc.cluster)); diff != "" {
+				t.Errorf("the agents rewrote Deployments of a running application (-before +after):\n%s", diff)
 			}
 			w.remove(t, a)
 		})
@@ -449,8 +579,30 @@ func TestNodeAgentGoneMovesComponents(t *testing.T) {
 		}
 	}
 
+	before := w.generations(t, a, "cloud-1")
 	w.agents.Start(testbed.LayerNode, victim)
-	time.Sleep(2 * grace)
+	// The cluster agent sees the node agent back, takes the node off its
+	// gone list and acts on the application again: only then can the
+	// check below tell that it moves nothing.
+	poll(t, "the cluster agent seeing "+victim+" back", time.Second, 2*time.Minute, func(ctx context.Context) error {
+		var st struct {
+			Nodes map[string]struct {
+				Online bool `json:"online"`
+			} `json:"nodes"`
+			Gone []string `json:"nodes_gone"`
+		}
+		if err := getJSON(ctx, w.agents.Get(testbed.LayerCluster, "cloud-1").URL()+"/status", &st); err != nil {
+			return err
+		}
+		if !st.Nodes[victim].Online || slices.Contains(st.Gone, victim) {
+			return fmt.Errorf("online %v, gone %v", st.Nodes[victim].Online, st.Gone)
+		}
+		return nil
+	})
+	w.acted(t, a, "cloud-1")
+	if diff := cmp.Diff(before, w.generations(t, a, "cloud-1")); diff != "" {
+		t.Errorf("after the agent came back the cluster agent rewrote the Deployment (-before +after):\n%s", diff)
+	}
 	got, err = w.get(context.Background(), a.Name)
 	if err != nil {
 		t.Fatal(err)

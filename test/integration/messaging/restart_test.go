@@ -71,7 +71,6 @@ func TestExactlyOnceAcrossServerRestart(t *testing.T) {
 			}()
 
 			eventually(t, 2*time.Minute, "a third of the commands handled", func() bool { return handled() >= n/3 })
-			atRestart := handled()
 			began := time.Now()
 			switch mode {
 			case "stop":
@@ -83,10 +82,21 @@ func TestExactlyOnceAcrossServerRestart(t *testing.T) {
 					t.Fatalf("kill ejabberd: %v", err)
 				}
 			}
+			// The server is down: no write and no acknowledgement passes
+			// now. Commands written before and not acknowledged were in
+			// flight; with none, the test would prove nothing.
+			placed := map[string]string{"type": string(messaging.TypeComponentPlaced)}
+			atRestart, queued := handled(), parent.QueueDepth()
+			inFlight := parent.metric(t, "mlsysops_messaging_sent_total", placed) -
+				parent.metric(t, "mlsysops_messaging_retried_total", placed) -
+				parent.metric(t, "mlsysops_messaging_acked_total", nil)
+			if atRestart >= n || inFlight < 1 {
+				t.Fatalf("nothing in flight at the %s: %d of %d commands handled, %v written and unacknowledged, %d held by the parent", mode, atRestart, n, inFlight, queued)
+			}
 			if err := e.Start(ctx); err != nil {
 				t.Fatalf("start ejabberd again: %v", err)
 			}
-			t.Logf("ejabberd %s+start with %d of %d handled took %v", mode, atRestart, n, time.Since(began).Round(time.Millisecond))
+			t.Logf("ejabberd %s+start with %d of %d handled, %v in flight and %d held by the parent took %v", mode, atRestart, n, inFlight, queued, time.Since(began).Round(time.Millisecond))
 
 			failed := 0
 			for d := range deliveries {

@@ -13,16 +13,13 @@ import (
 	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
 	karmadaclientset "github.com/karmada-io/karmada/pkg/generated/clientset/versioned"
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsclientset "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/mlsysops-go/mlsysops/agents/cluster/fluidity"
 	"github.com/mlsysops-go/mlsysops/agents/continuum"
-	"github.com/mlsysops-go/mlsysops/crds"
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
 	"github.com/mlsysops-go/mlsysops/internal/description"
 	"github.com/mlsysops-go/mlsysops/internal/kube"
@@ -37,34 +34,21 @@ import (
 )
 
 // karmadaEnv is an API on a private Redis and the shared testbed's
-// Karmada, with its own namespace for MLSysOpsApp and MLSysOpsNode
+// Karmada API, with its own namespace for MLSysOpsApp and MLSysOpsNode
 // resources.
 //
-// The MLSysOpsApp resources of these tests live in the Karmada host
-// cluster's apiserver rather than in Karmada: the continuum controllers
-// that other tests run against the shared Karmada place every MLSysOpsApp
-// there, whatever its namespace, and would overwrite the status these
-// tests write as stand-ins for the agents. The northbound reads the
-// resource the same way from either apiserver.
+// The MLSysOpsApp resources of these tests live in the Karmada API, as
+// the agents' do, in a namespace of their own: the agents' placement
+// controllers act only on namespace mlsysops and no PropagationPolicy
+// selects this one, so the statuses these tests write as stand-ins for
+// the agents stay as written.
 type karmadaEnv struct {
 	*env
 	tb *testbed.Env
-	// k is Karmada: clusters, nodes, node descriptions.
-	k *infra.Karmada
-	// apps holds the MLSysOpsApp resources.
-	apps *infra.Karmada
-	ns   string
-}
-
-// splitInfra reads applications from one apiserver and everything else
-// from Karmada.
-type splitInfra struct {
-	handlers.Infra
-	apps *infra.Karmada
-}
-
-func (s splitInfra) App(ctx context.Context, name string) (*mlsysopsv1.MLSysOpsApp, error) {
-	return s.apps.App(ctx, name)
+	// k is the Karmada API: applications, clusters, nodes, node
+	// descriptions.
+	k  *infra.Karmada
+	ns string
 }
 
 func newKarmadaEnv(t *testing.T, cfg handlers.Config) *karmadaEnv {
@@ -72,35 +56,21 @@ func newKarmadaEnv(t *testing.T, cfg handlers.Config) *karmadaEnv {
 	tb := testbed.Shared(t)
 	ctx := ctxT(t)
 	kcfg := tb.RESTConfig(t, testbed.ContextKarmada)
-	hcfg := tb.RESTConfig(t, testbed.ContextHost)
 	if err := continuum.EnsureAPI(ctx, kcfg); err != nil {
 		t.Fatal(err)
 	}
-	list, err := kube.ReadCRDs(crds.FS, ".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := kube.ApplyCRDs(ctx, apiextensionsclientset.NewForConfigOrDie(hcfg), list); err != nil {
-		t.Fatal(err)
-	}
 	ns := uniq("nb-test")
-	for _, c := range []*rest.Config{kcfg, hcfg} {
-		cs := kubernetes.NewForConfigOrDie(c)
-		if err := kube.EnsureNamespace(ctx, cs, ns); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = cs.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	cs := kubernetes.NewForConfigOrDie(kcfg)
+	if err := kube.EnsureNamespace(ctx, cs, ns); err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = cs.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
 	k, err := infra.New(kcfg, infra.Options{Namespace: ns})
 	if err != nil {
 		t.Fatal(err)
 	}
-	apps, err := infra.New(hcfg, infra.Options{Namespace: ns})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Infra = splitInfra{Infra: k, apps: apps}
-	return &karmadaEnv{env: newEnv(t, cfg), tb: tb, k: k, apps: apps, ns: ns}
+	cfg.Infra = k
+	return &karmadaEnv{env: newEnv(t, cfg), tb: tb, k: k, ns: ns}
 }
 
 // placeApp creates the MLSysOpsApp in Karmada with a status, as the
@@ -114,11 +84,11 @@ func (ke *karmadaEnv) placeApp(t *testing.T, file string, status mlsysopsv1.MLSy
 	app := obj.(*mlsysopsv1.MLSysOpsApp)
 	app.Namespace = ke.ns
 	ctx := ctxT(t)
-	if err := ke.apps.Client().Create(ctx, app); err != nil {
+	if err := ke.k.Client().Create(ctx, app); err != nil {
 		t.Fatal(err)
 	}
 	app.Status = status
-	if err := ke.apps.Client().Status().Update(ctx, app); err != nil {
+	if err := ke.k.Client().Status().Update(ctx, app); err != nil {
 		t.Fatal(err)
 	}
 	return app
@@ -214,7 +184,7 @@ func TestResourceOnlyApplication(t *testing.T) {
 	sink := continuum.RedisStatus{Apps: ke.store.Applications(), ML: ke.store.MLDeployments()}
 	app.Status = mlsysopsv1.MLSysOpsAppStatus{Phase: mlsysopsv1.AppRunning, Message: "running on [edge-1]",
 		Components: []mlsysopsv1.ComponentStatus{{Name: "detector", Cluster: "edge-1", Nodes: []string{"edge-1"}, Replicas: 1, ReadyReplicas: 1}}}
-	if err := ke.apps.Client().Status().Update(ctx, app); err != nil {
+	if err := ke.k.Client().Status().Update(ctx, app); err != nil {
 		t.Fatal(err)
 	}
 	if err := sink.Update(ctx, app); err != nil {
@@ -251,7 +221,7 @@ func TestResourceOnlyApplication(t *testing.T) {
 	if got, err := ke.view.Applications().Get(ctx, "edge-camera"); err != nil || got.Phase != "Removing" {
 		t.Errorf("removing: %+v %v", got, err)
 	}
-	if err := ke.apps.Client().Delete(ctx, app); err != nil {
+	if err := ke.k.Client().Delete(ctx, app); err != nil {
 		t.Fatal(err)
 	}
 	if err := sink.Removed(ctx, "edge-camera"); err != nil {
@@ -286,12 +256,12 @@ func TestMLDeploymentEndpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	app.Namespace, app.ResourceVersion = ke.ns, ""
-	if err := ke.apps.Client().Create(ctx, &app); err != nil {
+	if err := ke.k.Client().Create(ctx, &app); err != nil {
 		t.Fatal(err)
 	}
 	app.Status = mlsysopsv1.MLSysOpsAppStatus{Phase: mlsysopsv1.AppRunning,
 		Components: []mlsysopsv1.ComponentStatus{{Name: "ml-comp", Cluster: "cloud-1", Nodes: []string{"cloud-gpu-h100-1"}, Replicas: 1, ReadyReplicas: 1}}}
-	if err := ke.apps.Client().Status().Update(ctx, &app); err != nil {
+	if err := ke.k.Client().Status().Update(ctx, &app); err != nil {
 		t.Fatal(err)
 	}
 	// What the cluster agent renders for the component (fluidity.Render).

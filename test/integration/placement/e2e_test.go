@@ -39,30 +39,10 @@ type agents struct {
 	Stop func()
 
 	continuum *continuum.Controllers
+	clusters  map[string]*cluster.Controllers
 	// processes are the agent processes (startProcessAgents); nil when
 	// the controllers run in the test.
 	processes *testbed.TestAgents
-	mu        sync.Mutex
-	downList  map[string]string
-}
-
-// ClusterDown tells the continuum agent a cluster's agent is gone, as the
-// liveness tracking would after its grace period.
-func (a *agents) ClusterDown(name, why string) {
-	a.mu.Lock()
-	a.downList[name] = why
-	a.mu.Unlock()
-	a.continuum.Apps.Resync()
-}
-
-func (a *agents) unavailable() map[string]string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	out := map[string]string{}
-	for k, v := range a.downList {
-		out[k] = v
-	}
-	return out
 }
 
 // startAgents runs the continuum controllers on Karmada and one cluster
@@ -90,8 +70,7 @@ func startAgentsTB(t testing.TB, setup func(cc *continuum.Controllers, clusters 
 		t.Fatal(err)
 	}
 	runs = append(runs, cc.Start)
-	a := &agents{env: env, downList: map[string]string{}, continuum: cc}
-	cc.Apps.Unavailable = a.unavailable
+	a := &agents{env: env, continuum: cc}
 	members := map[string]*cluster.Controllers{}
 	for _, name := range env.Clusters {
 		c, err := cluster.NewControllers(env.RESTConfig(t, name), name, log.With("layer", "cluster"))
@@ -102,6 +81,7 @@ func startAgentsTB(t testing.TB, setup func(cc *continuum.Controllers, clusters 
 		members[name] = c
 		runs = append(runs, c.Start)
 	}
+	a.clusters = members
 	if setup != nil {
 		setup(cc, members)
 	}
@@ -128,6 +108,28 @@ func startAgentsTB(t testing.TB, setup func(cc *continuum.Controllers, clusters 
 	}
 	a.karmada, a.Stop = kc, stop
 	return a
+}
+
+// passed waits until these controllers have each completed a pass over
+// the application since they started: the continuum's and those of the
+// named clusters. A check made afterwards sees what they do given the
+// chance, where a sleep would only hope they had it.
+func (a *agents) passed(t *testing.T, app string, clusters ...string) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
+		if a.continuum.Apps.LastPass(app) == "" {
+			return false, nil
+		}
+		for _, c := range clusters {
+			if a.clusters[c].Apps.LastPass(app) == "" {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("no completed pass over %s by the continuum's controller and those of %v: %v", app, clusters, err)
+	}
 }
 
 func (a *agents) member(t testing.TB, name string) kubernetes.Interface {

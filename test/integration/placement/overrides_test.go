@@ -260,7 +260,7 @@ func TestFluidityMovePlan(t *testing.T) {
 	dep := deployment(t, cloud, app.Name, "worker")
 	a.Stop()
 	b := startAgents(t)
-	time.Sleep(5 * time.Second) // a few reconcile passes
+	b.passed(t, app.Name, "cloud-1")
 	b.waitPhase(t, app.Name, mlsysopsv1.AppRunning, time.Minute)
 	after := runningPods(t, cloud, app.Name, "worker")
 	if len(after) != 1 || after[0].UID != before[0].UID || after[0].Spec.NodeName != to {
@@ -470,7 +470,7 @@ func TestClusterPlacementPlan(t *testing.T) {
 	// Restart: the application stays where the plan put it.
 	a.Stop()
 	b := startAgents(t)
-	time.Sleep(5 * time.Second)
+	b.passed(t, app.Name, second)
 	got = b.waitPhase(t, app.Name, mlsysopsv1.AppRunning, time.Minute)
 	if len(got.Status.Components) != 1 || got.Status.Components[0].Cluster != second {
 		t.Errorf("after a restart: status components %+v, want one on %s", got.Status.Components, second)

@@ -65,12 +65,15 @@ func TestAgentRegistry(t *testing.T) {
 	}
 }
 
+// TestTelemetryExpires: a sample is there until its TTL, then gone. The
+// TTL is Redis's: the test reads it from the server rather than racing a
+// short one, and watches a sample put with a TTL of 1 ms disappear.
 func TestTelemetryExpires(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)
 	tel := e.store.Telemetry()
 	s := state.Sample{Node: "node-1", Time: time.Date(2026, 5, 4, 12, 0, 0, 0, time.UTC), Metrics: map[string]float64{"cpu": 0.5}}
-	if err := tel.Put(ctx, s, 400*time.Millisecond); err != nil {
+	if err := tel.Put(ctx, s, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	if err := tel.Put(ctx, state.Sample{Node: "node-2", Metrics: map[string]float64{"cpu": 0.1}}, time.Hour); err != nil {
@@ -87,7 +90,24 @@ func TestTelemetryExpires(t *testing.T) {
 	if err != nil || len(many) != 2 {
 		t.Errorf("GetMany = %v, %v; want node-1 and node-2", many, err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	// The key carries the TTL it was put with.
+	var keys []string
+	iter := e.rdb.Scan(ctx, 0, "*telemetry*node-1*", 100).Iterator()
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+	}
+	if err := iter.Err(); err != nil || len(keys) != 1 {
+		t.Fatalf("telemetry keys of node-1: %v, %v; want one", keys, err)
+	}
+	if ttl, err := e.rdb.PTTL(ctx, keys[0]).Result(); err != nil || ttl <= 59*time.Minute || ttl > time.Hour {
+		t.Errorf("TTL of %s = %v, %v; want the hour it was put with", keys[0], ttl, err)
+	}
+
+	// Put again with a TTL that has passed by the time anyone looks.
+	if err := tel.Put(ctx, s, time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		_, err := tel.Get(ctx, "node-1")
 		if errors.Is(err, state.ErrNotFound) {

@@ -111,6 +111,11 @@ func TestNoSubmissionLostAcrossRedisRestart(t *testing.T) {
 // TestCrashedConsumerEntryRedelivered: a consumer reads entries and dies
 // before acknowledging them; another consumer gets them once they are idle
 // for ClaimIdle, and not before.
+//
+// Redis measures the idle time, so the test holds no window of its own:
+// the consumer that must not claim uses a ClaimIdle no run comes near, and
+// the one that claims is checked against the time that passed since the
+// first read began, which bounds every idle time Redis can have seen.
 func TestCrashedConsumerEntryRedelivered(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)
@@ -120,25 +125,32 @@ func TestCrashedConsumerEntryRedelivered(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	const idle = 300 * time.Millisecond
-	opts := state.QueueOptions{ClaimIdle: idle, Block: 50 * time.Millisecond}
-	a, err := apps.Queue(ctx, "", "continuum-a", opts)
+	a, err := apps.Queue(ctx, "", "continuum-a", state.QueueOptions{Block: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := apps.Queue(ctx, "", "continuum-b", opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	readAt := time.Now()
 	got, err := a.Read(ctx)
 	if err != nil || len(got) != 3 {
 		t.Fatalf("a read %d entries, %v", len(got), err)
 	}
 	// a "crashes" here: it never acknowledges.
 
-	// While a's entries are fresh, b sees nothing.
-	if es, err := b.Read(ctx); err != nil || len(es) != 0 {
-		t.Fatalf("b read %d entries before they were idle (err %v); it must not steal a live consumer's work", len(es), err)
+	// While a's entries are fresh, another consumer sees nothing.
+	patient, err := apps.Queue(ctx, "", "continuum-b", state.QueueOptions{ClaimIdle: time.Hour, Block: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if es, err := patient.Read(ctx); err != nil || len(es) != 0 {
+		t.Fatalf("b read %d entries idle for less than its ClaimIdle (err %v); it must not steal a live consumer's work", len(es), err)
+	}
+	// The same consumer with a short ClaimIdle gets them once Redis has
+	// seen them idle that long.
+	const idle = 2 * time.Second
+	opts := state.QueueOptions{ClaimIdle: idle, Block: 50 * time.Millisecond}
+	b, err := apps.Queue(ctx, "", "continuum-b", opts)
+	if err != nil {
+		t.Fatal(err)
 	}
 	var claimed []state.Entry
 	deadline := time.Now().Add(30 * time.Second)
@@ -146,6 +158,9 @@ func TestCrashedConsumerEntryRedelivered(t *testing.T) {
 		es, err := b.Read(ctx)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if len(es) > 0 && time.Since(readAt) < idle {
+			t.Fatalf("b claimed %d entries %v after a began reading them, before they could be idle for %v", len(es), time.Since(readAt), idle)
 		}
 		claimed = append(claimed, es...)
 	}

@@ -1,0 +1,5 @@
+package nested
+
+import "testing"
+
+func TestElsewhere(t *testing.T) {}
