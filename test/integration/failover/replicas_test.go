@@ -9,18 +9,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
-
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
 
-	"github.com/mlsysops-go/mlsysops/agents/continuum"
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
 	"github.com/mlsysops-go/mlsysops/internal/members"
 	"github.com/mlsysops-go/mlsysops/internal/testbed"
@@ -38,25 +33,7 @@ var leaseArgs = []string{
 // and of every cluster agent, each pair electing its leader.
 func startReplicated(t testing.TB) *world {
 	t.Helper()
-	ctrllog.SetLogger(logr.Discard())
-	env := testbed.Shared(t)
-	w := &world{env: env, members: map[string]kubernetes.Interface{}}
-	w.agents = testbed.StartTestAgents(t, env, testbed.TestAgentsOptions{
-		Nodes:    true,
-		Args:     []string{"--child-grace-period", grace.String(), "--capacity-report-interval", "5s"},
-		Replicas: 2, ReplicaArgs: leaseArgs,
-	})
-	scheme, err := continuum.Scheme()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if w.karmada, err = client.New(env.RESTConfig(t, testbed.ContextKarmada), client.Options{Scheme: scheme}); err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range env.Clusters {
-		w.members[c] = kubernetes.NewForConfigOrDie(env.RESTConfig(t, c))
-	}
-	return w
+	return startWith(t, 2, leaseArgs)
 }
 
 // election is the part of a replica's /status the tests read.
@@ -228,24 +205,42 @@ func TestLeaderKilledMidDeployment(t *testing.T) {
 			if len(rs) != 2 {
 				t.Fatalf("%d replicas, want 2", len(rs))
 			}
-			old, _ := waitRoles(t, rs, time.Minute)
-			lease := w.lease(t, tc.layer, tc.name)
-			if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity != old.Identity {
-				t.Fatalf("Lease held by %v, the leader says it is %s", lease.Spec.HolderIdentity, old.Identity)
-			}
-
-			a := app(t, tc.example, "lead-"+tc.layer)
-			w.create(t, a)
-			poll(t, "deployment under way", 20*time.Millisecond, 2*time.Minute, func(ctx context.Context) error {
-				if tc.midway(ctx, a) {
-					return nil
+			const attempts = 3
+			var a *mlsysopsv1.MLSysOpsApp
+			var old, leader *testbed.AgentProcess
+			for attempt := 1; ; attempt++ {
+				old, _ = waitRoles(t, rs, time.Minute)
+				lease := w.lease(t, tc.layer, tc.name)
+				if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity != old.Identity {
+					t.Fatalf("Lease held by %v, the leader says it is %s", lease.Spec.HolderIdentity, old.Identity)
 				}
-				return errors.New("not yet")
-			})
-			killed := time.Now()
-			killAndWait(t, old)
-			leader, took := handover(t, rs, old, killed)
-			t.Logf("%s/%s: leader %s SIGKILLed mid-deployment, %s leads and is ready after %s", tc.layer, tc.name, old.Identity, leader.Identity, took.Round(time.Millisecond))
+				a = app(t, tc.example, "lead-"+tc.layer)
+				w.create(t, a)
+				poll(t, "deployment under way", 20*time.Millisecond, 2*time.Minute, func(ctx context.Context) error {
+					if tc.midway(ctx, a) {
+						return nil
+					}
+					return errors.New("not yet")
+				})
+				killed := time.Now()
+				killAndWait(t, old)
+				// Checked before the follower can take over (the Lease
+				// has not expired yet): what the dead leader had not
+				// finished is left to its successor.
+				done, why := w.finished(context.Background(), a, tc.cluster)
+				var took time.Duration
+				leader, took = handover(t, rs, old, killed)
+				t.Logf("%s/%s: leader %s SIGKILLed, %s leads and is ready after %s", tc.layer, tc.name, old.Identity, leader.Identity, took.Round(time.Millisecond))
+				if !done {
+					break
+				}
+				restart(t, old)
+				w.remove(t, a)
+				if attempt == attempts {
+					t.Fatalf("the kill of %s landed after the deployment had finished (%s) in %d attempts: no kill mid-deployment to test", old.Identity, why, attempts)
+				}
+				t.Logf("attempt %d: the kill landed after the deployment had finished (%s); again with a new application", attempt, why)
+			}
 
 			w.waitPhase(t, a.Name, mlsysopsv1.AppRunning, 3*time.Minute)
 			poll(t, "exactly the desired set", time.Second, 2*time.Minute, func(ctx context.Context) error { return w.desired(ctx, a, tc.cluster) })
