@@ -170,6 +170,7 @@ func newAgent(ctx context.Context, opts *agentconfig.Options, conn *Connection, 
 	}
 	messaging.HandleFunc(a.Msg, a.handlePing)
 	messaging.HandleFunc(a.Msg, a.handleMode)
+	messaging.HandleFunc(a.Msg, a.handleResubscribe)
 	if a.layer.ChildLayer() != "" {
 		if a.acceptChildren == nil {
 			return nil, fmt.Errorf("the %s layer has children but did not call agent.AcceptChildren", opts.Layer)
@@ -347,6 +348,12 @@ func (a *Agent) watchPeers(ctx context.Context) error {
 					a.mu.Lock()
 					_, known := a.known[ev.Peer]
 					a.mu.Unlock()
+					if ev.Online && !known {
+						// A child this agent has no subscription of (it
+						// restarted, the child did not see it go): the
+						// child must subscribe again to be recorded.
+						a.askResubscribe(ctx, ev.Peer)
+					}
 					if known {
 						if err := a.registry.SetLiveness(ctx, ev.Peer, ev.Online, ev.Time); err != nil {
 							a.Log.Warn("registry liveness", "peer", ev.Peer, "err", err)
@@ -377,6 +384,34 @@ func (a *Agent) handleMode(ctx context.Context, env *messaging.Envelope, m *mess
 				a.Log.Warn("management mode not delivered", "peer", c, "err", err)
 			}
 		}()
+	}
+	return nil, nil
+}
+
+// askResubscribe asks child to subscribe again, without waiting.
+func (a *Agent) askResubscribe(ctx context.Context, child string) {
+	a.Log.Info("child heard before its subscription; asking it to subscribe", "peer", child)
+	go func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if _, err := a.Msg.SendAsync(sctx, child, &messaging.Resubscribe{Reason: "the parent has no subscription of yours"}); err != nil {
+			a.Log.Warn("resubscribe request not sent", "peer", child, "err", err)
+		}
+	}()
+}
+
+// handleResubscribe subscribes again when the parent asks: it restarted
+// and has no record of this agent.
+func (a *Agent) handleResubscribe(_ context.Context, env *messaging.Envelope, m *messaging.Resubscribe) (messaging.Message, error) {
+	// Authorized as a command already (the parent or a controller sent
+	// it); subscribing again is harmless either way.
+	if a.Parent == "" {
+		return nil, nil
+	}
+	a.Log.Info("parent asks for a new subscription", "parent", a.Parent, "reason", m.Reason)
+	select {
+	case a.resub <- struct{}{}:
+	default:
 	}
 	return nil, nil
 }

@@ -110,6 +110,7 @@ const (
 	TypeCapacityReport           Type = "cluster_capacity_report"
 	TypeApplicationStatusReport  Type = "application_status_report"
 	TypeManagementMode           Type = "ch_mode"
+	TypeResubscribe              Type = "resubscribe"
 	TypePing                     Type = "ping"
 	TypePong                     Type = "pong"
 	TypeAck                      Type = "ack"
@@ -137,6 +138,8 @@ func init() {
 		"a child registers with its parent (request; answered by sub_ack)")
 	register[SubscribeAck](TypeSubscribeAck, DirectionDown, Reliable, "performative sub_ack",
 		"the parent's answer to subscribe")
+	register[Resubscribe](TypeResubscribe, DirectionDown, BestEffort, "",
+		"a parent that does not know a child (it restarted) asks it to subscribe again")
 	register[Heartbeat](TypeHeartbeat, DirectionUp, BestEffort, "clus_hb / inform (broken upstream)",
 		"periodic liveness signal from a child")
 	register[NodeDescriptionSubmitted](TypeNodeDescriptionSubmitted, DirectionUp, Reliable, "",

@@ -240,6 +240,13 @@ const (
 	ModeML        = 1
 )
 
+// Resubscribe asks a child to subscribe again ("resubscribe"): its parent
+// hears from it but has no record of its subscription, as after a restart
+// the child did not notice.
+type Resubscribe struct {
+	Reason string `json:"reason,omitempty"`
+}
+
 // ManagementMode switches an agent's management mode ("ch_mode").
 type ManagementMode struct {
 	Mode   int    `json:"mode"`
@@ -336,6 +343,9 @@ func (*ApplicationStatusReport) MessageType() Type { return TypeApplicationStatu
 
 // MessageType implements Message.
 func (*ManagementMode) MessageType() Type { return TypeManagementMode }
+
+// MessageType implements Message.
+func (*Resubscribe) MessageType() Type { return TypeResubscribe }
 
 // MessageType implements Message.
 func (*Ping) MessageType() Type { return TypePing }
@@ -473,6 +483,9 @@ func (m *CapacityReport) Validate() error {
 func (m *ApplicationStatusReport) Validate() error {
 	return required("application", m.Application, "phase", m.Phase)
 }
+
+// Validate implements Message: every field is optional.
+func (*Resubscribe) Validate() error { return nil }
 
 // Validate checks the mode.
 func (m *ManagementMode) Validate() error {

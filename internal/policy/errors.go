@@ -55,7 +55,8 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
-// Unwrap returns ErrStepLimit, ErrTimeout, a context error or nil.
+// Unwrap returns ErrStepLimit, ErrTimeout, ErrMemoryLimit, ErrDepthLimit,
+// a context error or nil.
 func (e *Error) Unwrap() error { return e.cause }
 
 // Location returns "file:line".
@@ -118,6 +119,12 @@ func evalError(policy, file, phase string, err error, cause error) *Error {
 		e.Msg = "stopped: " + ErrStepLimit.Error() + " (an endless loop?)"
 	case errors.Is(cause, ErrTimeout):
 		e.Msg = "stopped: " + ErrTimeout.Error()
+	case errors.Is(cause, ErrMemoryLimit) && !strings.Contains(e.Msg, ErrMemoryLimit.Error()):
+		// Stopped by the governor: the message is the cancellation's.
+		e.Msg = "stopped: " + ErrMemoryLimit.Error() + ": " + strings.TrimPrefix(e.Msg, "Starlark computation cancelled: ")
+	case errors.Is(cause, ErrMemoryLimit), errors.Is(cause, ErrDepthLimit):
+		// Refused by a sandbox check, whose message says what.
+		e.Msg = "stopped: " + e.Msg
 	}
 	return e
 }

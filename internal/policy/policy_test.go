@@ -311,7 +311,7 @@ func TestInstanceErrors(t *testing.T) {
 			body:    "def analyze(c, a, s, m, t, ml):\n    n = 0\n    while True:\n        n += 1\n    return False, c\n",
 			phase:   "analyze",
 			limits:  Limits{MaxSteps: 100000, Timeout: time.Minute},
-			want:    "policy-test.star:7:9: analyze: stopped: policy exceeded its execution step limit (an endless loop?)",
+			want:    "policy-test.star:7:11: analyze: stopped: policy exceeded its execution step limit (an endless loop?)",
 			wantErr: ErrStepLimit,
 		},
 		"a policy that loops forever is stopped by the time limit": {
@@ -325,8 +325,8 @@ func TestInstanceErrors(t *testing.T) {
 			body:    "def f(n):\n    return f(n + 1)\n\ndef analyze(c, a, s, m, t, ml):\n    return f(0), c\n",
 			phase:   "analyze",
 			limits:  Limits{MaxSteps: 200000, Timeout: time.Minute},
-			want:    "policy-test.star:5:12: analyze: stopped: policy exceeded its execution step limit (an endless loop?)",
-			wantErr: ErrStepLimit,
+			want:    "policy-test.star:4:1: analyze: stopped: policy exceeded its call depth limit: f nested 201 calls deep, the limit is 200 (endless recursion?)",
+			wantErr: ErrDepthLimit,
 		},
 	}
 	for name, tc := range cases {

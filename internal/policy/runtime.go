@@ -31,6 +31,15 @@ type Limits struct {
 	MaxSteps uint64
 	// Timeout is the wall-clock time one call may take. Default 2s.
 	Timeout time.Duration
+	// MaxMemory is how much one call may allocate and keep, in bytes:
+	// no single step may build a larger value, and the call is stopped
+	// when the process's live heap grows by more while it runs. Default
+	// 256 MiB.
+	MaxMemory uint64
+	// MaxDepth is how deeply calls may nest (recursion). Default 200;
+	// an endless recursion would otherwise overflow the Go stack and
+	// kill the agent.
+	MaxDepth int
 }
 
 // Runtime is the environment policies run in.
@@ -52,6 +61,12 @@ func (rt Runtime) withDefaults() Runtime {
 	if rt.Limits.Timeout <= 0 {
 		rt.Limits.Timeout = 2 * time.Second
 	}
+	if rt.Limits.MaxMemory == 0 {
+		rt.Limits.MaxMemory = 256 << 20
+	}
+	if rt.Limits.MaxDepth <= 0 {
+		rt.Limits.MaxDepth = 200
+	}
 	if rt.Logger == nil {
 		rt.Logger = slog.Default()
 	}
@@ -67,14 +82,18 @@ const threadLogger = "mlsysops.logger"
 // predeclared returns the names every policy sees besides the Starlark
 // built-ins.
 func (rt Runtime) predeclared() starlark.StringDict {
-	return starlark.StringDict{
+	d := sandbox{maxBytes: rt.Limits.MaxMemory, maxDepth: rt.Limits.MaxDepth}.predeclared()
+	for name, v := range (starlark.StringDict{
 		"json":           json.Module,
 		"math":           math.Module,
 		"now":            starlark.NewBuiltin("now", rt.now),
 		"log":            starlark.NewBuiltin("log", logBuiltin),
 		"parse_duration": starlark.NewBuiltin("parse_duration", parseDurationBuiltin),
 		"metric":         starlark.NewBuiltin("metric", metricBuiltin),
+	}) {
+		d[name] = v
 	}
+	return d
 }
 
 func (rt Runtime) now(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
@@ -233,7 +252,9 @@ func (rt Runtime) run(ctx context.Context, thread *starlark.Thread, policy, file
 		cancelled.Store(true)
 		thread.Cancel("the agent is stopping")
 	})
+	governed := governor.watch(thread, rt.Limits.MaxMemory)
 	v, err := f()
+	memoryHit := governed()
 	timer.Stop()
 	stop()
 	if err == nil {
@@ -241,6 +262,10 @@ func (rt Runtime) run(ctx context.Context, thread *starlark.Thread, policy, file
 	}
 	var cause error
 	switch {
+	case memoryHit || errors.Is(err, ErrMemoryLimit):
+		cause = ErrMemoryLimit
+	case errors.Is(err, ErrDepthLimit):
+		cause = ErrDepthLimit
 	case timedOut.Load():
 		cause = ErrTimeout
 	case cancelled.Load():

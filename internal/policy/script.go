@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"go.starlark.net/starlark"
+	"go.starlark.net/syntax"
 )
 
 // Template is a loaded policy from which the engine makes instances: one
@@ -163,7 +164,14 @@ func Compile(ctx context.Context, name, file string, src []byte, rt Runtime) (*S
 		log:     rt.Logger.With("policy", name),
 	}
 	predeclared := rt.predeclared()
-	_, prog, err := starlark.SourceProgram(file, src, predeclared.Has)
+	f, err := syntax.Parse(file, src, 0)
+	if err == nil {
+		err = rewrite(f)
+	}
+	if err != nil {
+		return nil, compileError(name, file, err)
+	}
+	prog, err := starlark.FileProgram(f, predeclared.Has)
 	if err != nil {
 		return nil, compileError(name, file, err)
 	}

@@ -408,18 +408,7 @@ func (tb *Testbed) Status(ctx context.Context) ([]ComponentStatus, error) {
 	}
 	var out []ComponentStatus
 	for _, pr := range p.all() {
-		s := ComponentStatus{Name: pr.Name, LogFile: tb.rel(pr.LogFile)}
-		s.Pid, s.Running = pr.Pid()
-		if s.Running {
-			cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-			if err := pr.Ready(cctx); err != nil {
-				s.Detail = err.Error()
-			} else {
-				s.Ready = true
-			}
-			cancel()
-		}
-		out = append(out, s)
+		out = append(out, tb.probe(ctx, pr.Name, pr.LogFile, pr.Pid, pr.Ready))
 	}
 	for _, svc := range []struct {
 		name    string
@@ -432,51 +421,35 @@ func (tb *Testbed) Status(ctx context.Context) ([]ComponentStatus, error) {
 		{"ejabberd", tb.ejabberd.Pid, tb.ejabberd.Healthy, tb.ejabberd.LogFile()},
 		{northboundName, tb.northboundPid, tb.northboundHealthy, tb.l.path("logs", northboundName+".log")},
 	} {
-		s := ComponentStatus{Name: svc.name, LogFile: tb.rel(svc.log)}
-		s.Pid, s.Running = svc.pid()
-		if s.Running {
-			cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-			if err := svc.healthy(cctx); err != nil {
-				s.Detail = err.Error()
-			} else {
-				s.Ready = true
-			}
-			cancel()
-		}
-		out = append(out, s)
+		out = append(out, tb.probe(ctx, svc.name, svc.log, svc.pid, svc.healthy))
 	}
 	for _, n := range tb.real {
 		for _, pr := range tb.nodeProcesses(n) {
-			s := ComponentStatus{Name: pr.Name, LogFile: tb.rel(pr.LogFile)}
-			s.Pid, s.Running = pr.Pid()
-			if s.Running {
-				cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-				if err := pr.Ready(cctx); err != nil {
-					s.Detail = err.Error()
-				} else {
-					s.Ready = true
-				}
-				cancel()
-			}
-			out = append(out, s)
+			out = append(out, tb.probe(ctx, pr.Name, pr.LogFile, pr.Pid, pr.Ready))
 		}
 	}
 	if as, cfg, err := tb.agents(); err == nil && !tb.opts.SkipAgents {
 		for _, a := range append([]*AgentProcess{{Process: AccountsProcess(cfg)}}, as...) {
-			s := ComponentStatus{Name: a.Process.Name, LogFile: tb.rel(a.LogFile)}
-			if s.Pid, s.Running = a.Pid(); s.Running {
-				cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-				if err := a.Ready(cctx); err != nil {
-					s.Detail = err.Error()
-				} else {
-					s.Ready = true
-				}
-				cancel()
-			}
-			out = append(out, s)
+			out = append(out, tb.probe(ctx, a.Process.Name, a.LogFile, a.Pid, a.Ready))
 		}
 	}
 	return out, nil
+}
+
+// probe reports one component: its pid, whether it runs and, when it
+// does, whether its readiness check passes within 3 s.
+func (tb *Testbed) probe(ctx context.Context, name, logFile string, pid func() (int, bool), ready func(context.Context) error) ComponentStatus {
+	s := ComponentStatus{Name: name, LogFile: tb.rel(logFile)}
+	if s.Pid, s.Running = pid(); s.Running {
+		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		if err := ready(cctx); err != nil {
+			s.Detail = err.Error()
+		} else {
+			s.Ready = true
+		}
+	}
+	return s
 }
 
 // Kill kills every process of the testbed with SIGKILL, as a crash would:
@@ -497,6 +470,9 @@ func (tb *Testbed) Kill() error {
 	}
 	_ = tb.redis.Kill()
 	_ = tb.ejabberd.Kill()
+	if pg, err := tb.newPostgres(); err == nil {
+		_ = pg.Kill()
+	}
 	if err := killCgroup(tb.cgroupBase(), 20*time.Second); err != nil {
 		errs = append(errs, err)
 	}

@@ -43,17 +43,23 @@ type Options struct {
 	// Redis: addresses (REDIS_ADDR, or upstream's REDIS_HOST and
 	// REDIS_PORT), password (REDIS_PASSWORD), mode, Sentinel master, DB
 	// and key prefix.
-	RedisAddrs    []string
-	RedisPassword string
+	RedisAddrs      []string
+	RedisPassword   string
+	RedisMode       string
+	RedisMasterName string
+	RedisDB         int
+	RedisPrefix     string
+	RedisTLS        bool
+	RedisCAFile     string
+	// RedisPasswordFile is a file holding the Redis password, read at
+	// start when REDIS_PASSWORD is not set. There is no flag with the
+	// password itself: any local user could read it in the process list.
+	RedisPasswordFile string
 	// RedisSentinelPassword authenticates with the sentinels when they
-	// have a password (REDIS_SENTINEL_PASSWORD).
-	RedisSentinelPassword string
-	RedisMode             string
-	RedisMasterName       string
-	RedisDB               int
-	RedisPrefix           string
-	RedisTLS              bool
-	RedisCAFile           string
+	// have a password (REDIS_SENTINEL_PASSWORD, or the content of
+	// RedisSentinelPasswordFile).
+	RedisSentinelPassword     string
+	RedisSentinelPasswordFile string
 
 	// Kubeconfig (KUBECONFIG) and its contexts for the Karmada API and
 	// the Karmada host cluster. Without a kubeconfig the in-cluster
@@ -165,10 +171,10 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.TokenReload, "token-reload", o.TokenReload, "how often the token source is re-read (0 never)")
 	fs.StringSliceVar(&o.PublicPaths, "public-paths", o.PublicPaths, "paths served without a token (a trailing / covers a subtree)")
 	fs.StringSliceVar(&o.RedisAddrs, "redis-addr", o.RedisAddrs, "Redis address(es), host:port: the server, the sentinels or cluster seeds")
-	fs.StringVar(&o.RedisPassword, "redis-password", o.RedisPassword, "Redis password (prefer REDIS_PASSWORD)")
+	fs.StringVar(&o.RedisPasswordFile, "redis-password-file", o.RedisPasswordFile, "file holding the Redis password (or REDIS_PASSWORD)")
 	fs.StringVar(&o.RedisMode, "redis-mode", o.RedisMode, "single, sentinel or cluster")
 	fs.StringVar(&o.RedisMasterName, "redis-master-name", o.RedisMasterName, "Sentinel master group")
-	fs.StringVar(&o.RedisSentinelPassword, "redis-sentinel-password", o.RedisSentinelPassword, "the sentinels' password, when they have one (prefer REDIS_SENTINEL_PASSWORD)")
+	fs.StringVar(&o.RedisSentinelPasswordFile, "redis-sentinel-password-file", o.RedisSentinelPasswordFile, "file holding the sentinels' password, when they have one (or REDIS_SENTINEL_PASSWORD)")
 	fs.IntVar(&o.RedisDB, "redis-db", o.RedisDB, "Redis database")
 	fs.StringVar(&o.RedisPrefix, "redis-prefix", o.RedisPrefix, "prefix of every Redis key (the agents must use the same)")
 	fs.BoolVar(&o.RedisTLS, "redis-tls", o.RedisTLS, "connect to Redis with TLS")

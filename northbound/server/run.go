@@ -136,6 +136,23 @@ func Run(ctx context.Context, o *Options, base *slog.Logger) error {
 	go authn.Run(ctx, o.TokenReload)
 
 	// Redis.
+	for _, secret := range []struct {
+		what  string
+		value *string
+		file  string
+	}{
+		{"Redis password", &o.RedisPassword, o.RedisPasswordFile},
+		{"Redis Sentinel password", &o.RedisSentinelPassword, o.RedisSentinelPasswordFile},
+	} {
+		if *secret.value != "" || secret.file == "" {
+			continue
+		}
+		b, err := os.ReadFile(secret.file)
+		if err != nil {
+			return fmt.Errorf("%s: %w", secret.what, err)
+		}
+		*secret.value = strings.TrimSpace(string(b))
+	}
 	rdb, err := state.NewClient(o.redisConfig())
 	if err != nil {
 		return err

@@ -401,6 +401,9 @@ func Tail(file string, n int) string {
 	return "    " + strings.Join(lines, "\n    ")
 }
 
+// PIDAlive reports whether pid is a live process (a zombie is not).
+func PIDAlive(pid int) bool { return processRuns(pid, "") }
+
 // PIDFileAlive reports whether the pid file names a live process.
 func PIDFileAlive(file string) bool {
 	return (&Process{PIDFile: file}).alive()

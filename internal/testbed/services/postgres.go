@@ -118,12 +118,31 @@ func (p *Postgres) Start(ctx context.Context) error {
 	if err := p.prepare(ctx); err != nil {
 		return fmt.Errorf("postgres: %w", err)
 	}
+	p.removeStaleLock()
 	if err := p.proc.Start(); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	return p.proc.WaitReady(ctx)
+}
+
+// removeStaleLock removes the lock files (the data folder's and the
+// socket's) a killed server left when the process they name is gone or a
+// zombie: PostgreSQL itself takes a zombie (an orphan not yet reaped) for a
+// live server and refuses to start.
+func (p *Postgres) removeStaleLock() {
+	locks, _ := filepath.Glob(filepath.Join(p.SocketDir(), ".s.PGSQL.*.lock"))
+	for _, lock := range append(locks, filepath.Join(p.DataDir(), "postmaster.pid")) {
+		b, err := os.ReadFile(lock)
+		if err != nil {
+			continue
+		}
+		first, _, _ := strings.Cut(string(b), "\n")
+		if pid, err := strconv.Atoi(strings.TrimSpace(first)); err == nil && pid > 0 && !proc.PIDAlive(pid) {
+			_ = os.Remove(lock)
+		}
+	}
 }
 
 // prepare makes the folders (the data folder owned by the postgres

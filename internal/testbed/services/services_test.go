@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -67,10 +68,27 @@ func TestEjabberdLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
+	// The admin password must never be on a command line: watch every
+	// process's while the server starts (and creates the account) and
+	// restarts (and finds it).
+	const adminPW = "admin-password-under-watch-0123456789"
+	if err := os.MkdirAll(filepath.Join(dir, "x"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "x", "admin.password"), []byte(adminPW), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	leaks := watchCmdlines(t, adminPW)
 	e := services.NewEjabberd(filepath.Join(dir, "x"), testbed.FreePorts(t, 10), "mlsysops.test")
 	start := time.Now()
 	if err := e.Start(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if e.AdminPassword() != adminPW {
+		t.Fatalf("admin password %q, want the stored one", e.AdminPassword())
+	}
+	if err := e.Healthy(ctx); err != nil {
+		t.Fatalf("admin API with the stored password: %v", err)
 	}
 	t.Logf("ejabberd up in %v", time.Since(start))
 	t.Cleanup(func() { _ = e.Stop(ctx) })
@@ -93,10 +111,55 @@ func TestEjabberdLifecycle(t *testing.T) {
 	if err := e.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if err := e.Healthy(ctx); err != nil {
+		t.Fatalf("admin API with the stored password after a restart: %v", err)
+	}
 	if err := e.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	waitDown(t, e.Running)
+	if l := leaks(); len(l) > 0 {
+		t.Errorf("the admin password was on the command line of: %v", l)
+	}
+}
+
+// watchCmdlines polls every process's command line for secret until the
+// returned function is called, which returns the command lines (cut at
+// the secret) that held it.
+func watchCmdlines(t *testing.T, secret string) func() []string {
+	t.Helper()
+	stop := make(chan struct{})
+	done := make(chan []string)
+	go func() {
+		var found []string
+		for {
+			entries, _ := os.ReadDir("/proc")
+			for _, e := range entries {
+				if e.Name()[0] < '0' || e.Name()[0] > '9' {
+					continue
+				}
+				b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+				if err == nil && strings.Contains(string(b), secret) {
+					line := strings.ReplaceAll(string(b), "\x00", " ")
+					found = append(found, line[:strings.Index(line, secret)])
+				}
+			}
+			select {
+			case <-stop:
+				done <- found
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}()
+	var once sync.Once
+	var result []string
+	get := func() []string {
+		once.Do(func() { close(stop); result = <-done })
+		return result
+	}
+	t.Cleanup(func() { get() })
+	return get
 }
 
 func waitDown(t *testing.T, running func() bool) {

@@ -48,6 +48,7 @@ var fixtures = map[messaging.Type]messaging.Message{
 	messaging.TypeApplicationStatusReport: &messaging.ApplicationStatusReport{Application: "app-1", Cluster: "cluster-1", Phase: "Running", Time: now,
 		Components: map[string]messaging.ComponentStatus{"infer": {Node: "node-1", Phase: "Running"}}},
 	messaging.TypeManagementMode: &messaging.ManagementMode{Mode: messaging.ModeML, Reason: "operator"},
+	messaging.TypeResubscribe:    &messaging.Resubscribe{Reason: "the parent restarted"},
 	messaging.TypePing:           &messaging.Ping{Note: "hello"},
 	messaging.TypePong:           &messaging.Pong{Note: "hello"},
 }

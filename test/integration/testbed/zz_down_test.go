@@ -12,9 +12,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/mlsysops-go/mlsysops/internal/testbed"
@@ -58,7 +60,10 @@ func TestKilledThenDownLeavesNothing(t *testing.T) {
 			t.Errorf("real node %s after the restart: ready %v, %v", rn.Name, err == nil && ready(n), err)
 		}
 	}
-	again := waitPodPhase(t, cs, namespace, "sleeper", corev1.PodRunning)
+	// Right after the restart the pod may still show the Running phase of
+	// before the kill while the kubelet recreates its sandbox (no address
+	// then): it runs again once it is Ready with an address.
+	again := waitPodServing(t, cs, namespace, "sleeper")
 	if again.UID != first.UID || again.Status.PodIP == "" {
 		t.Errorf("pod after the restart: uid %s (was %s), ip %q", again.UID, first.UID, again.Status.PodIP)
 	}
@@ -186,4 +191,29 @@ func iptablesChains(t *testing.T) []string {
 		}
 	}
 	return chains
+}
+
+// waitPodServing waits until the pod is Running, Ready and has an address.
+func waitPodServing(t *testing.T, cs kubernetes.Interface, ns, name string) *corev1.Pod {
+	t.Helper()
+	var last *corev1.Pod
+	if err := wait.PollUntilContextTimeout(context.Background(), time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		last = p
+		if p.Status.Phase != corev1.PodRunning || p.Status.PodIP == "" {
+			return false, nil
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady {
+				return c.Status == corev1.ConditionTrue, nil
+			}
+		}
+		return false, nil
+	}); err != nil {
+		t.Fatalf("pod %s/%s not running again: %+v", ns, name, last.Status)
+	}
+	return last
 }
