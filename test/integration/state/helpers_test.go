@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -65,4 +66,28 @@ func waitHealthy(t *testing.T, e *env) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// scanKeys lists the keys matching pattern on every master: a Redis
+// Cluster client's SCAN asks one node only, which holds a third of the
+// slots.
+func scanKeys(ctx context.Context, rdb redis.UniversalClient, pattern string) ([]string, error) {
+	var (
+		mu   sync.Mutex
+		keys []string
+	)
+	scan := func(ctx context.Context, c redis.Cmdable) error {
+		iter := c.Scan(ctx, 0, pattern, 100).Iterator()
+		for iter.Next(ctx) {
+			mu.Lock()
+			keys = append(keys, iter.Val())
+			mu.Unlock()
+		}
+		return iter.Err()
+	}
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		err := cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return scan(ctx, c) })
+		return keys, err
+	}
+	return keys, scan(ctx, rdb)
 }
