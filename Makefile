@@ -24,7 +24,7 @@ TESTCOUNT := $(GO) run ./cmd/testcount
 # Documents whose marked tables come from $(BENCH_RESULTS) and the test counts.
 BENCH_DOCS := README.md docs/api.md
 
-.PHONY: all deps images up down status build test test-unit test-integration test-redis-modes test-count bench bench-readme generate verify lint clean
+.PHONY: all deps images up down status build test test-unit test-integration test-redis-modes test-count bench bench-readme generate manifests verify lint clean
 
 all: build
 
@@ -128,6 +128,10 @@ bench-readme:
 ## generate: regenerate deepcopy code and CRDs from the API types
 generate:
 	bash hack/generate.sh
+
+## manifests: render deployments/manifests (GitOps) and the deployer's golden files again
+manifests:
+	$(GO) test ./deployments/deployer -run 'TestRenderGolden|TestManifests' -update
 
 ## verify: fail when generated files are stale (deepcopy, CRDs, the test counts
 ## and the benchmark tables of the documentation)

@@ -39,3 +39,9 @@ cd "$GEN_ROOT"
 mkdir -p crds
 rm -f crds/*.yaml
 "$CONTROLLER_GEN" crd:allowDangerousTypes=true,crdVersions=v1 paths=./internal/api/... output:crd:artifacts:config=crds
+
+# The Karmada chart carries a copy of the CRDs (Helm charts are
+# self-contained): deployments/charts/mlsysops-karmada/files/crds.
+mkdir -p deployments/charts/mlsysops-karmada/files/crds
+rm -f deployments/charts/mlsysops-karmada/files/crds/*.yaml
+cp crds/*.yaml deployments/charts/mlsysops-karmada/files/crds/

@@ -13,6 +13,9 @@ cp "$ROOT/go.mod" "$ROOT/go.sum" "$tmp/"
 cp -R "$ROOT/internal/api" "$tmp/internal/api"
 mkdir -p "$tmp/crds"
 cp -R "$ROOT/crds/." "$tmp/crds/"
+chartcrds=deployments/charts/mlsysops-karmada/files/crds
+mkdir -p "$tmp/$chartcrds"
+cp -R "$ROOT/$chartcrds/." "$tmp/$chartcrds/"
 
 GEN_ROOT="$tmp" bash "$ROOT/hack/generate.sh"
 
@@ -21,6 +24,9 @@ if ! diff -ru "$ROOT/internal/api" "$tmp/internal/api"; then
   status=1
 fi
 if ! diff -ru "$ROOT/crds" "$tmp/crds"; then
+  status=1
+fi
+if ! diff -ru "$ROOT/$chartcrds" "$tmp/$chartcrds"; then
   status=1
 fi
 if [[ $status -ne 0 ]]; then

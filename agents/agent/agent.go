@@ -254,6 +254,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		start("registry", a.keepRegistry)
 	}
 	start(string(a.Opts.Layer), a.layer.Run)
+	start("description", a.watchDescription)
 
 	<-ctx.Done()
 	wg.Wait()

@@ -42,6 +42,10 @@ type Layer interface {
 	Ready(ctx context.Context) error
 	// Status adds the layer's view to /status.
 	Status() map[string]any
+	// DescriptionChanged runs when the agent's own description file
+	// changed: the layer applies what it can while running, and returns
+	// an error wrapping ErrRestart (RestartFor) for what needs a new start.
+	DescriptionChanged(ctx context.Context) error
 }
 
 // Registry records a parent agent's accepted children and their liveness

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -104,6 +105,13 @@ type Connection struct {
 	// Karmada placement; cluster: fluidity). Tests that share a testbed
 	// with other controllers turn them off.
 	PlacementControllers bool
+	// InstallAPI makes the continuum agent install the MLSysOps API in
+	// Karmada at start (CRDs, their propagation, the application
+	// namespace and status interpreter). The deployer installs them
+	// itself and turns this off, so that the agent only checks them and
+	// needs no right to write CRDs or Karmada policies
+	// (MLSYSOPS_INSTALL_API).
+	InstallAPI bool
 
 	// LeaderElect runs the agent as one replica of several with the same
 	// identity, of which only the holder of a Kubernetes Lease acts
@@ -127,6 +135,10 @@ type Connection struct {
 	// Descriptions is the system description folder (DESCRIPTION_PATH,
 	// default <install-path>/descriptions).
 	Descriptions string
+	// DescriptionPollInterval is how often the agent reads its own
+	// description again to apply changes (an edited ConfigMap); zero
+	// never does.
+	DescriptionPollInterval time.Duration
 	// Listen is the address of /metrics, /healthz, /readyz and /status
 	// (MLSYSOPS_LISTEN); empty disables the server.
 	Listen string
@@ -149,20 +161,22 @@ type Connection struct {
 // NewConnection returns the defaults.
 func NewConnection() *Connection {
 	return &Connection{
-		XMPPDomain:             "mlsysops.local",
-		HeartbeatInterval:      2 * time.Second,
-		ChildGracePeriod:       time.Minute,
-		CapacityReportInterval: 30 * time.Second,
-		PendingSettle:          30 * time.Second,
-		RedisPrefix:            "mlsysops",
-		KarmadaContext:         "karmada-apiserver",
-		PlacementControllers:   true,
-		LeaseDuration:          15 * time.Second,
-		RenewDeadline:          10 * time.Second,
-		RetryPeriod:            2 * time.Second,
-		Listen:                 ":9464",
-		LogLevel:               "info",
-		LogFormat:              "json",
+		XMPPDomain:              "mlsysops.local",
+		HeartbeatInterval:       2 * time.Second,
+		ChildGracePeriod:        time.Minute,
+		CapacityReportInterval:  30 * time.Second,
+		PendingSettle:           30 * time.Second,
+		DescriptionPollInterval: 5 * time.Second,
+		RedisPrefix:             "mlsysops",
+		KarmadaContext:          "karmada-apiserver",
+		PlacementControllers:    true,
+		InstallAPI:              true,
+		LeaseDuration:           15 * time.Second,
+		RenewDeadline:           10 * time.Second,
+		RetryPeriod:             2 * time.Second,
+		Listen:                  ":9464",
+		LogLevel:                "info",
+		LogFormat:               "json",
 	}
 }
 
@@ -224,6 +238,13 @@ func (c *Connection) FromEnv(env agentconfig.LookupEnv) error {
 	}
 	str(&c.LeaderElectLease, "MLSYSOPS_LEADER_ELECT_LEASE")
 	str(&c.LeaderElectIdentity, "MLSYSOPS_LEADER_ELECT_IDENTITY", "POD_NAME")
+	if v, ok := get("MLSYSOPS_INSTALL_API"); ok {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("env MLSYSOPS_INSTALL_API=%q: want true or false", v)
+		}
+		c.InstallAPI = b
+	}
 	if v, ok := env("MLSYSOPS_LISTEN"); ok {
 		c.Listen = v
 	}
@@ -259,6 +280,7 @@ func (c *Connection) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.KubeContext, "kube-context", c.KubeContext, "context in --kubeconfig (default: current)")
 	fs.StringVar(&c.KarmadaKubeconfig, "karmada-kubeconfig", c.KarmadaKubeconfig, "Karmada API kubeconfig for the continuum layer ($KARMADA_API_KUBECONFIG)")
 	fs.StringVar(&c.KarmadaContext, "karmada-context", c.KarmadaContext, "context in --karmada-kubeconfig")
+	fs.BoolVar(&c.InstallAPI, "install-api", c.InstallAPI, "continuum: install the MLSysOps CRDs, their propagation and the status interpreter in Karmada at start; false only checks them (the deployer installs them) ($MLSYSOPS_INSTALL_API)")
 	fs.BoolVar(&c.PlacementControllers, "placement-controllers", c.PlacementControllers, "run the placement controllers (continuum: Karmada placement, cluster: fluidity)")
 	fs.BoolVar(&c.LeaderElect, "leader-elect", c.LeaderElect, "run as one of several replicas of this agent: only the holder of a Kubernetes Lease acts, the others stand by ($MLSYSOPS_LEADER_ELECT; continuum and cluster layers)")
 	fs.StringVar(&c.LeaderElectLease, "leader-elect-lease", c.LeaderElectLease, "the Lease, namespace/name ($MLSYSOPS_LEADER_ELECT_LEASE; default mlsysops/mlsysops-<layer>-<name>)")
@@ -269,6 +291,7 @@ func (c *Connection) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.RenewDeadline, "leader-elect-renew-deadline", c.RenewDeadline, "how long the leader tries to renew before it stops acting (less than the lease duration)")
 	fs.DurationVar(&c.RetryPeriod, "leader-elect-retry-period", c.RetryPeriod, "how often the leader renews and followers try to take the lease")
 	fs.StringVar(&c.Descriptions, "descriptions", c.Descriptions, "system description folder ($DESCRIPTION_PATH; default <install-path>/descriptions)")
+	fs.DurationVar(&c.DescriptionPollInterval, "description-poll-interval", c.DescriptionPollInterval, "how often the agent reads its own description again to apply changes, e.g. an edited ConfigMap (0: never)")
 	fs.StringVar(&c.Listen, "listen", c.Listen, "address of /metrics, /healthz, /readyz and /status ($MLSYSOPS_LISTEN; empty disables)")
 	fs.BoolVar(&c.Profiling, "profiling", c.Profiling, "serve Go's CPU, heap and goroutine profiles under /debug/pprof/ on --listen")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error ($LOG_LEVEL)")
@@ -292,6 +315,9 @@ func (c *Connection) Validate(layer agentconfig.Layer) error {
 	}
 	if c.PendingSettle <= 0 {
 		errs = append(errs, fmt.Errorf("--pending-settle: must be positive, got %s", c.PendingSettle))
+	}
+	if c.DescriptionPollInterval < 0 {
+		errs = append(errs, fmt.Errorf("--description-poll-interval: must not be negative, got %s", c.DescriptionPollInterval))
 	}
 	if c.CapacityReportInterval <= 0 {
 		errs = append(errs, fmt.Errorf("--capacity-report-interval: must be positive, got %s", c.CapacityReportInterval))

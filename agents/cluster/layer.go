@@ -96,6 +96,18 @@ func newClusterLayer(_ context.Context, a *agent.Agent, env agentconfig.LookupEn
 	return c, nil
 }
 
+// DescriptionChanged restarts the agent: its description names its
+// children and its parent, which its messaging and controllers are built
+// with. It comes back with the new one and rebuilds its view from the
+// Kubernetes objects, Redis and its children.
+func (c *clusterLayer) DescriptionChanged(context.Context) error {
+	if _, err := description.ClusterFor(c.a.Conn.Descriptions, c.a.Name); err != nil {
+		c.a.Log.Warn("changed descriptions refused; keeping the loaded one", "err", err)
+		return nil
+	}
+	return agent.RestartFor("(cluster description)")
+}
+
 func (c *clusterLayer) ChildLayer() messaging.Layer { return messaging.LayerNode }
 
 func (c *clusterLayer) Children() []string {

@@ -10,6 +10,8 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
@@ -49,6 +51,14 @@ func NewControllers(cfg *rest.Config, cluster string, log *slog.Logger) (*Contro
 		Logger:                 logr.FromSlogHandler(log.Handler()),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
+		// The MLSysOps objects the agent reads live in one namespace: its
+		// rights on them can be a Role there. Deployments, Services and
+		// pods are in each application's own namespace, nodes are
+		// cluster-scoped: those are cached cluster-wide.
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&mlsysopsv1.MLSysOpsApp{}:  {Namespaces: map[string]cache.Config{mlsysopsv1.Namespace: {}}},
+			&mlsysopsv1.MLSysOpsNode{}: {Namespaces: map[string]cache.Config{mlsysopsv1.Namespace: {}}},
+		}},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("controller manager for %s: %w", cluster, err)

@@ -32,7 +32,7 @@ func listNodes(ctx context.Context, c client.Reader) ([]placement.Node, error) {
 	}
 	descs := map[string]*mlsysopsv1.MLSysOpsNodeSpec{}
 	var ml mlsysopsv1.MLSysOpsNodeList
-	if err := c.List(ctx, &ml, client.UnsafeDisableDeepCopy); err == nil {
+	if err := c.List(ctx, &ml, client.InNamespace(mlsysopsv1.Namespace), client.UnsafeDisableDeepCopy); err == nil {
 		for i := range ml.Items {
 			descs[ml.Items[i].Name] = &ml.Items[i].Spec
 		}

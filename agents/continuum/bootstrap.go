@@ -57,19 +57,9 @@ func EnsureAPI(ctx context.Context, cfg *rest.Config) error {
 	if err := kube.EnsureNamespace(ctx, cs, mlsysopsv1.Namespace); err != nil {
 		return err
 	}
-	var selectors []policyv1alpha1.ResourceSelector
-	for _, crd := range list {
-		selectors = append(selectors, policyv1alpha1.ResourceSelector{
-			APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition", Name: crd.Name,
-		})
-	}
-	cpp := &policyv1alpha1.ClusterPropagationPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: CRDPropagationPolicy},
-		Spec: policyv1alpha1.PropagationSpec{
-			ResourceSelectors:  selectors,
-			Placement:          policyv1alpha1.Placement{}, // every cluster, including those joined later
-			ConflictResolution: policyv1alpha1.ConflictOverwrite,
-		},
+	cpp, err := CRDPropagation()
+	if err != nil {
+		return err
 	}
 	cpps := kc.PolicyV1alpha1().ClusterPropagationPolicies()
 	if cur, err := cpps.Get(ctx, cpp.Name, metav1.GetOptions{}); err == nil {
@@ -83,21 +73,7 @@ func EnsureAPI(ctx context.Context, cfg *rest.Config) error {
 	} else if _, err := cpps.Create(ctx, cpp, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create %s: %w", cpp.Name, err)
 	}
-	ric := &configv1alpha1.ResourceInterpreterCustomization{
-		ObjectMeta: metav1.ObjectMeta{Name: AppInterpreter},
-		Spec: configv1alpha1.ResourceInterpreterCustomizationSpec{
-			Target: configv1alpha1.CustomizationTarget{APIVersion: mlsysopsv1.SchemeGroupVersion.String(), Kind: "MLSysOpsApp"},
-			Customizations: configv1alpha1.CustomizationRules{
-				Retention:        &configv1alpha1.LocalValueRetention{LuaScript: retainLua},
-				StatusReflection: &configv1alpha1.StatusReflection{LuaScript: reflectLua},
-				// No StatusAggregation: Karmada's Lua bridge fails on some
-				// application specs (it cannot turn empty Lua tables back
-				// into lists under paths with "*"), so the continuum agent
-				// aggregates the reflected statuses from the ResourceBinding
-				// itself and is the only writer of the status.
-			},
-		},
-	}
+	ric := AppInterpretation()
 	rics := kc.ConfigV1alpha1().ResourceInterpreterCustomizations()
 	if cur, err := rics.Get(ctx, ric.Name, metav1.GetOptions{}); err == nil {
 		cur.Spec = ric.Spec
@@ -112,24 +88,95 @@ func EnsureAPI(ctx context.Context, cfg *rest.Config) error {
 	return nil
 }
 
+// CheckAPI checks, without writing anything, that the MLSysOps API is
+// installed in Karmada: every mlsysops.eu CRD of this version exists and is
+// established. It is what the agent does when the deployer owns the API
+// (--install-api=false), and needs only the right to read those CRDs.
+func CheckAPI(ctx context.Context, cfg *rest.Config) error {
+	ext, err := apiextensionsclientset.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	list, err := kube.ReadCRDs(crds.FS, ".")
+	if err != nil {
+		return err
+	}
+	for _, want := range list {
+		crd, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, want.Name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("CRD %s: %w (install MLSysOps with `go run ./deployments`, or run the agent with --install-api)", want.Name, err)
+		}
+		if !kube.Established(crd) {
+			return fmt.Errorf("CRD %s is not established yet", want.Name)
+		}
+	}
+	return nil
+}
+
+// CRDPropagation is the ClusterPropagationPolicy that carries the
+// mlsysops.eu CRDs to every member cluster, including those joined later.
+func CRDPropagation() (*policyv1alpha1.ClusterPropagationPolicy, error) {
+	list, err := kube.ReadCRDs(crds.FS, ".")
+	if err != nil {
+		return nil, err
+	}
+	var selectors []policyv1alpha1.ResourceSelector
+	for _, crd := range list {
+		selectors = append(selectors, policyv1alpha1.ResourceSelector{
+			APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition", Name: crd.Name,
+		})
+	}
+	return &policyv1alpha1.ClusterPropagationPolicy{
+		TypeMeta:   metav1.TypeMeta{APIVersion: policyv1alpha1.SchemeGroupVersion.String(), Kind: "ClusterPropagationPolicy"},
+		ObjectMeta: metav1.ObjectMeta{Name: CRDPropagationPolicy},
+		Spec: policyv1alpha1.PropagationSpec{
+			ResourceSelectors:  selectors,
+			Placement:          policyv1alpha1.Placement{}, // every cluster, including those joined later
+			ConflictResolution: policyv1alpha1.ConflictOverwrite,
+		},
+	}, nil
+}
+
+// AppInterpretation is the resource interpreter customization that tells
+// Karmada how to read an MLSysOpsApp's status in the members and what to
+// keep of the member's copy.
+func AppInterpretation() *configv1alpha1.ResourceInterpreterCustomization {
+	return &configv1alpha1.ResourceInterpreterCustomization{
+		TypeMeta:   metav1.TypeMeta{APIVersion: configv1alpha1.GroupVersion.String(), Kind: "ResourceInterpreterCustomization"},
+		ObjectMeta: metav1.ObjectMeta{Name: AppInterpreter},
+		Spec: configv1alpha1.ResourceInterpreterCustomizationSpec{
+			Target: configv1alpha1.CustomizationTarget{APIVersion: mlsysopsv1.SchemeGroupVersion.String(), Kind: "MLSysOpsApp"},
+			Customizations: configv1alpha1.CustomizationRules{
+				Retention:        &configv1alpha1.LocalValueRetention{LuaScript: retainLua},
+				StatusReflection: &configv1alpha1.StatusReflection{LuaScript: reflectLua},
+				// No StatusAggregation: Karmada's Lua bridge fails on some
+				// application specs (it cannot turn empty Lua tables back
+				// into lists under paths with "*"), so the continuum agent
+				// aggregates the reflected statuses from the ResourceBinding
+				// itself and is the only writer of the status.
+			},
+		},
+	}
+}
+
 // The member's copy keeps the finalizer its cluster agent adds (removal
 // must clean up before the object goes).
-const retainLua = `
-function Retain(desiredObj, observedObj)
+const retainLua = `function Retain(desiredObj, observedObj)
   if observedObj.metadata.finalizers ~= nil then
     desiredObj.metadata.finalizers = observedObj.metadata.finalizers
   end
   return desiredObj
-end`
+end
+`
 
 // Karmada keeps each member's status as reported.
-const reflectLua = `
-function ReflectStatus(observedObj)
+const reflectLua = `function ReflectStatus(observedObj)
   if observedObj.status == nil then
     return {}
   end
   return observedObj.status
-end`
+end
+`
 
 // HasAppAPI reports whether Karmada has seen the MLSysOpsApp API in a
 // member cluster; until then Karmada refuses to schedule applications there.

@@ -109,6 +109,18 @@ func (c *continuumLayer) clusterOf(jid string) (string, bool) {
 	return "", false
 }
 
+// DescriptionChanged restarts the agent: its description names its
+// children, which its messaging and controllers are built with. It comes
+// back with the new one and rebuilds its view from the Kubernetes objects,
+// Redis and its children.
+func (c *continuumLayer) DescriptionChanged(context.Context) error {
+	if _, err := description.ContinuumFor(c.a.Conn.Descriptions, c.a.Name); err != nil {
+		c.a.Log.Warn("changed descriptions refused; keeping the loaded one", "err", err)
+		return nil
+	}
+	return agent.RestartFor("(continuum description)")
+}
+
 func (c *continuumLayer) ChildLayer() messaging.Layer { return messaging.LayerCluster }
 
 func (c *continuumLayer) Children() []string {
@@ -238,10 +250,13 @@ func (c *continuumLayer) start(ctx context.Context) error {
 		var capacity *ProxyCapacity
 		if capacity, err = NewProxyCapacity(c.kcfg); err == nil {
 			capacity.Reports = c.reports
-			ctrls, err = NewControllers(ctx, c.kcfg, capacity, c.a.Log)
+			ctrls, err = NewControllersWith(ctx, c.kcfg, c.a.Log,
+				ControllersOptions{Capacity: capacity, CheckAPIOnly: !c.a.Conn.InstallAPI})
 		}
-	} else {
+	} else if c.a.Conn.InstallAPI {
 		err = EnsureAPI(ctx, c.kcfg)
+	} else {
+		err = CheckAPI(ctx, c.kcfg)
 	}
 	if err != nil {
 		return fmt.Errorf("MLSysOps API in Karmada: %w", err)

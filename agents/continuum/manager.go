@@ -13,6 +13,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -40,12 +41,37 @@ type Controllers struct {
 	Apps *AppReconciler
 }
 
+// ControllersOptions tune NewControllersWith.
+type ControllersOptions struct {
+	// Capacity tells placement what each member offers; nil reads the
+	// members through Karmada's cluster proxy (NewProxyCapacity).
+	Capacity CapacitySource
+	// CheckAPIOnly checks the MLSysOps API in Karmada (CheckAPI) instead
+	// of installing it (EnsureAPI): the deployer installed it, and the
+	// agent runs with no right to write CRDs or cluster-wide policies.
+	CheckAPIOnly bool
+}
+
 // NewControllers ensures the MLSysOps API in Karmada and sets up the
 // placement controller. Metrics are served by the agent, not here.
 func NewControllers(ctx context.Context, cfg *rest.Config, capacity CapacitySource, log *slog.Logger) (*Controllers, error) {
-	if err := EnsureAPI(ctx, cfg); err != nil {
+	return NewControllersWith(ctx, cfg, log, ControllersOptions{Capacity: capacity})
+}
+
+// NewControllersWith is NewControllers with options. The manager's cache
+// holds the application namespace only: every namespaced object the
+// continuum agent reads (applications, their propagation policies and
+// resource bindings) lives there, so its rights in Karmada can be a Role
+// in that namespace plus read access to Cluster objects.
+func NewControllersWith(ctx context.Context, cfg *rest.Config, log *slog.Logger, opts ControllersOptions) (*Controllers, error) {
+	check := EnsureAPI
+	if opts.CheckAPIOnly {
+		check = CheckAPI
+	}
+	if err := check(ctx, cfg); err != nil {
 		return nil, err
 	}
+	capacity := opts.Capacity
 	scheme, err := Scheme()
 	if err != nil {
 		return nil, err
@@ -59,6 +85,7 @@ func NewControllers(ctx context.Context, cfg *rest.Config, capacity CapacitySour
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		LeaderElection:         false,
+		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{mlsysopsv1.Namespace: {}}},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("controller manager: %w", err)

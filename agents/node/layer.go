@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"sort"
 	"sync"
 	"time"
@@ -82,11 +83,62 @@ func newNodeLayer(_ context.Context, a *agent.Agent, _ agentconfig.LookupEnv) (a
 	return n, nil
 }
 
+// DescriptionChanged applies a new description of this node: labels,
+// hardware and the other fields go to the policies and, as the node's
+// registration, to the cluster agent, which updates the MLSysOpsNode.
+// A new cluster_id or new permitted_actions need a restart (a new parent,
+// mechanisms built with other permissions). An invalid description is
+// refused and the loaded one kept.
+func (n *nodeLayer) DescriptionChanged(ctx context.Context) error {
+	a := n.a
+	desc, err := generic.LoadOwn(a.Conn.Descriptions, a.Name, generic.KindNode)
+	if err != nil {
+		a.Log.Warn("changed description refused; keeping the loaded one", "err", err)
+		return nil
+	}
+	n.mu.Lock()
+	old := n.desc
+	n.mu.Unlock()
+	if reflect.DeepEqual(old.Spec, desc.Spec) {
+		return nil
+	}
+	if cl, _ := desc.Spec["cluster_id"].(string); cl != n.cluster {
+		return agent.RestartFor(fmt.Sprintf("cluster_id from %q to %q", n.cluster, cl))
+	}
+	if !reflect.DeepEqual(old.Spec["permitted_actions"], desc.Spec["permitted_actions"]) {
+		return agent.RestartFor("permitted_actions")
+	}
+	n.mu.Lock()
+	n.desc = desc
+	n.mu.Unlock()
+	a.Engine.SetSystemDescription(n.SystemDescription())
+	a.Log.Info("own description changed; applied", "file", desc.File)
+	if a.Registered.Load() {
+		n.sendDescription(ctx)
+	}
+	return nil
+}
+
+// sendDescription registers the node's description with its cluster.
+func (n *nodeLayer) sendDescription(ctx context.Context) {
+	a := n.a
+	body, err := json.Marshal(n.SystemDescription())
+	if err == nil {
+		err = a.Msg.Send(ctx, a.Parent, &messaging.NodeDescriptionSubmitted{Node: a.Name, Description: body})
+	}
+	if err != nil {
+		a.Log.Warn("description not delivered to the cluster", "cluster", n.cluster, "err", err)
+	}
+}
+
 func (n *nodeLayer) ChildLayer() messaging.Layer { return "" }
 func (n *nodeLayer) Children() []string          { return nil }
 
 func (n *nodeLayer) SystemDescription() map[string]any {
-	return agent.SystemDescription(generic.KindNode, n.desc.Name, n.desc.Spec)
+	n.mu.Lock()
+	desc := n.desc
+	n.mu.Unlock()
+	return agent.SystemDescription(generic.KindNode, desc.Name, desc.Spec)
 }
 
 func (n *nodeLayer) Mechanisms(a *agent.Agent) (*mechanism.Set, error) {
@@ -137,13 +189,7 @@ func (n *nodeLayer) Forward(ctx context.Context, planID string, command map[stri
 // here and tells the cluster the telemetry interval.
 func (n *nodeLayer) Registered(ctx context.Context) {
 	a := n.a
-	body, err := json.Marshal(n.SystemDescription())
-	if err == nil {
-		err = a.Msg.Send(ctx, a.Parent, &messaging.NodeDescriptionSubmitted{Node: a.Name, Description: body})
-	}
-	if err != nil {
-		a.Log.Warn("description not delivered to the cluster", "cluster", n.cluster, "err", err)
-	}
+	n.sendDescription(ctx)
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	resp, _, err := a.Msg.Request(rctx, a.Parent, &messaging.NodeStateSync{Node: a.Name})
 	cancel()

@@ -113,7 +113,30 @@ func newCommand() *cobra.Command {
 	})
 	root.AddCommand(newBenchCommand(o))
 	root.AddCommand(newAdmissionCommand())
+	root.AddCommand(newKwokletCommand())
 	return root
+}
+
+// newKwokletCommand runs the kwoklet of one member cluster (see
+// internal/testbed/kwoklet); the testbed starts it.
+func newKwokletCommand() *cobra.Command {
+	var o testbed.KwokletOptions
+	cmd := &cobra.Command{
+		Use:    "kwoklet",
+		Short:  "Run the MLSysOps agent pods of a cluster's KWOK nodes as processes",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return testbed.RunKwoklet(cmd.Context(), o, os.Stderr)
+		},
+	}
+	cmd.Flags().StringVar(&o.Cluster, "cluster", "", "member cluster")
+	cmd.Flags().StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig of the testbed")
+	cmd.Flags().StringVar(&o.Context, "context", "", "context of the member cluster")
+	cmd.Flags().StringVar(&o.StateDir, "state", "", "the kwoklet's folder")
+	cmd.Flags().StringVar(&o.NodesFile, "nodes", "", "the KWOK nodes' namespaces (written by the testbed)")
+	cmd.Flags().StringVar(&o.BinDir, "bin-dir", "bin", "the testbed's bin folder")
+	return cmd
 }
 
 // newAdmissionCommand runs the testbed's admission webhook (see

@@ -13,9 +13,13 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/mlsysops-go/mlsysops/internal/testbed/kwoklet"
 )
 
 func main() {
+	// The kwoklet runs each agent process through this binary.
+	kwoklet.RunSandboxIfAsked()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := newCommand().ExecuteContext(ctx); err != nil {

@@ -103,6 +103,10 @@ var Catalog = []Image{
 		Description: "MLSysOps northbound REST API",
 	},
 	{
+		Name: "accounts", Package: "./cmd/mlsysops-accounts", Binary: "mlsysops-accounts",
+		Description: "MLSysOps accounts reconciler: keeps the agents' XMPP accounts in place",
+	},
+	{
 		Name: "pause", Package: "./cmd/pause", Binary: "pause", Tag: PauseTag,
 		Description: "Pod sandbox: sleeps, reaps children, exits on TERM or INT",
 	},

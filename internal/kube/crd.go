@@ -77,7 +77,7 @@ func ApplyCRDs(ctx context.Context, cs apiextensionsclientset.Interface, crds []
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		for _, n := range names {
 			crd, err := api.Get(ctx, n, metav1.GetOptions{})
-			if err != nil || !established(crd) {
+			if err != nil || !Established(crd) {
 				pending = n
 				return false, nil
 			}
@@ -90,7 +90,8 @@ func ApplyCRDs(ctx context.Context, cs apiextensionsclientset.Interface, crds []
 	return nil
 }
 
-func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
+// Established reports whether the CRD's Established condition is true.
+func Established(crd *apiextensionsv1.CustomResourceDefinition) bool {
 	for _, c := range crd.Status.Conditions {
 		if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
 			return true

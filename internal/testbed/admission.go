@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/mlsysops-go/mlsysops/deployments/deployer"
 	"github.com/mlsysops-go/mlsysops/internal/images"
 )
 
@@ -238,6 +239,13 @@ func installAdmissionWebhook(ctx context.Context, cs kubernetes.Interface, url, 
 			SideEffects:             &none,
 			FailurePolicy:           &fail,
 			TimeoutSeconds:          &timeout,
+			// The MLSysOps agents' pods run the project's images only,
+			// each bound to its node by its DaemonSet: they are left
+			// alone, so that a tag the real nodes lack fails on that node
+			// as it would on a real cluster, instead of being moved.
+			NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+				Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpNotIn, Values: []string{deployer.Namespace},
+			}}},
 			Rules: []admissionregistrationv1.RuleWithOperations{{
 				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
 				Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}},

@@ -369,68 +369,10 @@ func StartAgents(ctx context.Context, agents []*AgentProcess, progress func(name
 	return nil
 }
 
-// agents plans the testbed's agents: the binary in <bin>, accounts through
-// the testbed's ejabberd, its Redis and kubeconfig.
-func (tb *Testbed) agents() ([]*AgentProcess, AgentsConfig, error) {
-	cfg := AgentsConfig{
-		Binary: filepath.Join(tb.opts.BinDir, agentBinary), NodeBinary: filepath.Join(tb.opts.BinDir, nodeAgentBinary), Descriptions: tb.opts.Descriptions, StateDir: tb.l.state,
-		XMPPAddr: tb.ejabberd.C2SAddr(), XMPPDomain: tb.ejabberd.Domain(), XMPPCAFile: tb.ejabberd.CAFile(),
-		XMPPAdminURL: tb.ejabberd.APIURL(), XMPPAdminJID: tb.ejabberd.AdminJID(), XMPPAdminPasswordFile: tb.ejabberd.AdminPasswordFile(),
-		AccountsBinary: filepath.Join(tb.opts.BinDir, accountsBinary), AccountsListen: tb.l.addr(portAccounts),
-		ExtraAccounts: []string{northboundXMPPUser + "@" + tb.ejabberd.Domain() + "=" + tb.northboundPasswordFile()},
-		RedisAddr:     tb.redis.Addr(), RedisPassword: tb.redis.Password(), Kubeconfig: tb.l.path("kubeconfig"),
-		ListenBase: tb.l.port(portAgents),
-		// The northbound API pings agents and sets their mode.
-		Args: []string{"--xmpp-controllers", northboundXMPPUser + "@" + tb.ejabberd.Domain()},
-	}
-	as, err := PlanAgents(tb.set, cfg)
-	return as, cfg, err
-}
-
-// The agent executables the testbed builds into its bin folder, as
+// The agent executables the testbed builds for the tests' agents, as
 // `make build` does, and the accounts reconciler's.
 const (
 	agentBinary     = "mlsysops-agent"
 	nodeAgentBinary = "mlsysops-agent-node"
 	accountsBinary  = "mlsysops-accounts"
 )
-
-// portAgents is the first agent's HTTP port offset; agents take the ports
-// up to portMembers.
-const portAgents = 50
-
-// startAgents builds the agent binaries and starts every agent.
-func (tb *Testbed) startAgents(ctx context.Context) error {
-	root := filepath.Dir(tb.opts.BinDir)
-	if _, err := os.Stat(filepath.Join(root, "agents", "main.go")); err != nil {
-		if r, rerr := RepoRoot(); rerr == nil {
-			root = r
-		}
-	}
-	as, cfg, err := tb.agents()
-	if err != nil {
-		return err
-	}
-	if len(as) > portMembers-portAgents {
-		return fmt.Errorf("%d agents: the testbed gives agents %d ports", len(as), portMembers-portAgents)
-	}
-	if err := BuildAgent(ctx, root, cfg.Binary); err != nil {
-		return err
-	}
-	tb.progress("built %s", agentBinary, tb.rel(cfg.Binary))
-	if err := BuildNodeAgent(ctx, root, cfg.NodeBinary); err != nil {
-		return err
-	}
-	tb.progress("built %s (node agents)", nodeAgentBinary, tb.rel(cfg.NodeBinary))
-	if err := BuildAccounts(ctx, root, cfg.AccountsBinary); err != nil {
-		return err
-	}
-	if err := PrepareAgents(cfg, as); err != nil {
-		return err
-	}
-	if _, err := StartAccounts(ctx, cfg); err != nil {
-		return err
-	}
-	tb.progress("ready on http://%s: %d agent accounts kept in place, passwords in %s", accountsName, cfg.AccountsListen, len(as), tb.rel(tb.l.path("pki")))
-	return StartAgents(ctx, as, func(name, msg string) { tb.progress("%s", name, msg) })
-}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/mlsysops-go/mlsysops/internal/testbed/services"
@@ -37,6 +38,36 @@ type Env struct {
 	Network NetworkEnv `json:"network"`
 	// RealNodes are the nodes with containerd and a kubelet.
 	RealNodes []RealNodeEnv `json:"realNodes"`
+
+	// Agents say where the installed agents' pods reach the services and
+	// the Karmada API (InstallOptions).
+	Agents AgentsEnv `json:"agents"`
+}
+
+// AgentsEnv is what an installation of MLSysOps on the testbed needs
+// beyond the rest of Env.
+type AgentsEnv struct {
+	// XMPPAddr and RedisAddr are ejabberd's c2s and Redis on the bridge.
+	XMPPAddr  string `json:"xmppAddr"`
+	RedisAddr string `json:"redisAddr"`
+	// XMPPAdminURL is ejabberd's admin API on the bridge, where the
+	// accounts reconciler's pod reaches it.
+	XMPPAdminURL string `json:"xmppAdminURL"`
+	// PostgresAddr is the testbed's PostgreSQL (loopback: no pod uses it
+	// yet) and PostgresPasswordFile its superuser's password.
+	PostgresAddr         string `json:"postgresAddr"`
+	PostgresPasswordFile string `json:"postgresPasswordFile"`
+	// KarmadaAPIServer is the Karmada API on the bridge.
+	KarmadaAPIServer string `json:"karmadaAPIServer"`
+	// AdminPasswordFile and RedisPasswordFile hold those passwords.
+	AdminPasswordFile string `json:"adminPasswordFile"`
+	RedisPasswordFile string `json:"redisPasswordFile"`
+	// Descriptions is the testbed's descriptions folder.
+	Descriptions string `json:"descriptions"`
+	// KwokletState is the kwoklets' folder (<state>/kwoklet/<cluster>).
+	KwokletState string `json:"kwokletState"`
+	// KwokletNodes are the KWOK nodes' namespaces and addresses.
+	KwokletNodes []kwokletNode `json:"kwokletNodes"`
 }
 
 // NetworkEnv describes the testbed's addresses.
@@ -105,6 +136,14 @@ func (tb *Testbed) env() *Env {
 		e.Nodes = append(e.Nodes, n.Name)
 	}
 	tb.northboundEnv(e)
+	e.Agents = AgentsEnv{
+		XMPPAddr: tb.ejabberd.C2SAddrOn(tb.net.HostIP()), RedisAddr: tb.net.HostIP() + ":" + strconv.Itoa(tb.l.port(portRedis)),
+		XMPPAdminURL: tb.ejabberd.APIURLOn(tb.net.HostIP()),
+		PostgresAddr: tb.l.addr(portPostgres), PostgresPasswordFile: tb.l.path("pki", "postgres.password"),
+		KarmadaAPIServer:  fmt.Sprintf("https://%s:%d", tb.net.HostIP(), tb.l.port(portKarmadaAPI)),
+		AdminPasswordFile: filepath.Join(tb.l.path("ejabberd"), "admin.password"), RedisPasswordFile: tb.l.path("pki", "redis.password"),
+		Descriptions: tb.opts.Descriptions, KwokletState: tb.l.path("kwoklet"), KwokletNodes: tb.kwokletNodes(),
+	}
 	e.Network = NetworkEnv{
 		Range: tb.net.Range(), Ranges: tb.net.Ranges(len(tb.clusters)), HostIP: tb.net.HostIP(), Bridge: tb.net.Bridge(),
 		ServiceCIDR: tb.net.ServiceCIDR(), KubernetesServiceIP: tb.net.KubernetesServiceIP(), CgroupRoot: tb.cgroupBase(),

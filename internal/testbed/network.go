@@ -68,6 +68,13 @@ func (n netPlan) KubernetesServiceIP() string { return n.ip(128, 1) }
 func (n netPlan) KWOKNodeIP(c int) string { return n.ip(1, 1+c) }
 func (n netPlan) KWOKCIDR(c int) string   { return n.ip(64+4*c, 0) + "/22" }
 
+// KwokletIP and KwokletNetNS are the address and network namespace of
+// the k-th KWOK node, where the kwoklet runs that node's agent pods.
+func (n netPlan) KwokletIP(k int) string        { return n.ip(2, 1+k) }
+func (n netPlan) KwokletNetNS(k int) string     { return n.Bridge() + "-k" + strconv.Itoa(k) }
+func (n netPlan) KwokletNetNSFile(k int) string { return "/run/netns/" + n.KwokletNetNS(k) }
+func (n netPlan) kwokletVeth(k int) string      { return n.Bridge() + "k" + strconv.Itoa(k) }
+
 // Bridge is the host bridge the real nodes hang on; NetNS and Veth name
 // real node i's namespace and the host end of its link.
 func (n netPlan) Bridge() string         { return "mls" + strconv.Itoa(n.base) }
@@ -178,6 +185,45 @@ func (n netPlan) setupNode(i int, peers []int) error {
 	for _, kv := range [][2]string{{"net.ipv4.ip_forward", "1"}, {"net.ipv6.conf.all.disable_ipv6", "1"}} {
 		if out, err := exec.Command("ip", "netns", "exec", ns, "sysctl", "-qw", kv[0]+"="+kv[1]).CombinedOutput(); err != nil {
 			return fmt.Errorf("real node network %s: sysctl %s: %w: %s", ns, kv[0], err, bytes.TrimSpace(out))
+		}
+	}
+	return nil
+}
+
+// setupKwokletNode creates the namespace of the k-th KWOK node: an
+// address on the bridge, routes to the host only (ejabberd, Redis and
+// the apiservers listen there). Idempotent.
+func (n netPlan) setupKwokletNode(k int) error {
+	ns, veth, ip := n.KwokletNetNS(k), n.kwokletVeth(k), n.KwokletIP(k)
+	if _, err := os.Stat(n.KwokletNetNSFile(k)); err != nil {
+		if err := ipCmd([]string{"File exists"}, "netns", "add", ns); err != nil {
+			return err
+		}
+	}
+	// A host end whose peer is not in the namespace (the namespace was
+	// removed while processes kept the old one) is replaced.
+	if linkExists(veth) && exec.Command("ip", "-n", ns, "link", "show", "dev", "eth0").Run() != nil {
+		if err := ipCmd([]string{"Cannot find device"}, "link", "del", veth); err != nil {
+			return err
+		}
+	}
+	if !linkExists(veth) {
+		if err := ipCmd(nil, "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns); err != nil {
+			return err
+		}
+	}
+	in := func(args ...string) []string { return append([]string{"-n", ns}, args...) }
+	for _, s := range [][]string{
+		{"link", "set", veth, "master", n.Bridge(), "up"},
+		{"route", "replace", ip + "/32", "dev", n.Bridge()},
+		in("link", "set", "lo", "up"),
+		in("link", "set", "eth0", "up"),
+		in("addr", "replace", ip+"/32", "dev", "eth0"),
+		in("route", "replace", n.HostIP()+"/32", "dev", "eth0"),
+		in("route", "replace", "blackhole", n.Range()),
+	} {
+		if err := ipCmd(nil, s...); err != nil {
+			return fmt.Errorf("KWOK node network %s: %w", ns, err)
 		}
 	}
 	return nil

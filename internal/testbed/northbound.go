@@ -91,13 +91,8 @@ func (tb *Testbed) northboundProcess(tokenFile, xmppPasswordFile string) *proc.P
 	if c := tb.set.Continuum; c != nil {
 		args = append(args, "--continuum-jid="+agentJID(LayerContinuum, c.Name, tb.ejabberd.Domain()), "--continuum-id="+c.Spec.ContinuumID)
 	}
-	// The testbed's agents run as local processes, each watching its own
-	// policy folder: policies are written to those of the layer.
-	if as, _, err := tb.agents(); err == nil {
-		for _, a := range as {
-			args = append(args, "--policy-dir="+a.Layer+"="+a.PolicyDir)
-		}
-	}
+	// Policies go to the agents' policy ConfigMaps (the deployer made
+	// them), which the agents' pods mount.
 	p := tb.process(northboundName, northboundBinary, args, httpReady("http://"+addr+api.PathReadyz))
 	// The Redis password goes through the environment, not the command line.
 	p.Env = append(p.Env, "REDIS_PASSWORD="+tb.redis.Password())

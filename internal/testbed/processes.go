@@ -56,6 +56,7 @@ func (tb *Testbed) prepare() (*plan, error) {
 		return nil, err
 	}
 	tb.redis = services.NewRedis(tb.l.path("redis"), tb.l.port(portRedis), pw)
+	tb.redis.AlsoListenOn(tb.net.HostIP())
 
 	// Real pods reach the apiservers on the host's bridge address, or as
 	// the kubernetes Service's ClusterIP.

@@ -542,6 +542,9 @@ func (tb *Testbed) startRealNodes(ctx context.Context, real []*realNode, imgs *b
 	for _, n := range real {
 		keep[tb.net.NetNS(n.index)] = true
 	}
+	for k := range tb.kwokletNodes() {
+		keep[tb.net.KwokletNetNS(k)] = true
+	}
 	for _, ns := range tb.net.netnsList() {
 		if !keep[ns] {
 			if err := tb.net.removeNode(ns); err != nil {

@@ -158,6 +158,8 @@ func New(opts Options) (*Testbed, error) {
 	}
 	tb.redis = services.NewRedis(tb.l.path("redis"), tb.l.port(portRedis), "")
 	tb.ejabberd = services.NewEjabberd(tb.l.path("ejabberd"), tb.l.port(portEjabberd), opts.XMPPDomain)
+	// The agents' pods reach ejabberd and Redis on the bridge.
+	tb.ejabberd.AlsoListenOn(tb.net.HostIP())
 	return tb, nil
 }
 
@@ -179,12 +181,11 @@ func (tb *Testbed) Up(ctx context.Context) (*Env, error) {
 	if err := tb.net.setupHost(); err != nil {
 		return nil, fmt.Errorf("testbed network (needs root and ip(8)): %w", err)
 	}
-	var imgs *builtImages
-	if len(tb.real) > 0 {
-		imgs = tb.ensureImages(ctx)
-		if err := tb.buildTestbedBinary(ctx); err != nil {
-			return nil, err
-		}
+	// The images run on the real nodes; the kwoklets run their programs
+	// on KWOK nodes.
+	imgs := tb.ensureImages(ctx)
+	if err := tb.buildTestbedBinary(ctx); err != nil {
+		return nil, err
 	}
 	p, err := tb.prepare()
 	if err != nil {
@@ -251,12 +252,15 @@ func (tb *Testbed) Up(ctx context.Context) (*Env, error) {
 	if err := tb.startNorthbound(ctx); err != nil {
 		return nil, err
 	}
+	if err := tb.startKwoklets(ctx, imgs); err != nil {
+		return nil, err
+	}
 	if err := tb.writeEnv(); err != nil {
 		return nil, err
 	}
 	if !tb.opts.SkipAgents && !testing.Testing() {
-		if err := tb.startAgents(ctx); err != nil {
-			return nil, fmt.Errorf("agents: %w", err)
+		if err := tb.installMLSysOps(ctx); err != nil {
+			return nil, fmt.Errorf("install MLSysOps: %w", err)
 		}
 	}
 	fmt.Fprintf(tb.opts.Out, "ready in %.1fs. Use it with:\n  . %s\n  kubectl --context karmada-apiserver get clusters\n",
@@ -277,11 +281,8 @@ func (tb *Testbed) stopStale(p *plan) error {
 			want[pr.PIDFile] = true
 		}
 	}
-	if as, cfg, err := tb.agents(); err == nil && !tb.opts.SkipAgents {
-		for _, a := range as {
-			want[a.PIDFile] = true
-		}
-		want[AccountsProcess(cfg).PIDFile] = true
+	for _, k := range tb.kwokletProcesses() {
+		want[k.PIDFile] = true
 	}
 	files, _ := filepath.Glob(tb.l.path("pids", "*.pid"))
 	for _, f := range files {
@@ -428,10 +429,9 @@ func (tb *Testbed) Status(ctx context.Context) ([]ComponentStatus, error) {
 			out = append(out, tb.probe(ctx, pr.Name, pr.LogFile, pr.Pid, pr.Ready))
 		}
 	}
-	if as, cfg, err := tb.agents(); err == nil && !tb.opts.SkipAgents {
-		for _, a := range append([]*AgentProcess{{Process: AccountsProcess(cfg)}}, as...) {
-			out = append(out, tb.probe(ctx, a.Process.Name, a.LogFile, a.Pid, a.Ready))
-		}
+	for _, k := range tb.kwokletProcesses() {
+		// A running kwoklet is ready: it has no endpoint of its own.
+		out = append(out, tb.probe(ctx, k.Name, k.LogFile, k.Pid, func(context.Context) error { return nil }))
 	}
 	return out, nil
 }

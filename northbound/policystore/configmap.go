@@ -127,8 +127,15 @@ func (s *ConfigMapStore) Put(ctx context.Context, layer, name string, source []b
 	if err != nil {
 		return false, err
 	}
-	if err := kube.EnsureNamespace(ctx, t.Client, t.Namespace); err != nil {
-		return false, fmt.Errorf("namespace %s: %w", t.Namespace, err)
+	// The deployer creates the ConfigMaps, their namespace and their
+	// propagation: then the API needs no right beyond the ConfigMaps
+	// themselves and reading the PropagationPolicy.
+	if cm, err := t.get(ctx); err != nil {
+		return false, err
+	} else if cm == nil {
+		if err := kube.EnsureNamespace(ctx, t.Client, t.Namespace); err != nil {
+			return false, fmt.Errorf("namespace %s: %w", t.Namespace, err)
+		}
 	}
 	if t.Karmada != nil {
 		if err := ensurePropagation(ctx, t.Karmada); err != nil {

@@ -96,9 +96,14 @@ func kubeConfigs(o *Options) (karmada, host *rest.Config, err error) {
 		return nil, nil, err
 	}
 	if host, err = load(o.HostContext); err != nil {
-		// Without the host context, continuum policies and a token Secret
-		// are unavailable; the rest works.
-		host = nil
+		// In a pod of the host cluster, the kubeconfig (a Secret) only
+		// reaches the Karmada API: the host is the in-cluster API.
+		// Without either, continuum policies and a token Secret are
+		// unavailable; the rest works.
+		host, err = rest.InClusterConfig()
+		if err != nil {
+			host = nil
+		}
 	}
 	return karmada, host, nil
 }

@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
@@ -52,6 +53,24 @@ type Ejabberd struct {
 	proc     *proc.Process
 	adminPW  string
 	sql      *EjabberdSQL
+	// also are addresses its c2s listener serves besides 127.0.0.1 (the
+	// testbed bridge's, for pods); its certificate names them.
+	also []string
+}
+
+// AlsoListenOn makes the c2s listener and the admin API serve ip too (set
+// before Start); only the admin account may use the API.
+func (e *Ejabberd) AlsoListenOn(ip string) { e.also = append(e.also, ip) }
+
+// APIURLOn is the admin API's URL on one of the AlsoListenOn addresses
+// (where the accounts reconciler's pod reaches it).
+func (e *Ejabberd) APIURLOn(ip string) string {
+	return "https://" + net.JoinHostPort(ip, strconv.Itoa(e.portBase+ejAPIOffset)) + "/api"
+}
+
+// C2SAddrOn is the c2s address on one of the AlsoListenOn addresses.
+func (e *Ejabberd) C2SAddrOn(ip string) string {
+	return net.JoinHostPort(ip, strconv.Itoa(e.portBase+ejC2SOffset))
 }
 
 // EjabberdSQL is the PostgreSQL database ejabberd keeps its data in.
@@ -246,10 +265,15 @@ func (e *Ejabberd) prepare() (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	certFile, keyFile, err := ca.Issue(tlsDir, "server", pki.CertSpec{
-		CommonName: e.domain, DNSNames: []string{e.domain, "localhost"},
-		IPs: []net.IP{net.ParseIP("127.0.0.1")}, Server: true,
-	})
+	ips := []net.IP{net.ParseIP("127.0.0.1")}
+	for _, ip := range e.also {
+		ips = append(ips, net.ParseIP(ip))
+	}
+	spec := pki.CertSpec{CommonName: e.domain, DNSNames: []string{e.domain, "localhost"}, IPs: ips, Server: true}
+	if !certNames(filepath.Join(tlsDir, "server.crt"), ips) {
+		_ = os.Remove(filepath.Join(tlsDir, "server.crt"))
+	}
+	certFile, keyFile, err := ca.Issue(tlsDir, "server", spec)
 	if err != nil {
 		return false, err
 	}
@@ -268,7 +292,7 @@ func (e *Ejabberd) prepare() (bool, error) {
 	var conf bytes.Buffer
 	vars := map[string]any{
 		"Domain": e.domain, "C2SPort": e.portBase + ejC2SOffset, "APIPort": e.portBase + ejAPIOffset,
-		"Cert": filepath.Join(e.dir, "etc", "server.pem"), "Admin": e.AdminJID(),
+		"Cert": filepath.Join(e.dir, "etc", "server.pem"), "Admin": e.AdminJID(), "Also": e.also,
 	}
 	if e.sql != nil {
 		host, port, err := net.SplitHostPort(e.sql.Addr)
@@ -299,6 +323,29 @@ func (e *Ejabberd) prepare() (bool, error) {
 		return false, err
 	}
 	return changed, chownTree(e.dir, ejabberdUser)
+}
+
+// certNames reports whether the PEM certificate in file names every ip.
+func certNames(file string, ips []net.IP) bool {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return false
+	}
+	blk, _ := pem.Decode(b)
+	if blk == nil {
+		return false
+	}
+	c, err := x509.ParseCertificate(blk.Bytes)
+	if err != nil {
+		return false
+	}
+	for _, ip := range ips {
+		if c.VerifyHostname(ip.String()) != nil {
+			return false
+		}
+	}
+	return true
+
 }
 
 // ensureSchema creates ejabberd's tables in its SQL database unless they
@@ -545,12 +592,30 @@ listen:
     access: c2s
     starttls_required: true
     backlog: 1024
+{{- range .Also}}
+  - port: {{$.C2SPort}}
+    ip: "{{.}}"
+    module: ejabberd_c2s
+    max_stanza_size: 1048576
+    shaper: c2s_shaper
+    access: c2s
+    starttls_required: true
+    backlog: 1024
+{{- end}}
   - port: {{.APIPort}}
     ip: "127.0.0.1"
     module: ejabberd_http
     tls: true
     request_handlers:
       /api: mod_http_api
+{{- range .Also}}
+  - port: {{$.APIPort}}
+    ip: "{{.}}"
+    module: ejabberd_http
+    tls: true
+    request_handlers:
+      /api: mod_http_api
+{{- end}}
 disable_sasl_mechanisms:
   - "digest-md5"
   - "X-OAUTH2"

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -31,7 +32,13 @@ type Redis struct {
 	// replicated is a server of a Sentinel group or a Cluster.
 	replicated bool
 	proc       *proc.Process
+	// also are addresses it listens on besides 127.0.0.1 (the testbed
+	// bridge's, for pods).
+	also []string
 }
+
+// AlsoListenOn makes the server listen on ip too (set before Start).
+func (r *Redis) AlsoListenOn(ip string) { r.also = append(r.also, ip) }
 
 // NewRedis describes a Redis that keeps its data, config, pid and log in dir
 // and listens on 127.0.0.1:port.
@@ -70,14 +77,19 @@ func (r *Redis) LogFile() string { return r.proc.LogFile }
 
 // Start starts the server unless it is already running and healthy.
 func (r *Redis) Start(ctx context.Context) error {
+	conf := r.conf()
 	if _, ok := r.proc.Pid(); ok && r.Healthy(ctx) == nil {
-		return nil
+		// Running with this configuration (or with the one Sentinel
+		// rewrote, which a restart must keep).
+		if old, err := os.ReadFile(filepath.Join(r.dir, "redis.conf")); err == nil && (r.keepConf || string(old) == conf) {
+			return nil
+		}
 	}
 	_ = r.proc.Stop(5 * time.Second)
 	if err := os.MkdirAll(r.dir, 0o700); err != nil {
 		return err
 	}
-	if err := r.writeConf(); err != nil {
+	if err := r.writeConf(conf); err != nil {
 		return err
 	}
 	if err := r.proc.Start(); err != nil {
@@ -88,21 +100,27 @@ func (r *Redis) Start(ctx context.Context) error {
 	return r.proc.WaitReady(ctx)
 }
 
-// writeConf writes redis.conf, unless keepConf and it exists.
-func (r *Redis) writeConf() error {
+// writeConf writes conf into redis.conf, unless keepConf and it exists.
+func (r *Redis) writeConf(conf string) error {
 	file := filepath.Join(r.dir, "redis.conf")
 	if _, err := os.Stat(file); err == nil && r.keepConf {
 		return nil
 	}
+	return os.WriteFile(file, []byte(conf), 0o600)
+}
+
+// conf is the server's configuration.
+func (r *Redis) conf() string {
+	bind := strings.Join(append([]string{"127.0.0.1"}, r.also...), " ")
 	conf := fmt.Sprintf(`# Written by the MLSysOps testbed.
-bind 127.0.0.1
+bind %s
 port %d
 protected-mode yes
 daemonize no
 dir %s
 requirepass %q
 loglevel notice
-`, r.port, r.dir, r.password)
+`, bind, r.port, r.dir, r.password)
 	if !r.sentinel {
 		// A lone server syncs its append-only file before it answers: with
 		// everysec, Redis postpones the file write (and answers anyway)
@@ -120,7 +138,7 @@ loglevel notice
 	for _, l := range r.extra {
 		conf += l + "\n"
 	}
-	return os.WriteFile(file, []byte(conf), 0o600)
+	return conf
 }
 
 // Healthy pings the server with the password.

@@ -152,6 +152,7 @@ func TestAgents(t *testing.T) {
 	t.Run("interval from the cluster", func(t *testing.T) { testClusterInterval(t, h) })
 	t.Run("mode and ping", func(t *testing.T) { testModeAndPing(t, h) })
 	t.Run("malformed description refused", func(t *testing.T) { testMalformed(t, h) })
+	t.Run("description edited", func(t *testing.T) { testDescriptionEdited(t, h) })
 
 	for _, name := range []string{nodeAllowed, clusterName, continuumName} {
 		t.Run("restart "+name, func(t *testing.T) {
@@ -579,6 +580,49 @@ func testMalformed(t *testing.T, h *hierarchy) {
 	var obj mlsysopsv1.MLSysOpsNode
 	if err := kubeClient(t, h, clusterName).Get(ctx, types.NamespacedName{Namespace: "mlsysops", Name: "intruder"}, &obj); err == nil {
 		t.Error("the intruder's MLSysOpsNode exists")
+	}
+}
+
+// testDescriptionEdited replaces a node's description the way the kubelet
+// updates a mounted ConfigMap (the file becomes a link into a new folder,
+// swapped in one rename): the node agent applies the new label without a
+// restart, and its cluster agent writes it into the MLSysOpsNode.
+func testDescriptionEdited(t *testing.T, h *hierarchy) {
+	ctx := context.Background()
+	a := h.agents[nodeAllowed]
+	pid, ok := a.Pid()
+	if !ok {
+		t.Fatal("the node agent is not running")
+	}
+	dir := filepath.Join(h.descs, "nodes")
+	gen := filepath.Join(dir, "..2")
+	if err := os.MkdirAll(gen, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	body := fmt.Sprintf(nodeYAML, nodeAllowed, clusterName, "[cpu_frequency]") + "  labels: [\"zone:b\"]\n"
+	if err := os.WriteFile(filepath.Join(gen, nodeAllowed+".yaml"), []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tmp := filepath.Join(dir, ".tmp-link")
+	if err := os.Symlink(filepath.Join("..2", nodeAllowed+".yaml"), tmp); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, nodeAllowed+".yaml")); err != nil {
+		t.Fatal(err)
+	}
+	member := kubeClient(t, h, clusterName)
+	eventually(t, "the new label in the MLSysOpsNode", time.Minute, func() error {
+		var obj mlsysopsv1.MLSysOpsNode
+		if err := member.Get(ctx, types.NamespacedName{Namespace: "mlsysops", Name: nodeAllowed}, &obj); err != nil {
+			return err
+		}
+		if !contains(obj.Spec.Labels, "zone:b") {
+			return fmt.Errorf("labels %v", obj.Spec.Labels)
+		}
+		return nil
+	})
+	if now, ok := a.Pid(); !ok || now != pid {
+		t.Errorf("the node agent restarted (pid %d, now %d running=%v)", pid, now, ok)
 	}
 }
 

@@ -116,6 +116,7 @@ type hierarchy struct {
 	store    *state.Store
 	cfg      testbed.AgentsConfig
 	agents   map[string]*testbed.AgentProcess // by name
+	descs    string                           // the descriptions folder
 	sysfs    map[string]string                // node -> sysfs root
 	tester   string                           // a controller account's JID
 	testerPW string
@@ -140,6 +141,7 @@ func startHierarchy(t testing.TB, only ...string) *hierarchy {
 		t.Fatal(err)
 	}
 	descs := writeDescriptions(t)
+	h.descs = descs
 	stateDir := t.TempDir()
 	h.cfg = testbed.AgentsConfig{
 		Binary: bin, NodeBinary: nodeBin, Descriptions: descs, StateDir: stateDir,
@@ -153,7 +155,7 @@ func startHierarchy(t testing.TB, only ...string) *hierarchy {
 		ListenBase: testbed.FreePorts(t, 4),
 		// The shared testbed's placement tests run their own controllers.
 		Args: []string{"--placement-controllers=false", "--heartbeat-interval", "500ms", "--monitoring-interval", "2s",
-			"--policy-poll-interval", "1s", "--xmpp-controllers", h.tester, "--log-level", "debug"},
+			"--policy-poll-interval", "1s", "--description-poll-interval", "1s", "--xmpp-controllers", h.tester, "--log-level", "debug"},
 	}
 	set, err := description.LoadDir(descs)
 	if err != nil {

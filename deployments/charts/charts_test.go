@@ -1,0 +1,161 @@
+package charts_test
+
+import (
+	"io/fs"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/mlsysops-go/mlsysops/agents/continuum"
+	"github.com/mlsysops-go/mlsysops/crds"
+	"github.com/mlsysops-go/mlsysops/deployments/charts"
+)
+
+// karmadaValues are the least values the Karmada chart renders with.
+func karmadaValues() map[string]any {
+	return map[string]any{
+		"clusters": map[string]any{"c1": []any{"c1", "n1"}},
+		"redis":    map[string]any{"address": "192.0.2.1:6379"},
+		"xmpp":     map[string]any{"server": "192.0.2.1:5222"},
+	}
+}
+
+// TestChartCRDs: the chart's copy of the CRDs is the repository's
+// (make generate writes it).
+func TestChartCRDs(t *testing.T) {
+	chart, err := charts.FS(charts.Karmada)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := fs.Glob(crds.FS, "*.yaml")
+	got, _ := fs.Glob(chart, "files/crds/*.yaml")
+	if len(got) != len(want) {
+		t.Fatalf("chart has %d CRD files, crds/ %d: run make generate", len(got), len(want))
+	}
+	for _, name := range want {
+		w, _ := fs.ReadFile(crds.FS, name)
+		g, err := fs.ReadFile(chart, "files/crds/"+name)
+		if err != nil || string(g) != string(w) {
+			t.Errorf("files/crds/%s differs from crds/%s: run make generate", name, name)
+		}
+	}
+}
+
+// TestAPIObjectsMatchTheAgent: what the chart installs for the continuum
+// agent (which then only checks it) is what the agent installs itself
+// with --install-api.
+func TestAPIObjectsMatchTheAgent(t *testing.T) {
+	objs, err := charts.Render(charts.Karmada, karmadaValues())
+	if err != nil {
+		t.Fatal(err)
+	}
+	find := func(kind, name string) *unstructured.Unstructured {
+		for _, o := range objs {
+			if o.GetKind() == kind && o.GetName() == name {
+				return o
+			}
+		}
+		t.Fatalf("no %s %s rendered", kind, name)
+		return nil
+	}
+	cpp, err := continuum.CRDPropagation()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		kind string
+		obj  runtime.Object
+		name string
+	}{
+		{"ClusterPropagationPolicy", cpp, continuum.CRDPropagationPolicy},
+		{"ResourceInterpreterCustomization", continuum.AppInterpretation(), continuum.AppInterpreter},
+	} {
+		want, err := runtime.DefaultUnstructuredConverter.ToUnstructured(c.obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := find(c.kind, c.name)
+		if diff := cmp.Diff(want["spec"], got.Object["spec"]); diff != "" {
+			t.Errorf("%s %s: chart and agent differ (-agent +chart):\n%s", c.kind, c.name, diff)
+		}
+	}
+}
+
+// TestStages: every object has a known install stage, and the ones the
+// agents need exist before them.
+func TestStages(t *testing.T) {
+	host, err := charts.Render(charts.Host, map[string]any{"karmadaHostIP": "192.0.2.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	karmada, err := charts.Render(charts.Karmada, karmadaValues())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stageOf := map[string]string{}
+	for _, o := range append(host, karmada...) {
+		if charts.StageIndex(o) == len(charts.Stages) {
+			t.Errorf("%s %s: unknown stage %q", o.GetKind(), o.GetName(), o.GetAnnotations()[charts.StageKey])
+		}
+		stageOf[o.GetKind()+"/"+o.GetName()] = o.GetAnnotations()[charts.StageKey]
+	}
+	for obj, want := range map[string]string{
+		"Namespace/mlsysops-framework":                      "services",
+		"CustomResourceDefinition/mlsysopsapps.mlsysops.eu": "continuum",
+		"DaemonSet/mlsysops-continuum-agent":                "continuum",
+		"DaemonSet/mlsysops-cluster-agent":                  "clusters",
+		"DaemonSet/mlsysops-node-agent":                     "nodes",
+		"Deployment/mlsysops-redis":                         "services",
+	} {
+		if stageOf[obj] != want {
+			t.Errorf("%s: stage %q, want %q", obj, stageOf[obj], want)
+		}
+	}
+}
+
+// TestValuesRefused: values the charts cannot work with are refused with
+// what to set.
+func TestValuesRefused(t *testing.T) {
+	cases := map[string]struct {
+		chart  string
+		values map[string]any
+		want   []string
+	}{
+		"no clusters":       {charts.Karmada, map[string]any{}, []string{"clusters: name the member clusters"}},
+		"no redis":          {charts.Karmada, map[string]any{"clusters": map[string]any{"c": []any{"c"}}, "xmpp": map[string]any{"server": "x:1"}}, []string{"redis.address"}},
+		"bundled, no IP":    {charts.Host, map[string]any{}, []string{"karmadaHostIP"}},
+		"external, no xmpp": {charts.Host, map[string]any{"services": map[string]any{"mode": "external"}, "redis": map[string]any{"address": "r:1"}, "postgres": map[string]any{"address": "p:1"}}, []string{"xmpp.server"}},
+		"bad mode":          {charts.Host, map[string]any{"services": map[string]any{"mode": "cloud"}}, []string{`services.mode: services.mode must be one of the following: "bundled", "external"`}},
+		"every problem with its path": {charts.Karmada, map[string]any{
+			"image":     map[string]any{"pullPolicy": "Sometimes"},
+			"nodeAgent": map[string]any{"cpuFrequencyControl": "yes", "cpufreq": true},
+			"clusters":  map[string]any{"Bad_Name": []any{"n"}},
+		}, []string{
+			"- image.pullPolicy: image.pullPolicy must be one of the following",
+			"- nodeAgent.cpuFrequencyControl: Invalid type. Expected: boolean, given: string",
+			"- nodeAgent: Additional property cpufreq is not allowed",
+			`- clusters: Property name of "Bad_Name" does not match`,
+		}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := charts.Render(tc.chart, tc.values)
+			for _, w := range tc.want {
+				if err == nil || !contains(err.Error(), w) {
+					t.Errorf("err = %v, want one saying %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func contains(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return true
+		}
+	}
+	return false
+}

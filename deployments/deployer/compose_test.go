@@ -1,0 +1,77 @@
+package deployer
+
+import (
+	"fmt"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/xeipuuv/gojsonschema"
+	"sigs.k8s.io/yaml"
+)
+
+// TestDockerCompose checks docker-compose.yaml against the Compose
+// Specification's schema, and that it runs the services of external mode
+// under their names, publishing their ports, with the password variables
+// the deployer reads.
+func TestDockerCompose(t *testing.T) {
+	raw, err := os.ReadFile("../../docker-compose.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := yaml.YAMLToJSON(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema, err := os.ReadFile("testdata/compose-spec.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := gojsonschema.Validate(gojsonschema.NewBytesLoader(schema), gojsonschema.NewBytesLoader(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range res.Errors() {
+		t.Errorf("docker-compose.yaml: %s: %s", e.Field(), e.Description())
+	}
+
+	var compose struct {
+		Services map[string]struct {
+			Ports       []string          `json:"ports"`
+			Environment map[string]string `json:"environment"`
+			Command     []string          `json:"command"`
+		} `json:"services"`
+	}
+	if err := yaml.Unmarshal(raw, &compose); err != nil {
+		t.Fatal(err)
+	}
+	text := string(raw)
+	for _, s := range ExternalServices {
+		svc, ok := compose.Services[s.Name]
+		if !ok {
+			t.Errorf("docker-compose.yaml has no service %s", s.Name)
+			continue
+		}
+		published := map[int]bool{}
+		for _, p := range svc.Ports {
+			parts := strings.Split(p, ":")
+			n, _ := strconv.Atoi(parts[len(parts)-1])
+			published[n] = true
+			if len(parts) != 3 || parts[0] != "127.0.0.1" {
+				t.Errorf("%s publishes %q: want loopback only, 127.0.0.1:HOST:CONTAINER", s.Name, p)
+			}
+		}
+		for port := range s.Ports {
+			if !published[port] {
+				t.Errorf("%s does not publish port %d (%s)", s.Name, port, s.Ports[port])
+			}
+		}
+		// The password comes from the variable the deployer reads, and
+		// compose refuses to start without it.
+		if !regexp.MustCompile(fmt.Sprintf(`\$\{%s:\?`, s.PasswordEnv)).MatchString(text) {
+			t.Errorf("docker-compose.yaml does not require ${%s:?...}", s.PasswordEnv)
+		}
+	}
+}

@@ -1,0 +1,291 @@
+package deployer
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"unicode/utf8"
+
+	"helm.sh/helm/v3/pkg/chartutil"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/mlsysops-go/mlsysops/internal/description"
+	"github.com/mlsysops-go/mlsysops/internal/messaging/provision"
+)
+
+// The description folders and the ConfigMaps made of them.
+var descriptionConfigMaps = []struct{ Folder, ConfigMap string }{
+	{"continuum", "continuum-system-description"},
+	{"clusters", "cluster-system-description"},
+	{"nodes", "node-system-descriptions"},
+}
+
+// Plan is what an installation consists of, worked out from the options
+// and the descriptions before anything is written.
+type Plan struct {
+	Set *description.Set
+	// Files are the description ConfigMaps' data by folder (continuum,
+	// clusters, nodes): file name -> content.
+	Files map[string]map[string]string
+	// Continuum is the continuum agent's name and ContinuumID its id.
+	Continuum, ContinuumID string
+	// Clusters maps each described cluster to the nodes it lists.
+	Clusters map[string][]string
+	// Accounts are the XMPP accounts of every agent and the API.
+	Accounts []Account
+}
+
+// Account is one XMPP account and where its password is kept.
+type Account struct {
+	// JID is the bare JID.
+	JID string
+	// Parent is the parent agent's JID, linked in both rosters; empty for
+	// the continuum and the API.
+	Parent string
+	// Cluster is "host" or "karmada": where the Secret lives.
+	Cluster string
+	// Secret and Key locate the password.
+	Secret, Key string
+}
+
+// Names of the Secrets the deployer writes.
+const (
+	SecretRedis         = "mlsysops-redis"
+	SecretPostgres      = "mlsysops-postgres"
+	SecretEjabberdAdmin = "mlsysops-ejabberd-admin"
+	SecretEjabberdTLS   = "mlsysops-ejabberd-tls"
+	// SecretEjabberdSQL is the bundled ejabberd's configuration file with
+	// its PostgreSQL password (sql.yml).
+	SecretEjabberdSQL     = "mlsysops-ejabberd-sql"
+	SecretXMPPCA          = "mlsysops-xmpp-ca"
+	SecretContinuumXMPP   = "mlsysops-continuum-agent"
+	SecretNorthboundXMPP  = "mlsysops-northbound-xmpp"
+	SecretNorthboundToken = "mlsysops-northbound-tokens"
+	SecretKarmadaForCont  = "mlsysops-karmada-continuum"
+	SecretKarmadaForNB    = "mlsysops-karmada-northbound"
+	// SecretKarmadaForAccounts is the accounts reconciler's kubeconfig of
+	// the Karmada API.
+	SecretKarmadaForAccounts = "mlsysops-karmada-accounts"
+	// SecretAccountsPasswords holds every account's password, for the
+	// accounts reconciler (one key per account, AgentSecretKey).
+	SecretAccountsPasswords = "mlsysops-accounts-passwords"
+	// SecretAgentsPrefix + <cluster> holds the passwords of that cluster's
+	// agents, one key per agent (AgentSecretKey).
+	SecretAgentsPrefix = "mlsysops-agents-"
+	// Namespace holds every object of the installation but the
+	// applications.
+	Namespace = "mlsysops-framework"
+	// AppNamespace holds the applications.
+	AppNamespace = "mlsysops"
+)
+
+// NorthboundLocal is the northbound API's account name.
+const NorthboundLocal = "northbound"
+
+// AgentSecretKey is the Secret key of an account's password,
+// "xmpp-<local>_at_<domain>.password": a valid key and file name, the same
+// scheme as the testbed's password files. The DaemonSets mount exactly the
+// key of the agent's own node (subPathExpr).
+func AgentSecretKey(jid string) string { return provision.PasswordFileName(jid) }
+
+// AgentJID is the agents' own JID scheme (agents/agent.AgentJID): nodes
+// use their host name, cluster and continuum agents add their layer.
+func AgentJID(layer, name, domain string) string {
+	switch layer {
+	case "cluster":
+		return name + ".cluster@" + domain
+	case "continuum":
+		return name + ".continuum@" + domain
+	}
+	return name + "@" + domain
+}
+
+// NewPlan loads and checks the descriptions (every problem with its file
+// and field path) and works out the installation.
+func NewPlan(o *Options) (*Plan, error) {
+	set, err := description.LoadDir(o.Descriptions)
+	if err != nil {
+		return nil, fmt.Errorf("descriptions: %w", err)
+	}
+	var problems []string
+	if set.Continuum == nil {
+		problems = append(problems, filepath.Join(o.Descriptions, "continuum")+": no continuum description (want continuum/<host name of the continuum node>.yaml)")
+	}
+	if len(set.Clusters) == 0 {
+		problems = append(problems, filepath.Join(o.Descriptions, "clusters")+": no cluster description")
+	}
+	p := &Plan{Set: set, Files: map[string]map[string]string{}, Clusters: map[string][]string{}}
+	for _, f := range descriptionConfigMaps {
+		files, err := ConfigMapFiles(filepath.Join(o.Descriptions, f.Folder))
+		if err != nil {
+			problems = append(problems, err.Error())
+		}
+		p.Files[f.Folder] = files
+	}
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("descriptions:\n  %s", strings.Join(problems, "\n  "))
+	}
+	p.Continuum, p.ContinuumID = set.Continuum.Name, set.Continuum.Spec.ContinuumID
+	domain := o.XMPPDomain
+	cont := AgentJID("continuum", p.Continuum, domain)
+	p.Accounts = append(p.Accounts,
+		Account{JID: cont, Cluster: "host", Secret: SecretContinuumXMPP, Key: AgentSecretKey(cont)},
+		Account{JID: NorthboundLocal + "@" + domain, Cluster: "host", Secret: SecretNorthboundXMPP, Key: AgentSecretKey(NorthboundLocal + "@" + domain)})
+	for _, c := range set.Clusters {
+		p.Clusters[c.Name] = append([]string(nil), c.Spec.Nodes...)
+		cj := AgentJID("cluster", c.Name, domain)
+		secret := SecretAgentsPrefix + c.Name
+		p.Accounts = append(p.Accounts, Account{JID: cj, Parent: cont, Cluster: "karmada", Secret: secret, Key: AgentSecretKey(cj)})
+		for _, n := range c.Spec.Nodes {
+			nj := AgentJID("node", n, domain)
+			p.Accounts = append(p.Accounts, Account{JID: nj, Parent: cj, Cluster: "karmada", Secret: secret, Key: AgentSecretKey(nj)})
+		}
+	}
+	return p, nil
+}
+
+// ConfigMapFiles reads a folder as `kubectl create configmap NAME
+// --from-file=DIR` does: every regular file (not links, not folders), keyed
+// by its name. A missing folder gives no files. Names that are not valid
+// ConfigMap keys, and files that are not UTF-8 text, are errors.
+func ConfigMapFiles(dir string) (map[string]string, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return map[string]string{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	var problems []string
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		if errs := validation.IsConfigMapKey(e.Name()); len(errs) > 0 {
+			problems = append(problems, fmt.Sprintf("%s: the file name is not a valid ConfigMap key: %s", p, strings.Join(errs, "; ")))
+			continue
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			problems = append(problems, err.Error())
+			continue
+		}
+		if !utf8.Valid(b) {
+			problems = append(problems, p+": not UTF-8 text")
+			continue
+		}
+		out[e.Name()] = string(b)
+	}
+	if len(problems) > 0 {
+		return nil, errors.New(strings.Join(problems, "\n  "))
+	}
+	return out, nil
+}
+
+// Material is the secret and generated data an installation needs before
+// it renders: read back from its Secrets when they exist, else generated
+// or taken from the options (external services).
+type Material struct {
+	RedisPassword, PostgresPassword, EjabberdAdminPassword string
+	// Passwords of the XMPP accounts, by JID.
+	Passwords map[string]string
+	// NorthboundTokens is the API's token list; OperatorToken is the
+	// operator token in it.
+	NorthboundTokens []byte
+	OperatorToken    string
+	// CABundle is the PEM CA of ejabberd's certificate ("" for the
+	// system roots); CAKey, ServerCert and ServerKey are the bundled
+	// server's.
+	CABundle, CAKey, ServerCert, ServerKey []byte
+}
+
+// Values returns the chart values of both charts.
+func (p *Plan) Values(o *Options, m *Material) (host, karmada map[string]any, err error) {
+	img := map[string]any{"registry": o.Registry, "tag": o.Tag, "pullPolicy": o.PullPolicy}
+	xmppServer, redisAddr, pgAddr := o.XMPPServer, o.RedisAddress, o.PostgresAddress
+	if o.Services == ModeBundled {
+		xmppServer = joinHostPort(o.KarmadaHostIP, "5222")
+		redisAddr = joinHostPort(o.KarmadaHostIP, "6379")
+	}
+	clusters := map[string]any{}
+	for c, nodes := range p.Clusters {
+		list := make([]any, len(nodes))
+		for i, n := range nodes {
+			list[i] = n
+		}
+		clusters[c] = list
+	}
+	ca := string(m.CABundle)
+	host = map[string]any{
+		"image":         img,
+		"karmadaHostIP": o.KarmadaHostIP,
+		"services":      map[string]any{"mode": o.Services},
+		"xmpp":          map[string]any{"domain": o.XMPPDomain, "server": xmppServer, "caBundle": ca, "adminJID": o.adminJID()},
+		"redis":         map[string]any{"address": redisAddr},
+		"postgres":      map[string]any{"address": pgAddr, "database": o.PostgresDatabase, "user": o.PostgresUser},
+		"continuum":     map[string]any{"name": p.Continuum, "id": p.ContinuumID},
+		"descriptions": map[string]any{"continuum": anyMap(p.Files["continuum"]),
+			"clusters": anyMap(p.Files["clusters"]), "nodes": anyMap(p.Files["nodes"])},
+	}
+	if o.Services == ModeExternal {
+		host["xmpp"].(map[string]any)["adminAPI"] = o.EjabberdAPI
+	}
+	karmada = map[string]any{
+		"image":         img,
+		"xmpp":          map[string]any{"domain": o.XMPPDomain, "server": xmppServer, "caBundle": ca, "controllers": []any{NorthboundLocal + "@" + o.XMPPDomain}},
+		"redis":         map[string]any{"address": redisAddr},
+		"continuumName": p.Continuum,
+		"clusters":      clusters,
+		"descriptions":  map[string]any{"clusters": anyMap(p.Files["clusters"]), "nodes": anyMap(p.Files["nodes"])},
+	}
+	if host, err = overlay(host, o.HostValues); err != nil {
+		return nil, nil, err
+	}
+	if karmada, err = overlay(karmada, o.KarmadaValues); err != nil {
+		return nil, nil, err
+	}
+	return host, karmada, nil
+}
+
+// overlay lays the values files over the computed values: theirs win.
+func overlay(computed map[string]any, files []string) (map[string]any, error) {
+	out := computed
+	for _, f := range files {
+		v, err := chartutil.ReadValuesFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("values file %s: %w", f, err)
+		}
+		out = chartutil.CoalesceTables(v.AsMap(), out)
+	}
+	return out, nil
+}
+
+func anyMap(m map[string]string) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func joinHostPort(host, port string) string {
+	if strings.Contains(host, ":") {
+		return "[" + host + "]:" + port
+	}
+	return host + ":" + port
+}
+
+// clusterNames returns the described clusters, sorted.
+func (p *Plan) clusterNames() []string {
+	out := make([]string, 0, len(p.Clusters))
+	for c := range p.Clusters {
+		out = append(out, c)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,288 @@
+package deployer
+
+import (
+	"bytes"
+	"context"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/mlsysops-go/mlsysops/deployments/charts"
+	"github.com/mlsysops-go/mlsysops/internal/messaging/provision"
+	"github.com/mlsysops-go/mlsysops/internal/testbed/pki"
+	"github.com/mlsysops-go/mlsysops/northbound/api"
+	"github.com/mlsysops-go/mlsysops/northbound/auth"
+)
+
+// readSecret returns a Secret's data, or nil when it does not exist.
+func readSecret(ctx context.Context, c *Cluster, name string) (map[string][]byte, error) {
+	s, err := c.Kube.CoreV1().Secrets(Namespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read Secret %s/%s in the %s API: %w", Namespace, name, c.Name, err)
+	}
+	return s.Data, nil
+}
+
+// keep returns the stored value, or a new one from gen.
+func keep(stored map[string][]byte, key string, gen func() (string, error)) (string, error) {
+	if v := bytes.TrimSpace(stored[key]); len(v) > 0 {
+		return string(v), nil
+	}
+	return gen()
+}
+
+// LoadMaterial reads the secret material of an installation back from its
+// Secrets and generates what is missing: passwords of the bundled
+// services and of every XMPP account, the API's operator token, and for
+// bundled services ejabberd's CA and certificate. External services'
+// passwords come from the options. Nothing is written.
+func LoadMaterial(ctx context.Context, cl *Clusters, o *Options, p *Plan) (*Material, error) {
+	m := &Material{Passwords: map[string]string{}}
+	host := func(name string) (map[string][]byte, error) { return readSecret(ctx, cl.Host, name) }
+	var err error
+	gen := provision.GeneratePassword
+	if o.Services == ModeExternal {
+		if m.RedisPassword, err = o.secret(o.RedisPasswordFile, "REDIS_PASSWORD"); err != nil {
+			return nil, fmt.Errorf("Redis password: %w", err)
+		}
+		if m.PostgresPassword, err = o.secret(o.PostgresPasswordFile, "POSTGRES_PASSWORD"); err != nil {
+			return nil, fmt.Errorf("PostgreSQL password: %w", err)
+		}
+		if m.EjabberdAdminPassword, err = o.secret(o.EjabberdAdminPasswordFile, "EJABBERD_ADMIN_PASSWORD"); err != nil {
+			return nil, fmt.Errorf("ejabberd admin password: %w", err)
+		}
+	} else {
+		for _, s := range []struct {
+			secret string
+			dst    *string
+		}{{SecretRedis, &m.RedisPassword}, {SecretPostgres, &m.PostgresPassword}, {SecretEjabberdAdmin, &m.EjabberdAdminPassword}} {
+			stored, err := host(s.secret)
+			if err != nil {
+				return nil, err
+			}
+			if *s.dst, err = keep(stored, "password", gen); err != nil {
+				return nil, err
+			}
+		}
+	}
+
+	// XMPP passwords, grouped by Secret.
+	stored := map[string]map[string][]byte{}
+	for _, a := range p.Accounts {
+		id := a.Cluster + "/" + a.Secret
+		if _, ok := stored[id]; !ok {
+			c := cl.Host
+			if a.Cluster == "karmada" {
+				c = cl.Karmada
+			}
+			if stored[id], err = readSecret(ctx, c, a.Secret); err != nil {
+				return nil, err
+			}
+		}
+		if m.Passwords[a.JID], err = keep(stored[id], a.Key, gen); err != nil {
+			return nil, err
+		}
+	}
+
+	tokens, err := host(SecretNorthboundToken)
+	if err != nil {
+		return nil, err
+	}
+	if b := tokens["tokens"]; len(b) > 0 {
+		entries, err := auth.Parse(b)
+		if err != nil {
+			return nil, fmt.Errorf("Secret %s: %w", SecretNorthboundToken, err)
+		}
+		m.NorthboundTokens = b
+		for _, e := range entries {
+			if e.Role == api.RoleOperator && m.OperatorToken == "" {
+				m.OperatorToken = e.Token
+			}
+		}
+	} else {
+		if m.OperatorToken, err = auth.GenerateToken(); err != nil {
+			return nil, err
+		}
+		m.NorthboundTokens = auth.Format([]auth.Entry{{Token: m.OperatorToken, Identity: auth.Identity{Name: "mlsysops-operator", Role: api.RoleOperator}}})
+	}
+
+	switch {
+	case o.Services == ModeExternal && o.XMPPCAFile != "":
+		if m.CABundle, err = os.ReadFile(o.XMPPCAFile); err != nil {
+			return nil, fmt.Errorf("--xmpp-ca-file: %w", err)
+		}
+	case o.Services == ModeBundled:
+		if err := m.bundledTLS(ctx, cl, o); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// bundledTLS loads or creates the bundled ejabberd's CA and a server
+// certificate for the XMPP domain, the host IP and the in-cluster
+// Service name.
+func (m *Material) bundledTLS(ctx context.Context, cl *Clusters, o *Options) error {
+	caSecret, err := readSecret(ctx, cl.Host, SecretXMPPCA)
+	if err != nil {
+		return err
+	}
+	tlsSecret, err := readSecret(ctx, cl.Host, SecretEjabberdTLS)
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "mlsysops-deployer-tls-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	for name, b := range map[string][]byte{"ca.crt": caSecret["ca.crt"], "ca.key": caSecret["ca.key"], "server.crt": tlsSecret["tls.crt"], "server.key": tlsSecret["tls.key"]} {
+		if len(b) > 0 {
+			if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+				return err
+			}
+		}
+	}
+	ca, err := pki.LoadOrCreateCA(dir, "ca", "mlsysops-xmpp-ca")
+	if err != nil {
+		return fmt.Errorf("ejabberd CA: %w", err)
+	}
+	svc := "mlsysops-ejabberd." + Namespace + ".svc"
+	spec := pki.CertSpec{CommonName: o.XMPPDomain, DNSNames: []string{o.XMPPDomain, svc, "localhost"}, IPs: []net.IP{net.ParseIP("127.0.0.1")}, Server: true}
+	if ip := net.ParseIP(o.KarmadaHostIP); ip != nil {
+		spec.IPs = append(spec.IPs, ip)
+	}
+	if !certCovers(filepath.Join(dir, "server.crt"), spec) {
+		_ = os.Remove(filepath.Join(dir, "server.crt"))
+	}
+	certFile, keyFile, err := ca.Issue(dir, "server", spec)
+	if err != nil {
+		return fmt.Errorf("ejabberd certificate: %w", err)
+	}
+	read := func(f string) []byte { b, _ := os.ReadFile(f); return b }
+	m.CABundle, m.CAKey = read(ca.CertFile), read(filepath.Join(dir, "ca.key"))
+	m.ServerCert, m.ServerKey = read(certFile), read(keyFile)
+	if len(m.CABundle) == 0 || len(m.CAKey) == 0 || len(m.ServerCert) == 0 || len(m.ServerKey) == 0 {
+		return fmt.Errorf("ejabberd TLS material incomplete in %s", dir)
+	}
+	return nil
+}
+
+// certCovers reports whether the PEM certificate in file names every DNS
+// name and IP of spec.
+func certCovers(file string, spec pki.CertSpec) bool {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return false
+	}
+	blk, _ := pem.Decode(b)
+	if blk == nil {
+		return false
+	}
+	c, err := x509.ParseCertificate(blk.Bytes)
+	if err != nil {
+		return false
+	}
+	for _, n := range spec.DNSNames {
+		if c.VerifyHostname(n) != nil {
+			return false
+		}
+	}
+	for _, ip := range spec.IPs {
+		if c.VerifyHostname(ip.String()) != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// secretObject builds a labelled Secret of the installation for a stage.
+func secretObject(name, stage string, data map[string][]byte) *unstructured.Unstructured {
+	s := &corev1.Secret{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: Namespace,
+			Labels:      map[string]string{charts.LabelPartOf: charts.PartOfValue, charts.LabelInstance: charts.Release},
+			Annotations: map[string]string{charts.StageKey: stage},
+		},
+		Type: corev1.SecretTypeOpaque,
+		Data: data,
+	}
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(s)
+	if err != nil {
+		panic(err) // a Secret always converts
+	}
+	u := &unstructured.Unstructured{Object: obj}
+	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
+	return u
+}
+
+// SecretObjects are the Secrets of the host cluster and of the Karmada API
+// that hold the material (the kubeconfigs are added once their tokens
+// exist, see kubeconfigSecrets).
+func (p *Plan) SecretObjects(o *Options, m *Material) (host, karmada []*unstructured.Unstructured) {
+	pw := func(v string) map[string][]byte { return map[string][]byte{"password": []byte(v)} }
+	// The admin credential, and for external services where its API is,
+	// so that uninstall can remove the accounts with nothing but the
+	// kubeconfigs.
+	admin := map[string][]byte{"jid": []byte(o.adminJID()), "password": []byte(m.EjabberdAdminPassword)}
+	if o.Services == ModeExternal {
+		admin["api"] = []byte(o.EjabberdAPI)
+	}
+	host = append(host,
+		secretObject(SecretRedis, "services", pw(m.RedisPassword)),
+		secretObject(SecretPostgres, "services", map[string][]byte{"username": []byte(o.PostgresUser), "password": []byte(m.PostgresPassword)}),
+		secretObject(SecretEjabberdAdmin, "services", admin),
+		secretObject(SecretNorthboundToken, "continuum", map[string][]byte{"tokens": m.NorthboundTokens}),
+	)
+	if o.Services == ModeBundled {
+		host = append(host,
+			secretObject(SecretXMPPCA, "services", map[string][]byte{"ca.crt": m.CABundle, "ca.key": m.CAKey}),
+			secretObject(SecretEjabberdTLS, "services", map[string][]byte{"tls.crt": m.ServerCert, "tls.key": m.ServerKey}),
+			secretObject(SecretEjabberdSQL, "services", map[string][]byte{"sql.yml": ejabberdSQLConfig(m.PostgresPassword)}))
+	}
+	karmada = append(karmada, secretObject(SecretRedis, "clusters", pw(m.RedisPassword)))
+	perSecret := map[string]map[string][]byte{}
+	var order []string
+	all := map[string][]byte{}
+	for _, a := range p.Accounts {
+		all[a.Key] = []byte(m.Passwords[a.JID])
+	}
+	host = append(host, secretObject(SecretAccountsPasswords, "continuum", all))
+	for _, a := range p.Accounts {
+		if a.Cluster == "host" {
+			host = append(host, secretObject(a.Secret, "continuum", map[string][]byte{a.Key: []byte(m.Passwords[a.JID])}))
+			continue
+		}
+		if perSecret[a.Secret] == nil {
+			perSecret[a.Secret] = map[string][]byte{}
+			order = append(order, a.Secret)
+		}
+		perSecret[a.Secret][a.Key] = []byte(m.Passwords[a.JID])
+	}
+	for _, name := range order {
+		karmada = append(karmada, secretObject(name, "clusters", perSecret[name]))
+	}
+	return host, karmada
+}
+
+// ejabberdSQLConfig is the bundled ejabberd's included configuration file
+// with its PostgreSQL password (a YAML double-quoted string: JSON's
+// quoting is a subset).
+func ejabberdSQLConfig(password string) []byte {
+	q, _ := json.Marshal(password)
+	return []byte("sql_password: " + string(q) + "\n")
+}
