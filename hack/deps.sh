@@ -11,7 +11,10 @@
 #         karmada-controller-manager, karmada-scheduler,
 #         karmada-aggregated-apiserver, karmada-webhook        (Karmada $KARMADA_VERSION)
 #         kwok                                                   (KWOK $KWOK_VERSION)
+#         versitygw (the S3 server of the ML connector's artifacts) (versitygw $VERSITYGW_VERSION)
 #         karmada-crds/ (Karmada's CRDs and webhook configuration)
+#         libonnxruntime.so.1  (ONNX Runtime $ORT_VERSION for linux/amd64, from the
+#                               npm package onnxruntime-node; the model server's cgo build)
 #
 # Binaries are built once into a cache outside the checkout
 # ($MLSYSOPS_BIN_CACHE, default ~/.cache/mlsysops/bin) and copied into bin/,
@@ -25,6 +28,10 @@ CACHE=${MLSYSOPS_BIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/mlsysops/bin}
 K8S_VERSION=v1.31.3
 KARMADA_VERSION=v1.13.0
 KWOK_VERSION=v0.7.0
+VERSITYGW_VERSION=v1.8.0
+# The ONNX Runtime whose C API (ORT_API_VERSION 24) github.com/yalue/onnxruntime_go
+# v1.27.0 is written against.
+ORT_VERSION=1.24.1
 export GOFLAGS=-mod=mod
 # The checksum database does not answer for k8s.io/kubernetes.
 export GONOSUMDB=${GONOSUMDB:+$GONOSUMDB,}k8s.io/kubernetes
@@ -91,6 +98,24 @@ done
 
 build_kwok() { GOBIN=$OUT go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"; }
 install_bin kwok "$KWOK_VERSION" build_kwok
+
+build_versitygw() { GOBIN=$OUT go install -trimpath -ldflags "-s -w" "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION"; }
+install_bin versitygw "$VERSITYGW_VERSION" build_versitygw
+
+# --- ONNX Runtime ----------------------------------------------------------------
+# Debian has no libonnxruntime; the npm package onnxruntime-node ships the
+# shared library for linux/x64 (and arm64) inside its tarball.
+fetch_onnxruntime() {
+  command -v npm >/dev/null || die "npm is needed to fetch ONNX Runtime: apt-get install npm"
+  local tmp
+  tmp=$(mktemp -d)
+  (cd "$tmp" && npm pack --silent "onnxruntime-node@$ORT_VERSION" >/dev/null 2>&1) ||
+    { rm -rf "$tmp"; die "npm pack onnxruntime-node@$ORT_VERSION failed"; }
+  tar -xzf "$tmp/onnxruntime-node-$ORT_VERSION.tgz" -C "$tmp" package/bin/napi-v6/linux/x64/libonnxruntime.so.1
+  install -m 0755 "$tmp/package/bin/napi-v6/linux/x64/libonnxruntime.so.1" "$OUT/libonnxruntime.so.1"
+  rm -rf "$tmp"
+}
+install_bin libonnxruntime.so.1 "$ORT_VERSION" fetch_onnxruntime
 
 # --- Karmada's CRDs and webhook configuration ----------------------------------
 crds="$BIN/karmada-crds"

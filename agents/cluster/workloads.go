@@ -97,8 +97,9 @@ func (r *AppReconciler) prune(ctx context.Context, ns string, app *mlsysopsv1.ML
 		}
 	}
 	for i := range app.Spec.Components {
-		comp := &app.Spec.Components[i]
-		if objs, err := fluidity.Render(app, comp, []string{"x"}, nil); err == nil && objs.Service != nil {
+		// Whatever nodes it runs on: a component pinned to a node keeps
+		// its Service too.
+		if comp := &app.Spec.Components[i]; fluidity.HasService(app, comp) {
 			svcKeep[comp.Metadata.Name] = true
 		}
 	}

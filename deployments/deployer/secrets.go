@@ -3,9 +3,7 @@ package deployer
 import (
 	"bytes"
 	"context"
-	"crypto/x509"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"net"
 	"os"
@@ -18,10 +16,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/mlsysops-go/mlsysops/deployments/charts"
+	"github.com/mlsysops-go/mlsysops/internal/auth"
 	"github.com/mlsysops-go/mlsysops/internal/messaging/provision"
 	"github.com/mlsysops-go/mlsysops/internal/testbed/pki"
 	"github.com/mlsysops-go/mlsysops/northbound/api"
-	"github.com/mlsysops-go/mlsysops/northbound/auth"
 )
 
 // readSecret returns a Secret's data, or nil when it does not exist.
@@ -165,7 +163,7 @@ func (m *Material) bundledTLS(ctx context.Context, cl *Clusters, o *Options) err
 	if ip := net.ParseIP(o.KarmadaHostIP); ip != nil {
 		spec.IPs = append(spec.IPs, ip)
 	}
-	if !certCovers(filepath.Join(dir, "server.crt"), spec) {
+	if !pki.Covers(filepath.Join(dir, "server.crt"), spec) {
 		_ = os.Remove(filepath.Join(dir, "server.crt"))
 	}
 	certFile, keyFile, err := ca.Issue(dir, "server", spec)
@@ -179,34 +177,6 @@ func (m *Material) bundledTLS(ctx context.Context, cl *Clusters, o *Options) err
 		return fmt.Errorf("ejabberd TLS material incomplete in %s", dir)
 	}
 	return nil
-}
-
-// certCovers reports whether the PEM certificate in file names every DNS
-// name and IP of spec.
-func certCovers(file string, spec pki.CertSpec) bool {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return false
-	}
-	blk, _ := pem.Decode(b)
-	if blk == nil {
-		return false
-	}
-	c, err := x509.ParseCertificate(blk.Bytes)
-	if err != nil {
-		return false
-	}
-	for _, n := range spec.DNSNames {
-		if c.VerifyHostname(n) != nil {
-			return false
-		}
-	}
-	for _, ip := range spec.IPs {
-		if c.VerifyHostname(ip.String()) != nil {
-			return false
-		}
-	}
-	return true
 }
 
 // secretObject builds a labelled Secret of the installation for a stage.

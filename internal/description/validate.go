@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"path"
 	"regexp"
 	"slices"
 	"sort"
@@ -237,6 +238,67 @@ func validateComponent(c *mlsysopsv1.Component, p *field.Path, names map[string]
 	portNumbers := map[string]bool{}
 	for i := range c.Containers {
 		errs = append(errs, validateContainer(&c.Containers[i], p.Child("containers").Index(i), c, portNames, portNumbers)...)
+	}
+	volumes := map[string]bool{}
+	for i, v := range c.Volumes {
+		vp := p.Child("volumes").Index(i).Child("name")
+		if v.Name == "" {
+			continue
+		}
+		for _, msg := range validation.IsDNS1123Label(v.Name) {
+			errs = append(errs, field.Invalid(vp, v.Name, msg))
+		}
+		if volumes[v.Name] {
+			errs = append(errs, field.Duplicate(vp, v.Name))
+		}
+		volumes[v.Name] = true
+	}
+	for i := range c.InitContainers {
+		ip := p.Child("init_containers").Index(i)
+		ct := &c.InitContainers[i]
+		errs = append(errs, validateContainer(ct, ip, c, map[string]bool{}, map[string]bool{})...)
+		if len(ct.Ports) > 0 {
+			errs = append(errs, field.Forbidden(ip.Child("ports"), "an init container runs to completion and serves nothing; declare ports on the containers"))
+		}
+		if ct.ReadinessProbe != nil {
+			errs = append(errs, field.Forbidden(ip.Child("readiness_probe"), "an init container is done when it exits; it has no readiness"))
+		}
+		errs = append(errs, validateMounts(ct, ip, volumes)...)
+	}
+	for i := range c.Containers {
+		errs = append(errs, validateMounts(&c.Containers[i], p.Child("containers").Index(i), volumes)...)
+	}
+	return errs
+}
+
+// validateMounts checks a container's volume mounts and readiness probe:
+// mounts name a volume of the component at an absolute, clean path, once.
+func validateMounts(ct *mlsysopsv1.Container, p *field.Path, volumes map[string]bool) field.ErrorList {
+	var errs field.ErrorList
+	paths := map[string]bool{}
+	for i, m := range ct.VolumeMounts {
+		mp := p.Child("volume_mounts").Index(i)
+		if m.Name != "" && !volumes[m.Name] {
+			errs = append(errs, notFound(mp.Child("name"), m.Name, "no volume of the component has this name (declare it under volumes)"))
+		}
+		if m.MountPath != "" {
+			if !path.IsAbs(m.MountPath) || path.Clean(m.MountPath) != m.MountPath || strings.Contains(m.MountPath, "..") {
+				errs = append(errs, field.Invalid(mp.Child("mount_path"), m.MountPath, "must be an absolute, clean path without .."))
+			}
+			if paths[m.MountPath] {
+				errs = append(errs, field.Duplicate(mp.Child("mount_path"), m.MountPath))
+			}
+			paths[m.MountPath] = true
+		}
+	}
+	if pr := ct.ReadinessProbe; pr != nil {
+		pp := p.Child("readiness_probe")
+		switch {
+		case pr.HTTPGet == nil:
+			errs = append(errs, field.Required(pp.Child("http_get"), "say how to probe the container"))
+		case pr.HTTPGet.Path != "" && !strings.HasPrefix(pr.HTTPGet.Path, "/"):
+			errs = append(errs, field.Invalid(pp.Child("http_get", "path"), pr.HTTPGet.Path, "must start with /"))
+		}
 	}
 	return errs
 }

@@ -49,6 +49,38 @@ func TestValidateApp(t *testing.T) {
 				"FieldValueNotFound spec.component_interactions[0].component_name1",
 			},
 		},
+		"volumes, init containers and probes": {
+			change: func(a *mlsysopsv1.MLSysOpsApp) {
+				c := &a.Spec.Components[0]
+				c.Volumes = []mlsysopsv1.Volume{{Name: "models"}, {Name: "models"}, {Name: "Bad_Name"}}
+				c.InitContainers = []mlsysopsv1.Container{{
+					Image:          "fetch:1",
+					Ports:          []mlsysopsv1.ContainerPort{{ContainerPort: 80}},
+					ReadinessProbe: &mlsysopsv1.Probe{HTTPGet: &mlsysopsv1.HTTPGetProbe{Path: "/ready", Port: 80}},
+					VolumeMounts:   []mlsysopsv1.VolumeMount{{Name: "nope", MountPath: "/models"}},
+				}}
+				c.Containers[0].VolumeMounts = []mlsysopsv1.VolumeMount{
+					{Name: "models", MountPath: "/models"}, {Name: "models", MountPath: "/models"}, {Name: "models", MountPath: "models/../x"},
+				}
+				c.Containers[0].ReadinessProbe = &mlsysopsv1.Probe{HTTPGet: &mlsysopsv1.HTTPGetProbe{Path: "ready", Port: 8080}}
+			},
+			want: []string{
+				"FieldValueDuplicate spec.components[0].volumes[1].name",
+				"FieldValueInvalid spec.components[0].volumes[2].name",
+				"FieldValueForbidden spec.components[0].init_containers[0].ports",
+				"FieldValueForbidden spec.components[0].init_containers[0].readiness_probe",
+				"FieldValueNotFound spec.components[0].init_containers[0].volume_mounts[0].name",
+				"FieldValueDuplicate spec.components[0].containers[0].volume_mounts[1].mount_path",
+				"FieldValueInvalid spec.components[0].containers[0].volume_mounts[2].mount_path",
+				"FieldValueInvalid spec.components[0].containers[0].readiness_probe.http_get.path",
+			},
+		},
+		"probe without a handler": {
+			change: func(a *mlsysopsv1.MLSysOpsApp) {
+				a.Spec.Components[0].Containers[0].ReadinessProbe = &mlsysopsv1.Probe{PeriodSeconds: 2}
+			},
+			want: []string{"FieldValueRequired spec.components[0].containers[0].readiness_probe.http_get"},
+		},
 		"depends_on unknown component": {
 			change: func(a *mlsysopsv1.MLSysOpsApp) { a.Spec.Components[1].DependsOn = []string{"db"} },
 			want:   []string{"FieldValueNotFound spec.components[1].depends_on[0]"},

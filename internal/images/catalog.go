@@ -103,6 +103,28 @@ var Catalog = []Image{
 		Description: "MLSysOps northbound REST API",
 	},
 	{
+		// The model server with ONNX Runtime: a cgo binary (glibc) and the
+		// shared library `make deps` fetches, for the build machine's
+		// platform only.
+		Name: "modelserver", Package: "./mlconnector/modelserver", Binary: "modelserver", CGO: true,
+		Platforms: []string{"linux/amd64"},
+		LDFlags:   []string{"-X github.com/mlsysops-go/mlsysops/mlconnector/serving/app.Version={{version}}"},
+		Files:     []File{{Src: "bin/libonnxruntime.so.1", Dst: "/usr/local/lib/libonnxruntime.so.1", Mode: 0o755}},
+		Env:       []string{"ONNXRUNTIME_LIB=/usr/local/lib/libonnxruntime.so.1", "LD_LIBRARY_PATH=/usr/local/lib"},
+		Args:      []string{"serve"},
+		Description: "MLSysOps model server: ONNX (ONNX Runtime), LightGBM and XGBoost models over the Open Inference Protocol v2; " +
+			"`modelserver fetch` is its init container",
+	},
+	{
+		// The same program without cgo, for amd64 and arm64 edge nodes:
+		// LightGBM and XGBoost models only (ONNX models are refused at load
+		// with the reason).
+		Name: "modelserver-static", Package: "./mlconnector/modelserver", Binary: "modelserver",
+		LDFlags:     []string{"-X github.com/mlsysops-go/mlsysops/mlconnector/serving/app.Version={{version}}"},
+		Args:        []string{"serve"},
+		Description: "MLSysOps model server without cgo: LightGBM and XGBoost models over the Open Inference Protocol v2; `modelserver fetch`",
+	},
+	{
 		Name: "accounts", Package: "./cmd/mlsysops-accounts", Binary: "mlsysops-accounts",
 		Description: "MLSysOps accounts reconciler: keeps the agents' XMPP accounts in place",
 	},

@@ -37,6 +37,12 @@ func (w *NodeWrapper) GPU(product string, count int64) *NodeWrapper {
 	return w
 }
 
+// GPUMemory sets the memory of one GPU, in MiB.
+func (w *NodeWrapper) GPUMemory(mib string) *NodeWrapper {
+	w.Node.Node.Labels[mlsysopsv1.LabelGPUMemory] = mib
+	return w
+}
+
 func (w *NodeWrapper) FPGA(model string) *NodeWrapper {
 	w.Node.Node.Labels[mlsysopsv1.LabelFPGAPresent] = "true"
 	w.Node.Node.Labels[mlsysopsv1.LabelFPGAModel] = model
@@ -100,6 +106,12 @@ func (w *CompWrapper) pr() *mlsysopsv1.PlatformRequirements {
 
 func (w *CompWrapper) GPU(model string, n int32) *CompWrapper {
 	w.pr().GPU = &mlsysopsv1.GPURequirements{Model: model, Requests: n, Limits: n}
+	return w
+}
+
+// GPUMemoryGB asks for GPUs with at least gb GB of memory.
+func (w *CompWrapper) GPUMemoryGB(gb int64) *CompWrapper {
+	w.pr().GPU.Memory = gb
 	return w
 }
 

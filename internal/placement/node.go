@@ -3,6 +3,7 @@ package placement
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -107,21 +108,39 @@ func Replicas(app *mlsysopsv1.MLSysOpsAppSpec, comp *mlsysopsv1.Component) int32
 
 // PodRequests sums the resource requests of a component's containers
 // (limits stand in for missing requests, as Kubernetes defaults them), plus
-// one pod.
+// one pod. Init containers run one at a time before them, so, as for
+// Kubernetes, a resource counts as the larger of the containers' sum and
+// the largest init container's request.
 func PodRequests(comp *mlsysopsv1.Component) corev1.ResourceList {
-	total := corev1.ResourceList{corev1.ResourcePods: *resource.NewQuantity(1, resource.DecimalSI)}
+	total := corev1.ResourceList{}
 	for _, c := range comp.Containers {
-		rr := resources.ContainerResources(c.PlatformRequirements)
-		for name, q := range rr.Limits {
-			if _, ok := rr.Requests[name]; !ok {
-				add(total, name, q)
-			}
-		}
-		for name, q := range rr.Requests {
+		for name, q := range containerRequests(c) {
 			add(total, name, q)
 		}
 	}
+	for _, c := range comp.InitContainers {
+		for name, q := range containerRequests(c) {
+			if cur, ok := total[name]; !ok || q.Cmp(cur) > 0 {
+				total[name] = q
+			}
+		}
+	}
+	total[corev1.ResourcePods] = *resource.NewQuantity(1, resource.DecimalSI)
 	return total
+}
+
+// containerRequests is what one container requests (limits stand in for
+// missing requests).
+func containerRequests(c mlsysopsv1.Container) corev1.ResourceList {
+	out := corev1.ResourceList{}
+	rr := resources.ContainerResources(c.PlatformRequirements)
+	for name, q := range rr.Limits {
+		out[name] = q
+	}
+	for name, q := range rr.Requests {
+		out[name] = q
+	}
+	return out
 }
 
 func add(list corev1.ResourceList, name corev1.ResourceName, q resource.Quantity) {
@@ -158,6 +177,11 @@ type compiled struct {
 func compile(req Request) (*compiled, error) {
 	c := &compiled{reqs: resources.NodeSelectorRequirements(req.App, req.Component), perPod: PodRequests(req.Component),
 		tolerations: resources.Tolerations(req.Component)}
+	// The GPU's memory is judged last, so that a node without a GPU says
+	// that rather than that it has no GPU memory.
+	if i := slices.IndexFunc(c.reqs, func(r corev1.NodeSelectorRequirement) bool { return r.Key == mlsysopsv1.LabelGPUMemory }); i >= 0 {
+		c.reqs = append(append(slices.Clone(c.reqs[:i]), c.reqs[i+1:]...), c.reqs[i])
+	}
 	for _, r := range c.reqs {
 		if err := checkRequirement(r); err != nil {
 			return nil, fmt.Errorf("component %s: node requirement %s: %w", req.Component.Metadata.Name, r.Key, err)
@@ -228,6 +252,14 @@ func (c *compiled) fits(n *Node, st nodeState) string {
 	for _, r := range c.reqs {
 		if !matches(r, node.Labels) {
 			have, ok := node.Labels[r.Key]
+			if r.Key == mlsysopsv1.LabelGPUMemory && r.Operator == corev1.NodeSelectorOpGt && len(r.Values) == 1 {
+				// Say it in the words of a model that does not fit.
+				need, _ := strconv.ParseInt(r.Values[0], 10, 64)
+				if !ok {
+					return fmt.Sprintf("do not say their GPU memory (label %s); the component needs GPUs of at least %d MiB", r.Key, need+1)
+				}
+				return fmt.Sprintf("have GPUs of %s MiB, too small: the component needs GPUs of at least %d MiB", have, need+1)
+			}
 			if !ok {
 				return fmt.Sprintf("lack label %s (want %s %s)", r.Key, strings.ToLower(string(r.Operator)), strings.Join(r.Values, ","))
 			}

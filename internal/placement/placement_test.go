@@ -52,6 +52,20 @@ func TestPlaceComponent(t *testing.T) {
 			wantAssign:   map[string]int32{},
 			wantRejected: map[string]string{"l4": "have the untolerated taint nvidia.com/gpu=present:NoSchedule"},
 		},
+		"a model too big for the GPU's memory": {
+			comp: MakeComp("llm").GPU("", 1).GPUMemoryGB(40).Obj(),
+			nodes: []Node{
+				MakeNode("l4").GPU("NVIDIA-L4", 1).GPUMemory("24576").Obj(),
+				MakeNode("a100").GPU("NVIDIA-A100-SXM4-80GB", 1).Obj(),
+				MakeNode("cpu").Obj(),
+			},
+			wantNodes:  []string{"a100"},
+			wantAssign: map[string]int32{"a100": 1},
+			wantRejected: map[string]string{
+				"l4":  "have GPUs of 24576 MiB, too small: the component needs GPUs of at least 40960 MiB",
+				"cpu": "lack label nvidia.com/gpu.present (want in true)",
+			},
+		},
 		"GPUs already taken": {
 			comp:         MakeComp("train").GPU("NVIDIA-A100-SXM4-80GB", 3).Obj(),
 			nodes:        []Node{MakeNode("a100").GPU("NVIDIA-A100-SXM4-80GB", 4).Used(mlsysopsv1.ResourceGPU, "2").Obj()},

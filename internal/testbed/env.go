@@ -34,6 +34,12 @@ type Env struct {
 	NorthboundToken       string `json:"northboundToken"`
 	NorthboundViewerToken string `json:"northboundViewerToken"`
 
+	// The ML connector (it takes the northbound API's tokens), and the
+	// PostgreSQL and S3 servers it keeps its data in.
+	MLConnectorURL string `json:"mlconnectorURL"`
+	PostgresAddr   string `json:"postgresAddr"`
+	S3URL          string `json:"s3URL"`
+
 	// Network is the testbed's address plan (see netPlan).
 	Network NetworkEnv `json:"network"`
 	// RealNodes are the nodes with containerd and a kubelet.
@@ -136,6 +142,7 @@ func (tb *Testbed) env() *Env {
 		e.Nodes = append(e.Nodes, n.Name)
 	}
 	tb.northboundEnv(e)
+	tb.mlconnectorEnv(e)
 	e.Agents = AgentsEnv{
 		XMPPAddr: tb.ejabberd.C2SAddrOn(tb.net.HostIP()), RedisAddr: tb.net.HostIP() + ":" + strconv.Itoa(tb.l.port(portRedis)),
 		XMPPAdminURL: tb.ejabberd.APIURLOn(tb.net.HostIP()),
@@ -182,6 +189,7 @@ func (tb *Testbed) writeEnv() error {
 		{"MLS_API_URL", e.NorthboundURL},
 		{"MLS_TOKEN", e.NorthboundToken},
 		{"MLS_VIEWER_TOKEN", e.NorthboundViewerToken},
+		{"MLS_MLCONNECTOR_ENDPOINT", e.MLConnectorURL},
 	} {
 		fmt.Fprintf(&sh, "export %s=%s\n", kv[0], shellQuote(kv[1]))
 	}

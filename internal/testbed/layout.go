@@ -26,8 +26,10 @@ const (
 	portRedis           = 30
 	portAdmission       = 32 // the testbed's admission webhook for real nodes
 	portHostScheduler   = 33
-	portPostgres        = 34 // ejabberd's data (database ejabberd); other components add their own databases
+	portPostgres        = 34 // ejabberd's data (database ejabberd); other components add their own databases (the ML connector's)
 	portAccounts        = 35 // the accounts reconciler's /metrics, /readyz and /status
+	portS3              = 38 // the ML connector's object store
+	portMLConnector     = 39 // the ML connector (8090 at the default port base)
 	portEjabberd        = 40 // to 49
 	portMembers         = 100
 

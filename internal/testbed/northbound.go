@@ -13,10 +13,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mlsysops-go/mlsysops/internal/auth"
 	"github.com/mlsysops-go/mlsysops/internal/messaging/provision"
 	"github.com/mlsysops-go/mlsysops/internal/testbed/proc"
 	"github.com/mlsysops-go/mlsysops/northbound/api"
-	"github.com/mlsysops-go/mlsysops/northbound/auth"
 )
 
 // The northbound API of the testbed: built from this checkout, run as a
@@ -99,15 +99,28 @@ func (tb *Testbed) northboundProcess(tokenFile, xmppPasswordFile string) *proc.P
 	return p
 }
 
-// buildNorthbound builds the server from the checkout into the bin folder
-// and reports whether the binary changed. When the build fails but an
-// earlier binary exists, that one is used, with a warning.
+// buildNorthbound builds the server (and mls) from the checkout into the
+// bin folder and reports whether the server's binary changed.
 func (tb *Testbed) buildNorthbound(ctx context.Context) (bool, error) {
-	bin := filepath.Join(tb.opts.BinDir, northboundBinary)
+	changed, err := tb.buildFromCheckout(ctx, northboundName, northboundBinary, "./northbound")
+	if err == nil {
+		// The CLI too, so that mls is on the PATH the env file sets.
+		if _, merr := tb.buildFromCheckout(ctx, "mls", "mls", "./cmd/mls"); merr != nil {
+			tb.progress("mls not built: %v", "mls", merr)
+		}
+	}
+	return changed, err
+}
+
+// buildFromCheckout builds the package pkg of the checkout into the bin
+// folder as binary and reports whether the binary changed. When the build
+// fails but an earlier binary exists, that one is used, with a warning.
+func (tb *Testbed) buildFromCheckout(ctx context.Context, name, binary, pkg string) (bool, error) {
+	bin := filepath.Join(tb.opts.BinDir, binary)
 	before := fileDigest(bin)
 	root, err := RepoRoot()
 	if err != nil {
-		return false, fmt.Errorf("northbound: %w; run the testbed from the checkout", err)
+		return false, fmt.Errorf("%s: %w; run the testbed from the checkout", name, err)
 	}
 	goBin, err := exec.LookPath("go")
 	if err != nil {
@@ -115,23 +128,14 @@ func (tb *Testbed) buildNorthbound(ctx context.Context) (bool, error) {
 	}
 	bctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(bctx, goBin, "build", "-o", bin, "./northbound")
+	cmd := exec.CommandContext(bctx, goBin, "build", "-o", bin, pkg)
 	cmd.Dir = root
-	out, err := cmd.CombinedOutput()
-	if err == nil {
-		// The CLI too, so that mls is on the PATH the env file sets.
-		cmd = exec.CommandContext(bctx, goBin, "build", "-o", filepath.Join(tb.opts.BinDir, "mls"), "./cmd/mls")
-		cmd.Dir = root
-		if mout, merr := cmd.CombinedOutput(); merr != nil {
-			tb.progress("mls not built: %s", "mls", bytes.TrimSpace(mout))
-		}
-	}
-	if err != nil {
+	if out, err := cmd.CombinedOutput(); err != nil {
 		if before != "" {
-			tb.progress("build failed, starting the previous build: %s", northboundName, bytes.TrimSpace(out))
+			tb.progress("build failed, starting the previous build: %s", name, bytes.TrimSpace(out))
 			return false, nil
 		}
-		return false, fmt.Errorf("build the northbound API (go build ./northbound): %w\n%s", err, out)
+		return false, fmt.Errorf("build %s (go build %s): %w\n%s", name, pkg, err, out)
 	}
 	return fileDigest(bin) != before, nil
 }

@@ -252,6 +252,9 @@ func (tb *Testbed) Up(ctx context.Context) (*Env, error) {
 	if err := tb.startNorthbound(ctx); err != nil {
 		return nil, err
 	}
+	if err := tb.startMLConnector(ctx, imgs); err != nil {
+		return nil, fmt.Errorf("ML connector: %w", err)
+	}
 	if err := tb.startKwoklets(ctx, imgs); err != nil {
 		return nil, err
 	}
@@ -272,7 +275,7 @@ func (tb *Testbed) Up(ctx context.Context) (*Env, error) {
 // does not have, such as the components of a cluster whose description was
 // removed.
 func (tb *Testbed) stopStale(p *plan) error {
-	want := map[string]bool{tb.northboundPIDFile(): true}
+	want := map[string]bool{tb.northboundPIDFile(): true, tb.mlconnectorPIDFile(): true}
 	for _, pr := range p.all() {
 		want[pr.PIDFile] = true
 	}
@@ -339,6 +342,10 @@ func (tb *Testbed) Down(ctx context.Context, purge bool) error {
 	}
 	tb.progress("stopped", "redis")
 	tb.progress("stopped", "ejabberd")
+	if err := tb.stopS3(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	tb.progress("stopped", "s3")
 	if err := tb.stopPostgres(ctx); err != nil {
 		errs = append(errs, err)
 	}
@@ -407,6 +414,10 @@ func (tb *Testbed) Status(ctx context.Context) ([]ComponentStatus, error) {
 	if err != nil {
 		return nil, err
 	}
+	s3, err := tb.s3()
+	if err != nil {
+		return nil, err
+	}
 	var out []ComponentStatus
 	for _, pr := range p.all() {
 		out = append(out, tb.probe(ctx, pr.Name, pr.LogFile, pr.Pid, pr.Ready))
@@ -421,6 +432,8 @@ func (tb *Testbed) Status(ctx context.Context) ([]ComponentStatus, error) {
 		{"postgres", pg.Pid, pg.Healthy, pg.LogFile()},
 		{"ejabberd", tb.ejabberd.Pid, tb.ejabberd.Healthy, tb.ejabberd.LogFile()},
 		{northboundName, tb.northboundPid, tb.northboundHealthy, tb.l.path("logs", northboundName+".log")},
+		{"s3", s3.Pid, s3.Healthy, s3.LogFile()},
+		{mlconnectorName, tb.mlconnectorPid, tb.mlconnectorHealthy, tb.l.path("logs", mlconnectorName+".log")},
 	} {
 		out = append(out, tb.probe(ctx, svc.name, svc.log, svc.pid, svc.healthy))
 	}
@@ -472,6 +485,9 @@ func (tb *Testbed) Kill() error {
 	_ = tb.ejabberd.Kill()
 	if pg, err := tb.newPostgres(); err == nil {
 		_ = pg.Kill()
+	}
+	if s3, err := tb.s3(); err == nil {
+		_ = s3.Kill()
 	}
 	if err := killCgroup(tb.cgroupBase(), 20*time.Second); err != nil {
 		errs = append(errs, err)

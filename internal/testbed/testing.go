@@ -166,7 +166,7 @@ func withShared(fn func(tb *Testbed) error) error {
 	}
 	bin := filepath.Join(root, "bin")
 	var missing []string
-	for _, b := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy", "karmada-controller-manager", "karmada-scheduler", "karmada-aggregated-apiserver", "karmada-webhook", "kwok", "karmada-crds/webhook-configuration.yaml"} {
+	for _, b := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy", "karmada-controller-manager", "karmada-scheduler", "karmada-aggregated-apiserver", "karmada-webhook", "kwok", "karmada-crds/webhook-configuration.yaml", "versitygw"} {
 		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
 			missing = append(missing, b)
 		}
@@ -250,6 +250,32 @@ func Postgres(t testing.TB) *services.Postgres {
 		os.RemoveAll(dir)
 	})
 	return p
+}
+
+// S3 starts an S3 server (versitygw from `make deps`) private to the
+// test, on loopback, for tests that need an object store or restart or
+// crash it. It is stopped when the test ends.
+func S3(t testing.TB) *services.S3 {
+	t.Helper()
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(root, "bin", "versitygw")
+	if _, err := os.Stat(bin); err != nil {
+		if os.Getenv(EnvSkipIntegration) == "1" {
+			t.Skipf("S3 test skipped (%s=1): %s missing", EnvSkipIntegration, bin)
+		}
+		t.Fatalf("%s missing: run `make deps`", bin)
+	}
+	s := services.NewS3(bin, t.TempDir(), "127.0.0.1", FreePorts(t, 1), services.RandomSecret(), services.RandomSecret())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := s.Start(ctx); err != nil {
+		t.Fatalf("private S3 server: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Stop(context.Background()) })
+	return s
 }
 
 // Ejabberd starts an ejabberd private to the test (its own folders, ports
@@ -401,3 +427,20 @@ func HostState() (map[string]string, error) {
 // KernelSettings are the global settings real nodes' kubelets change, by
 // /proc/sys path.
 func KernelSettings() []string { return append([]string(nil), kernelSettings...) }
+
+// Eventually calls cond until it returns nil, failing the test with what
+// and cond's last error when timeout passes first.
+func Eventually(t testing.TB, what string, timeout time.Duration, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}

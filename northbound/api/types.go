@@ -3,96 +3,58 @@ package api
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/mlsysops-go/mlsysops/internal/auth"
+	"github.com/mlsysops-go/mlsysops/internal/httpapi"
 )
 
-// Role is what a bearer token may do.
-type Role string
+// Role is what a bearer token may do (internal/auth).
+type Role = auth.Role
 
 // Roles. A viewer may read (every GET, and pinging an agent); an operator
 // may do everything.
 const (
-	RoleViewer   Role = "viewer"
-	RoleOperator Role = "operator"
+	RoleViewer   = auth.RoleViewer
+	RoleOperator = auth.RoleOperator
 )
-
-// Allows reports whether a token of role r may call a route that needs
-// role need.
-func (r Role) Allows(need Role) bool {
-	switch r {
-	case RoleOperator:
-		return true
-	case RoleViewer:
-		return need == RoleViewer
-	}
-	return false
-}
-
-// Valid reports whether r is a known role.
-func (r Role) Valid() bool { return r == RoleViewer || r == RoleOperator }
 
 // Media types the API reads and writes.
 const (
-	MediaJSON    = "application/json"
-	MediaYAML    = "application/yaml"
-	MediaProblem = "application/problem+json"
-	MediaText    = "text/plain"
+	MediaJSON    = httpapi.MediaJSON
+	MediaYAML    = httpapi.MediaYAML
+	MediaProblem = httpapi.MediaProblem
+	MediaText    = httpapi.MediaText
 )
 
 // Headers the API reads or sets.
 const (
 	// HeaderRequestID carries the request id: taken from the request when
 	// it is well formed, generated otherwise, and always echoed.
-	HeaderRequestID = "X-Request-Id"
+	HeaderRequestID = httpapi.HeaderRequestID
 	// HeaderIdempotencyKey makes a retried submission return the first
 	// receipt instead of a conflict.
 	HeaderIdempotencyKey = "Idempotency-Key"
 )
 
-// Problem is the body of every error response (RFC 9457). Detail is also
-// what upstream clients print.
-type Problem struct {
-	// Type is a URI naming the kind of problem; "about:blank" when the
-	// status says it all.
-	Type string `json:"type"`
-	// Title is the HTTP status text.
-	Title string `json:"title"`
-	// Status is the HTTP status code.
-	Status int `json:"status"`
-	// Detail says what went wrong and what to do about it.
-	Detail string `json:"detail"`
-	// Instance is the request path.
-	Instance string `json:"instance,omitempty"`
-	// RequestID identifies the request in the server's logs.
-	RequestID string `json:"request_id,omitempty"`
-	// Problems lists every problem of a rejected body, with its field path.
-	Problems []FieldProblem `json:"problems,omitempty"`
-}
+// Problem is the body of every error response (RFC 9457); see
+// internal/httpapi.
+type Problem = httpapi.Problem
 
 // FieldProblem is one problem of a request body.
-type FieldProblem struct {
-	// Field is the path of the offending field, e.g.
-	// MLSysOpsApp.components[0].containers[0].image; empty when the
-	// problem concerns the whole body.
-	Field string `json:"field,omitempty"`
-	// Type is the kind of problem (FieldValueRequired, FieldValueInvalid,
-	// FieldValueNotSupported, ...).
-	Type string `json:"type"`
-	// Message says what is wrong, with the offending value.
-	Message string `json:"message"`
-}
+type FieldProblem = httpapi.FieldProblem
 
 // Problem types (the Type of a Problem).
 const (
-	ProblemInvalid      = "urn:mlsysops:problem:invalid"
-	ProblemConflict     = "urn:mlsysops:problem:conflict"
-	ProblemNotFound     = "urn:mlsysops:problem:not-found"
-	ProblemUnauthorized = "urn:mlsysops:problem:unauthorized"
-	ProblemForbidden    = "urn:mlsysops:problem:forbidden"
-	ProblemTooLarge     = "urn:mlsysops:problem:too-large"
-	ProblemMediaType    = "urn:mlsysops:problem:unsupported-media-type"
-	ProblemUnavailable  = "urn:mlsysops:problem:unavailable"
-	ProblemTimeout      = "urn:mlsysops:problem:timeout"
-	ProblemInternal     = "urn:mlsysops:problem:internal"
+	ProblemInvalid      = httpapi.ProblemInvalid
+	ProblemConflict     = httpapi.ProblemConflict
+	ProblemNotFound     = httpapi.ProblemNotFound
+	ProblemUnauthorized = httpapi.ProblemUnauthorized
+	ProblemForbidden    = httpapi.ProblemForbidden
+	ProblemTooLarge     = httpapi.ProblemTooLarge
+	ProblemMediaType    = httpapi.ProblemMediaType
+	ProblemUnavailable  = httpapi.ProblemUnavailable
+	ProblemTimeout      = httpapi.ProblemTimeout
+	ProblemInternal     = httpapi.ProblemInternal
 )
 
 // Accepted answers a submission (deploy, update or remove) of an
@@ -193,6 +155,49 @@ type ComponentPlacement struct {
 	// GPUs is the number of GPUs one replica requests.
 	GPUs    int64  `json:"gpus,omitempty"`
 	Message string `json:"message,omitempty"`
+	// Pods are the component's pods in its cluster, as the cluster
+	// reports them (one item only; lists leave them out).
+	Pods []Pod `json:"pods,omitempty"`
+}
+
+// Pod is one pod of a component in its member cluster.
+type Pod struct {
+	Name string `json:"name"`
+	Node string `json:"node,omitempty"`
+	// IP is the pod's address in its cluster's pod network.
+	IP string `json:"ip,omitempty"`
+	// Phase is the pod's phase (Pending, Running, Succeeded, Failed), or
+	// Terminating once it is being deleted.
+	Phase string `json:"phase"`
+	Ready bool   `json:"ready"`
+	// Reason and Message explain a pod that waits: kube-scheduler's
+	// reason when it cannot be scheduled, else the pod status's.
+	Reason         string           `json:"reason,omitempty"`
+	Message        string           `json:"message,omitempty"`
+	InitContainers []ContainerState `json:"init_containers,omitempty"`
+	Containers     []ContainerState `json:"containers"`
+	CreatedAt      time.Time        `json:"created_at"`
+}
+
+// ContainerState is the state of one container (or init container) of a
+// pod.
+type ContainerState struct {
+	Name string `json:"name"`
+	// Args the container runs with.
+	Args []string `json:"args,omitempty"`
+	// State is waiting, running or terminated.
+	State string `json:"state"`
+	// Reason is the kubelet's (ImagePullBackOff, CrashLoopBackOff,
+	// Completed, Error, ...); Message its message, or the container's
+	// termination message.
+	Reason       string `json:"reason,omitempty"`
+	Message      string `json:"message,omitempty"`
+	ExitCode     *int32 `json:"exit_code,omitempty"`
+	Ready        bool   `json:"ready"`
+	RestartCount int32  `json:"restart_count"`
+	// LastTermination says how the previous run ended, for a container
+	// that restarted.
+	LastTermination string `json:"last_termination,omitempty"`
 }
 
 // Endpoint is one port of a Service a cluster agent created for a
@@ -445,8 +450,4 @@ type PolicyList struct {
 }
 
 // Health answers /healthz and /readyz.
-type Health struct {
-	Status string `json:"status"`
-	// Checks maps a dependency to "ok" or what is wrong with it.
-	Checks map[string]string `json:"checks,omitempty"`
-}
+type Health = httpapi.Health

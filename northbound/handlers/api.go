@@ -22,15 +22,15 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
 
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
+	"github.com/mlsysops-go/mlsysops/internal/auth"
+	"github.com/mlsysops-go/mlsysops/internal/httpapi"
 	"github.com/mlsysops-go/mlsysops/internal/messaging"
 	"github.com/mlsysops-go/mlsysops/internal/placement"
 	"github.com/mlsysops-go/mlsysops/internal/state"
 	"github.com/mlsysops-go/mlsysops/northbound/api"
-	"github.com/mlsysops-go/mlsysops/northbound/auth"
 	"github.com/mlsysops-go/mlsysops/northbound/infra"
 	"github.com/mlsysops-go/mlsysops/northbound/policystore"
 )
@@ -101,22 +101,18 @@ type Config struct {
 // Defaults of Config.
 const (
 	DefaultMaxBodyBytes   = 4 << 20
-	DefaultRequestTimeout = 30 * time.Second
+	DefaultRequestTimeout = httpapi.DefaultRequestTimeout
 	DefaultPingTimeout    = 10 * time.Second
 )
 
 // DefaultPublicPaths are served without a token by default.
-var DefaultPublicPaths = []string{api.PathHealthz, api.PathReadyz, api.PathMetrics}
+var DefaultPublicPaths = httpapi.DefaultPublicPaths
 
 // API is the northbound HTTP handler.
 type API struct {
-	cfg     Config
-	log     *slog.Logger
-	metrics *metrics
-	mux     *chi.Mux
-	routes  []Route
-	openapi []byte
-	docs    []byte
+	cfg Config
+	log *slog.Logger
+	srv *httpapi.Server
 }
 
 var _ http.Handler = (*API)(nil)
@@ -129,14 +125,8 @@ func New(cfg Config) (*API, error) {
 	if cfg.Auth == nil {
 		return nil, errors.New("northbound: an authenticator is required")
 	}
-	if cfg.PublicPaths == nil {
-		cfg.PublicPaths = DefaultPublicPaths
-	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
-	}
-	if cfg.RequestTimeout <= 0 {
-		cfg.RequestTimeout = DefaultRequestTimeout
 	}
 	if cfg.PingTimeout <= 0 {
 		cfg.PingTimeout = DefaultPingTimeout
@@ -144,68 +134,47 @@ func New(cfg Config) (*API, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if cfg.Registerer == nil && cfg.Gatherer == nil {
-		reg := prometheus.NewRegistry()
-		reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
-		cfg.Registerer, cfg.Gatherer = reg, reg
+	a := &API{cfg: cfg}
+	var routes []httpapi.Route
+	for _, rt := range routeTable() {
+		h := rt.handle
+		routes = append(routes, httpapi.Route{
+			Method: rt.Method, Pattern: rt.Pattern, Role: rt.Role,
+			Handle: func(w http.ResponseWriter, r *http.Request) error { return h(a, w, r) },
+		})
 	}
-	a := &API{cfg: cfg, log: cfg.Logger.With("component", "northbound")}
-	m, err := newMetrics(cfg.Registerer)
+	srv, err := httpapi.New(httpapi.Config{
+		Name: "northbound", Auth: cfg.Auth, PublicPaths: cfg.PublicPaths, RequestTimeout: cfg.RequestTimeout,
+		OpenAPI: openAPIYAML, Logger: cfg.Logger, Registerer: cfg.Registerer, Gatherer: cfg.Gatherer,
+		Version: cfg.Version, Ready: a.ready,
+	}, routes)
 	if err != nil {
 		return nil, err
 	}
-	a.metrics = m
-	if a.openapi, err = openAPIJSON(); err != nil {
-		return nil, err
-	}
-	if a.docs, err = renderDocs(a.openapi); err != nil {
-		return nil, err
-	}
-	a.routes = routes()
-	mux := chi.NewRouter()
-	mux.Use(withRequestID, a.observe, a.recoverPanics, a.withTimeout)
-	for _, rt := range a.routes {
-		mux.Method(rt.Method, rt.Pattern, a.guard(rt))
-	}
-	mux.NotFound(a.unrouted(http.StatusNotFound))
-	mux.MethodNotAllowed(a.unrouted(http.StatusMethodNotAllowed))
-	a.mux = mux
+	a.srv, a.log = srv, srv.Logger()
 	return a, nil
 }
 
 // ServeHTTP implements http.Handler.
-func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.mux.ServeHTTP(w, r) }
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.srv.ServeHTTP(w, r) }
 
 // Router returns the chi router, for walking its routes.
-func (a *API) Router() chi.Routes { return a.mux }
+func (a *API) Router() chi.Routes { return a.srv.Router() }
 
-// Routes returns the route table.
-func (a *API) Routes() []Route { return append([]Route(nil), a.routes...) }
+// Routes returns the route table, the built-in routes of internal/httpapi
+// included.
+func (a *API) Routes() []httpapi.Route { return a.srv.Routes() }
 
 // OpenAPI returns the OpenAPI document (JSON).
-func (a *API) OpenAPI() []byte { return a.openapi }
+func (a *API) OpenAPI() []byte { return a.srv.OpenAPI() }
 
-// unrouted answers requests no route matches: 401 without a valid token
-// (so unauthenticated callers learn nothing about the routes), else 404 or
-// 405.
-func (a *API) unrouted(status int) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if !a.public(r.URL.Path) {
-			if _, err := a.authenticate(r); err != nil {
-				a.fail(w, r, err)
-				return
-			}
-		}
-		if status == http.StatusMethodNotAllowed {
-			a.fail(w, r, newError(status, "about:blank", "%s is not allowed on %s; the OpenAPI document at %s lists the routes", r.Method, r.URL.Path, api.PathOpenAPI))
-			return
-		}
-		a.fail(w, r, newError(status, api.ProblemNotFound, "no route %s %s; the OpenAPI document at %s lists the routes", r.Method, r.URL.Path, api.PathOpenAPI))
-	}
-}
+// Server returns the shared HTTP machinery.
+func (a *API) Server() *httpapi.Server { return a.srv }
 
-// Route is one route of the API.
-type Route struct {
+func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) { a.srv.Fail(w, r, err) }
+
+// routeDef is one route of the API, bound to the API when it is built.
+type routeDef struct {
 	Method  string
 	Pattern string
 	// Role is the least role allowed to call it.
@@ -213,25 +182,20 @@ type Route struct {
 	handle func(a *API, w http.ResponseWriter, r *http.Request) error
 }
 
-func route(method, pattern string, role api.Role, h func(a *API, w http.ResponseWriter, r *http.Request) error) Route {
-	return Route{Method: method, Pattern: pattern, Role: role, handle: h}
+func route(method, pattern string, role api.Role, h func(a *API, w http.ResponseWriter, r *http.Request) error) routeDef {
+	return routeDef{Method: method, Pattern: pattern, Role: role, handle: h}
 }
 
-// routes is the route table; the OpenAPI document must describe exactly
+// routeTable is the route table (internal/httpapi adds /healthz,
+// /readyz, /metrics, /openapi.json and /docs); the OpenAPI document must describe exactly
 // these (TestOpenAPIMatchesRoutes).
-func routes() []Route {
+func routeTable() []routeDef {
 	const (
 		get, post, put, del = http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete
 		viewer, operator    = api.RoleViewer, api.RoleOperator
 	)
 	apps, ml := appsCollection, mlCollection
-	return []Route{
-		route(get, api.PathHealthz, viewer, (*API).healthz),
-		route(get, api.PathReadyz, viewer, (*API).readyz),
-		route(get, api.PathMetrics, viewer, (*API).serveMetrics),
-		route(get, api.PathOpenAPI, viewer, (*API).serveOpenAPI),
-		route(get, api.PathDocs, viewer, (*API).serveDocs),
-
+	return []routeDef{
 		route(post, api.PathApplications, operator, apps.submit),
 		route(get, api.PathApplications, viewer, apps.list),
 		route(get, api.PathApplications+"/{id}", viewer, apps.get),
@@ -288,29 +252,7 @@ func routes() []Route {
 	}
 }
 
-// serveMetrics serves the Prometheus metrics.
-func (a *API) serveMetrics(w http.ResponseWriter, r *http.Request) error {
-	promhttp.HandlerFor(a.cfg.Gatherer, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelWarn)}).ServeHTTP(w, r)
-	return nil
-}
-
-// healthz says the process serves.
-func (a *API) healthz(w http.ResponseWriter, _ *http.Request) error {
-	writeJSON(w, http.StatusOK, api.Health{Status: "ok", Checks: map[string]string{"version": a.cfg.Version}})
-	return nil
-}
-
-// readyz says whether the API can do its work: Redis answers.
-func (a *API) readyz(w http.ResponseWriter, r *http.Request) error {
-	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-	defer cancel()
-	h := api.Health{Status: "ok", Checks: map[string]string{}}
-	status := http.StatusOK
-	if err := a.cfg.Store.Client().Ping(ctx).Err(); err != nil {
-		h.Status, h.Checks["redis"], status = "unavailable", err.Error(), http.StatusServiceUnavailable
-	} else {
-		h.Checks["redis"] = "ok"
-	}
-	writeJSON(w, status, h)
-	return nil
+// ready says whether the API can do its work: Redis answers.
+func (a *API) ready(ctx context.Context) map[string]error {
+	return map[string]error{"redis": a.cfg.Store.Client().Ping(ctx).Err()}
 }

@@ -18,6 +18,7 @@ import (
 
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
 	"github.com/mlsysops-go/mlsysops/internal/description"
+	"github.com/mlsysops-go/mlsysops/internal/httpapi"
 	"github.com/mlsysops-go/mlsysops/internal/resources"
 	"github.com/mlsysops-go/mlsysops/internal/state"
 	"github.com/mlsysops-go/mlsysops/northbound/api"
@@ -153,8 +154,6 @@ func (c collection) notFound(id string) *Error {
 	return notFound("no %s named %q; list them with GET %s", c.what, id, c.base)
 }
 
-var idempotencyRE = requestIDRE
-
 // queue submits to Redis: the description and its status in one step.
 func (c collection) queue(a *API, r *http.Request, kind state.Kind, id string, app *mlsysopsv1.MLSysOpsApp) (api.Accepted, error) {
 	ctx := r.Context()
@@ -164,7 +163,7 @@ func (c collection) queue(a *API, r *http.Request, kind state.Kind, id string, a
 	// removal is never mistaken for the deploy before it).
 	sub := state.Submission{ID: id, Kind: kind, RequestID: "req:" + requestID(ctx) + ":" + newRequestID()}
 	if key := r.Header.Get(api.HeaderIdempotencyKey); key != "" {
-		if !idempotencyRE.MatchString(key) {
+		if !httpapi.ValidToken(key) {
 			return api.Accepted{}, badRequest("the %s header must be 1 to 128 letters, digits or . _ : -", api.HeaderIdempotencyKey)
 		}
 		sub.RequestID = "idem:" + string(kind) + ":" + key
@@ -407,6 +406,19 @@ func (c collection) detail(a *API, ctx context.Context, v *view) api.Application
 	}
 	m := a.members()
 	out.Components = a.components(ctx, v, m)
+	for i := range out.Components {
+		cp := &out.Components[i]
+		if cp.Cluster == "" {
+			continue
+		}
+		for j := range m.pods(ctx, cp.Cluster, out.ID) {
+			p := &m.pods(ctx, cp.Cluster, out.ID)[j]
+			if p.Labels[mlsysopsv1.LabelComponent] == cp.Name {
+				cp.Pods = append(cp.Pods, podOf(p))
+			}
+		}
+		sort.Slice(cp.Pods, func(x, y int) bool { return cp.Pods[x].CreatedAt.Before(cp.Pods[y].CreatedAt) })
+	}
 	out.Endpoints = a.endpoints(ctx, out.ID, out.Components, m)
 	out.Warnings = append(v.warnings, m.warnings()...)
 	return out

@@ -1,10 +1,10 @@
 package handlers
 
 import (
-	"errors"
 	"testing"
 
 	"github.com/mlsysops-go/mlsysops/internal/description"
+	"github.com/mlsysops-go/mlsysops/internal/httpapi"
 )
 
 func TestMediaFormat(t *testing.T) {
@@ -33,41 +33,13 @@ func TestMediaFormat(t *testing.T) {
 		{bodyPolicy, "image/png", 0, false},
 	}
 	for _, c := range cases {
-		got, ok := mediaFormat(c.kind, c.ct)
+		mt, ok := httpapi.ParseMediaType(c.ct)
+		var got description.Format
+		if ok {
+			got, ok = mediaFormat(c.kind, mt)
+		}
 		if ok != c.accept || (ok && got != c.want) {
 			t.Errorf("mediaFormat(%d, %q) = %v, %v; want %v, %v", c.kind, c.ct, got, ok, c.want, c.accept)
-		}
-	}
-}
-
-func TestDecodeJSON(t *testing.T) {
-	type body struct {
-		Mode *int     `json:"mode"`
-		List []string `json:"agents"`
-	}
-	cases := map[string]struct {
-		in     string
-		status int
-		field  string
-	}{
-		"ok":            {in: `{"mode": 1}`},
-		"syntax":        {in: `{"mode": `, status: 400},
-		"not an object": {in: `[1]`, status: 422},
-		"wrong type":    {in: `{"mode": "one"}`, status: 422, field: "mode"},
-		"unknown field": {in: `{"mode": 1, "nodes": []}`, status: 422, field: "nodes"},
-		"trailing data": {in: `{"mode": 1} {"mode": 0}`, status: 400},
-	}
-	for name, tc := range cases {
-		var b body
-		err := decodeJSON([]byte(tc.in), &b)
-		var e *Error
-		switch {
-		case tc.status == 0 && err != nil:
-			t.Errorf("%s: %v", name, err)
-		case tc.status != 0 && (!errors.As(err, &e) || e.Status != tc.status):
-			t.Errorf("%s: error %v, want status %d", name, err, tc.status)
-		case tc.field != "" && (len(e.Problems) != 1 || e.Problems[0].Field != tc.field):
-			t.Errorf("%s: problems %+v, want field %s", name, e.Problems, tc.field)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -20,6 +21,7 @@ import (
 type members struct {
 	infra    Infra
 	byName   map[string][]placement.Node
+	podsBy   map[string][]corev1.Pod
 	problems []string
 }
 
@@ -103,5 +105,77 @@ func (a *API) endpoints(ctx context.Context, app string, comps []api.ComponentPl
 		}
 		return x.Port < y.Port
 	})
+	return out
+}
+
+// pods returns the pods of app in a cluster; none when they could not be
+// read (a warning says so).
+func (m *members) pods(ctx context.Context, cluster, app string) []corev1.Pod {
+	if m.infra == nil {
+		return nil
+	}
+	key := cluster + "/" + app
+	if m.podsBy == nil {
+		m.podsBy = map[string][]corev1.Pod{}
+	}
+	if pods, ok := m.podsBy[key]; ok {
+		return pods
+	}
+	pods, err := m.infra.AppPods(ctx, cluster, app)
+	if err != nil {
+		m.problems = append(m.problems, fmt.Sprintf("cluster %s: pods could not be read through Karmada: %v", cluster, err))
+	}
+	m.podsBy[key] = pods
+	return pods
+}
+
+// podOf is the API's view of a pod.
+func podOf(p *corev1.Pod) api.Pod {
+	out := api.Pod{Name: p.Name, Node: p.Spec.NodeName, IP: p.Status.PodIP, Phase: string(p.Status.Phase), Reason: p.Status.Reason,
+		Message: p.Status.Message, Containers: []api.ContainerState{}, CreatedAt: p.CreationTimestamp.Time}
+	if p.DeletionTimestamp != nil {
+		out.Phase = "Terminating"
+	}
+	for _, c := range p.Status.Conditions {
+		switch {
+		case c.Type == corev1.PodReady:
+			out.Ready = c.Status == corev1.ConditionTrue
+		case c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && out.Message == "":
+			out.Reason, out.Message = c.Reason, c.Message
+		}
+	}
+	args := func(list []corev1.Container) map[string][]string {
+		m := map[string][]string{}
+		for _, c := range list {
+			m[c.Name] = c.Args
+		}
+		return m
+	}
+	initArgs, ctrArgs := args(p.Spec.InitContainers), args(p.Spec.Containers)
+	for _, cs := range p.Status.InitContainerStatuses {
+		out.InitContainers = append(out.InitContainers, containerStateOf(cs, initArgs[cs.Name]))
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		out.Containers = append(out.Containers, containerStateOf(cs, ctrArgs[cs.Name]))
+	}
+	return out
+}
+
+func containerStateOf(cs corev1.ContainerStatus, args []string) api.ContainerState {
+	out := api.ContainerState{Name: cs.Name, Args: args, Ready: cs.Ready, RestartCount: cs.RestartCount}
+	switch s := cs.State; {
+	case s.Terminated != nil:
+		code := s.Terminated.ExitCode
+		out.State, out.Reason, out.Message, out.ExitCode = "terminated", s.Terminated.Reason, strings.TrimSpace(s.Terminated.Message), &code
+	case s.Running != nil:
+		out.State = "running"
+	case s.Waiting != nil:
+		out.State, out.Reason, out.Message = "waiting", s.Waiting.Reason, s.Waiting.Message
+	default:
+		out.State = "waiting"
+	}
+	if t := cs.LastTerminationState.Terminated; t != nil {
+		out.LastTermination = strings.TrimSpace(fmt.Sprintf("%s (exit code %d) %s", t.Reason, t.ExitCode, t.Message))
+	}
 	return out
 }

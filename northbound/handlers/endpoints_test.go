@@ -101,3 +101,40 @@ func TestEndpoints(t *testing.T) {
 		t.Errorf("without Karmada: %+v", got)
 	}
 }
+
+func TestPodOf(t *testing.T) {
+	one := int32(1)
+	pending := corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p"},
+		Status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{
+			{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable", Message: "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."},
+		}},
+	}
+	failed := corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "q"},
+		Spec: corev1.PodSpec{NodeName: "gpu-1",
+			InitContainers: []corev1.Container{{Name: "fetch", Args: []string{"fetch", "--dest", "/models"}}},
+			Containers:     []corev1.Container{{Name: "model", Args: []string{"serve"}}}},
+		Status: corev1.PodStatus{Phase: corev1.PodPending,
+			InitContainerStatuses: []corev1.ContainerStatus{{Name: "fetch", RestartCount: 2,
+				State:                corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error", Message: "checksum mismatch: model.onnx\n"}},
+				LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error", Message: "checksum mismatch"}}}},
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "model", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}}}},
+		},
+	}
+	cases := map[string]struct {
+		pod  corev1.Pod
+		want api.Pod
+	}{
+		"unschedulable": {pending, api.Pod{Name: "p", Phase: "Pending", Reason: "Unschedulable", Message: "0/3 nodes are available: 3 Insufficient nvidia.com/gpu.", Containers: []api.ContainerState{}}},
+		"init container failed": {failed, api.Pod{Name: "q", Node: "gpu-1", Phase: "Pending",
+			InitContainers: []api.ContainerState{{Name: "fetch", Args: []string{"fetch", "--dest", "/models"}, State: "terminated", Reason: "Error",
+				Message: "checksum mismatch: model.onnx", ExitCode: &one, RestartCount: 2, LastTermination: "Error (exit code 1) checksum mismatch"}},
+			Containers: []api.ContainerState{{Name: "model", Args: []string{"serve"}, State: "waiting", Reason: "PodInitializing"}}}},
+	}
+	for name, c := range cases {
+		if diff := cmp.Diff(c.want, podOf(&c.pod)); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", name, diff)
+		}
+	}
+}

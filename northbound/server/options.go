@@ -14,9 +14,9 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/mlsysops-go/mlsysops/internal/auth"
 	"github.com/mlsysops-go/mlsysops/internal/state"
 	"github.com/mlsysops-go/mlsysops/northbound/api"
-	"github.com/mlsysops-go/mlsysops/northbound/auth"
 	"github.com/mlsysops-go/mlsysops/northbound/handlers"
 )
 

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	karmadaclientset "github.com/karmada-io/karmada/pkg/generated/clientset/versioned"
@@ -20,11 +18,12 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/mlsysops-go/mlsysops/internal/auth"
+	"github.com/mlsysops-go/mlsysops/internal/httpapi"
 	"github.com/mlsysops-go/mlsysops/internal/logging"
 	"github.com/mlsysops-go/mlsysops/internal/messaging"
 	"github.com/mlsysops-go/mlsysops/internal/state"
 	"github.com/mlsysops-go/mlsysops/northbound/api"
-	"github.com/mlsysops-go/mlsysops/northbound/auth"
 	"github.com/mlsysops-go/mlsysops/northbound/handlers"
 	"github.com/mlsysops-go/mlsysops/northbound/infra"
 	"github.com/mlsysops-go/mlsysops/northbound/policystore"
@@ -256,69 +255,19 @@ func Run(ctx context.Context, o *Options, base *slog.Logger) error {
 // Serve serves h on o.Listen (with TLS when configured) until ctx ends,
 // then lets in-flight requests finish for up to o.ShutdownTimeout.
 func Serve(ctx context.Context, o *Options, h http.Handler, log *slog.Logger) error {
-	ln, err := net.Listen("tcp", o.Listen)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", o.Listen, err)
-	}
-	return ServeListener(ctx, o, ln, h, log)
+	log.Info("starting", "version", Version)
+	return httpapi.Serve(ctx, o.serveOptions(), h, log)
 }
 
 // ServeListener is Serve on an existing listener.
 func ServeListener(ctx context.Context, o *Options, ln net.Listener, h http.Handler, log *slog.Logger) error {
-	// After SIGTERM, /readyz fails for ShutdownDelay while everything else
-	// is still served: the Service takes the replica out before its
-	// listener closes.
-	var draining atomic.Bool
-	srv := &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if draining.Load() && r.URL.Path == api.PathReadyz {
-				http.Error(w, "shutting down", http.StatusServiceUnavailable)
-				return
-			}
-			h.ServeHTTP(w, r)
-		}),
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       o.RequestTimeout + 30*time.Second,
-		WriteTimeout:      o.RequestTimeout + 30*time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	return httpapi.ServeListener(ctx, o.serveOptions(), ln, h, log)
+}
+
+func (o *Options) serveOptions() httpapi.ServeOptions {
+	return httpapi.ServeOptions{
+		Listen: o.Listen, TLSCertFile: o.TLSCertFile, TLSKeyFile: o.TLSKeyFile,
+		RequestTimeout: o.RequestTimeout, ShutdownTimeout: o.ShutdownTimeout,
+		ShutdownDelay: o.ShutdownDelay, ReadyzPath: api.PathReadyz,
 	}
-	scheme := "http"
-	if o.TLSCertFile != "" {
-		scheme = "https"
-		srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
-	}
-	errc := make(chan error, 1)
-	go func() {
-		if scheme == "https" {
-			errc <- srv.ServeTLS(ln, o.TLSCertFile, o.TLSKeyFile)
-		} else {
-			errc <- srv.Serve(ln)
-		}
-	}()
-	log.Info("serving", "url", scheme+"://"+ln.Addr().String(), "version", Version)
-	select {
-	case err := <-errc:
-		return fmt.Errorf("serve: %w", err)
-	case <-ctx.Done():
-	}
-	if o.ShutdownDelay > 0 {
-		draining.Store(true)
-		log.Info("draining: /readyz fails, requests are still served", "delay", o.ShutdownDelay)
-		select {
-		case err := <-errc:
-			return fmt.Errorf("serve: %w", err)
-		case <-time.After(o.ShutdownDelay):
-		}
-	}
-	log.Info("shutting down; letting requests finish", "timeout", o.ShutdownTimeout)
-	sctx, cancel := context.WithTimeout(context.Background(), o.ShutdownTimeout)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		return fmt.Errorf("shutdown: %w", err)
-	}
-	log.Info("stopped")
-	return nil
 }

@@ -74,34 +74,32 @@ func Render(app *mlsysopsv1.MLSysOpsApp, comp *mlsysopsv1.Component, nodes []str
 			LabelSelector: &metav1.LabelSelector{MatchLabels: selector},
 		}},
 	}
+	for _, v := range comp.Volumes {
+		vol := corev1.Volume{Name: v.Name}
+		ed := &corev1.EmptyDirVolumeSource{}
+		if v.EmptyDir != nil {
+			if v.EmptyDir.SizeLimit != nil {
+				q := v.EmptyDir.SizeLimit.DeepCopy()
+				ed.SizeLimit = &q
+			}
+			if v.EmptyDir.Memory {
+				ed.Medium = corev1.StorageMediumMemory
+			}
+		}
+		vol.EmptyDir = ed
+		pod.Volumes = append(pod.Volumes, vol)
+	}
+	for i, c := range comp.InitContainers {
+		ct := container(c, members.DNSLabel(fmt.Sprintf("%s-init-%d", comp.Metadata.Name, i)), nil)
+		ct.Ports = nil
+		pod.InitContainers = append(pod.InitContainers, ct)
+	}
 	if comp.HostNetwork {
 		pod.DNSPolicy = corev1.DNSClusterFirstWithHostNet
 	}
 	peers := peerEnv(app, comp)
 	for i, c := range comp.Containers {
-		ct := corev1.Container{
-			Name:      containerName(comp, i),
-			Image:     c.Image,
-			Command:   c.Command,
-			Resources: resources.ContainerResources(c.PlatformRequirements),
-		}
-		if c.ImagePullPolicy != "" {
-			ct.ImagePullPolicy = corev1.PullPolicy(c.ImagePullPolicy)
-		}
-		for _, p := range c.Ports {
-			cp := corev1.ContainerPort{Name: p.Name, ContainerPort: p.ContainerPort, HostPort: p.HostPort, HostIP: p.HostIP, Protocol: protocol(p.Protocol)}
-			ct.Ports = append(ct.Ports, cp)
-		}
-		ct.Env = append(ct.Env, peers...)
-		for _, e := range c.Env {
-			ev := corev1.EnvVar{Name: e.Name, Value: e.Value}
-			if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
-				ev.Value = ""
-				ev.ValueFrom = &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: e.ValueFrom.FieldRef.FieldPath}}
-			}
-			ct.Env = append(ct.Env, ev)
-		}
-		pod.Containers = append(pod.Containers, ct)
+		pod.Containers = append(pod.Containers, container(c, containerName(comp, i), peers))
 	}
 	replicas := ov.Replicas(&app.Spec, comp)
 	annotations := map[string]string{mlsysopsv1.AnnotationNodes: strings.Join(sorted, ","), mlsysopsv1.AnnotationSpecHash: SpecHash(comp)}
@@ -135,7 +133,7 @@ func Render(app *mlsysopsv1.MLSysOpsApp, comp *mlsysopsv1.Component, nodes []str
 		},
 	}
 	objs := Objects{Deployment: dep}
-	if needsService(app, comp) {
+	if HasService(app, comp) {
 		svc := &corev1.Service{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
@@ -153,11 +151,65 @@ func Render(app *mlsysopsv1.MLSysOpsApp, comp *mlsysopsv1.Component, nodes []str
 				svc.Spec.Ports = append(svc.Spec.Ports, sp)
 			}
 		}
-		if len(svc.Spec.Ports) > 0 {
-			objs.Service = svc
-		}
+		objs.Service = svc
 	}
 	return objs, nil
+}
+
+// HasService reports whether the component gets a Service: another
+// component talks to it, or it is reachable from outside, and it has
+// ports. It does not depend on the nodes the component runs on.
+func HasService(app *mlsysopsv1.MLSysOpsApp, comp *mlsysopsv1.Component) bool {
+	if !needsService(app, comp) {
+		return false
+	}
+	for _, c := range comp.Containers {
+		if len(c.Ports) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// container renders one container (or init container) of a component,
+// with the peers' addresses in its environment first.
+func container(c mlsysopsv1.Container, name string, peers []corev1.EnvVar) corev1.Container {
+	ct := corev1.Container{
+		Name:      name,
+		Image:     c.Image,
+		Command:   c.Command,
+		Args:      c.Args,
+		Resources: resources.ContainerResources(c.PlatformRequirements),
+	}
+	if c.ImagePullPolicy != "" {
+		ct.ImagePullPolicy = corev1.PullPolicy(c.ImagePullPolicy)
+	}
+	for _, p := range c.Ports {
+		cp := corev1.ContainerPort{Name: p.Name, ContainerPort: p.ContainerPort, HostPort: p.HostPort, HostIP: p.HostIP, Protocol: protocol(p.Protocol)}
+		ct.Ports = append(ct.Ports, cp)
+	}
+	ct.Env = append(ct.Env, peers...)
+	for _, e := range c.Env {
+		ev := corev1.EnvVar{Name: e.Name, Value: e.Value}
+		if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
+			ev.Value = ""
+			ev.ValueFrom = &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: e.ValueFrom.FieldRef.FieldPath}}
+		}
+		ct.Env = append(ct.Env, ev)
+	}
+	for _, m := range c.VolumeMounts {
+		ct.VolumeMounts = append(ct.VolumeMounts, corev1.VolumeMount{Name: m.Name, MountPath: m.MountPath, ReadOnly: m.ReadOnly})
+	}
+	if p := c.ReadinessProbe; p != nil && p.HTTPGet != nil {
+		ct.ReadinessProbe = &corev1.Probe{
+			ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+				Path: p.HTTPGet.Path, Port: intstr.FromInt32(p.HTTPGet.Port), Scheme: corev1.URISchemeHTTP,
+			}},
+			InitialDelaySeconds: p.InitialDelaySeconds, PeriodSeconds: p.PeriodSeconds,
+			TimeoutSeconds: p.TimeoutSeconds, FailureThreshold: p.FailureThreshold,
+		}
+	}
+	return ct
 }
 
 // withHostnames adds "hostname in nodes" to the requirements, intersecting

@@ -140,3 +140,42 @@ func TestWithHostnames(t *testing.T) {
 		t.Error(diff)
 	}
 }
+
+// TestHasService: whether a component gets a Service does not depend on
+// where it runs (a component pinned to a node has one too), and agrees
+// with what Render makes.
+func TestHasService(t *testing.T) {
+	port := []mlsysopsv1.ContainerPort{{ContainerPort: 8080}}
+	for _, c := range []struct {
+		name     string
+		comp     mlsysopsv1.Component
+		interact []mlsysopsv1.ComponentInteraction
+		want     bool
+	}{
+		{"external with a port", mlsysopsv1.Component{ExternalAccess: true, Containers: []mlsysopsv1.Container{{Image: "i", Ports: port}}}, nil, true},
+		{"external pinned to a node", mlsysopsv1.Component{ExternalAccess: true, NodePlacement: &mlsysopsv1.NodePlacement{Node: "pinned"},
+			Containers: []mlsysopsv1.Container{{Image: "i", Ports: port}}}, nil, true},
+		{"talked to", mlsysopsv1.Component{Containers: []mlsysopsv1.Container{{Image: "i", Ports: port}}},
+			[]mlsysopsv1.ComponentInteraction{{ComponentName1: "other", Type: "egress", ComponentName2: "c"}}, true},
+		{"external without ports", mlsysopsv1.Component{ExternalAccess: true, Containers: []mlsysopsv1.Container{{Image: "i"}}}, nil, false},
+		{"nobody talks to it", mlsysopsv1.Component{Containers: []mlsysopsv1.Container{{Image: "i", Ports: port}}}, nil, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			app := &mlsysopsv1.MLSysOpsApp{}
+			app.Name = "a"
+			c.comp.Metadata.Name = "c"
+			app.Spec.Components = []mlsysopsv1.Component{c.comp}
+			app.Spec.ComponentInteractions = c.interact
+			if got := HasService(app, &c.comp); got != c.want {
+				t.Errorf("HasService = %v, want %v", got, c.want)
+			}
+			objs, err := Render(app, &c.comp, []string{"pinned"}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := objs.Service != nil; got != c.want {
+				t.Errorf("Render made a Service: %v, want %v", got, c.want)
+			}
+		})
+	}
+}

@@ -48,15 +48,20 @@ func (o *collectionOptions) collection() (*client.Collection, error) {
 
 // NewAppsCommand builds mls apps.
 func NewAppsCommand(streams IOStreams, apiOpts *APIOptions) *cobra.Command {
-	return newCollectionCommand(streams, apiOpts, appNames)
+	cmd, _ := newCollectionCommand(streams, apiOpts, appNames)
+	return cmd
 }
 
-// NewMLCommand builds mls ml.
+// NewMLCommand builds mls ml: the ML deployments of the northbound API
+// (deploy-ml, list-all, ...) and the ML connector's model registry,
+// deployments, predictions, drift and runtimes.
 func NewMLCommand(streams IOStreams, apiOpts *APIOptions) *cobra.Command {
-	return newCollectionCommand(streams, apiOpts, mlNames)
+	cmd, o := newCollectionCommand(streams, apiOpts, mlNames)
+	addMLConnectorCommands(cmd, streams, apiOpts, &o.output)
+	return cmd
 }
 
-func newCollectionCommand(streams IOStreams, apiOpts *APIOptions, n kindNames) *cobra.Command {
+func newCollectionCommand(streams IOStreams, apiOpts *APIOptions, n kindNames) (*cobra.Command, *collectionOptions) {
 	o := &collectionOptions{api: apiOpts, streams: streams, names: n}
 	cmd := &cobra.Command{Use: n.group, Short: n.short, Args: cobra.NoArgs}
 	outputFlag(cmd.PersistentFlags(), &o.output)
@@ -228,7 +233,7 @@ func newCollectionCommand(streams IOStreams, apiOpts *APIOptions, n kindNames) *
 		},
 	}
 	cmd.AddCommand(deploy, update, list, status, details, perf, remove, newWatchCommand(streams, apiOpts, n.ml, "watch"))
-	return cmd
+	return cmd, o
 }
 
 func (o *collectionOptions) printAccepted(acc api.Accepted) error {

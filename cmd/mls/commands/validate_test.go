@@ -45,8 +45,8 @@ func TestValidateRepositoryFiles(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
-	if got := strings.Count(out, "\n"); got != 16 {
-		t.Errorf("output has %d lines, want 16 (12 descriptions, 4 applications):\n%s", got, out)
+	if got := strings.Count(out, "\n"); got != 17 {
+		t.Errorf("output has %d lines, want 17 (12 descriptions, 5 applications):\n%s", got, out)
 	}
 }
 

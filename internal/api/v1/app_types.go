@@ -214,6 +214,82 @@ type Component struct {
 	// Containers of the component.
 	// +kubebuilder:validation:MinItems=1
 	Containers []Container `json:"containers"`
+	// InitContainers run one after another, each to completion, before
+	// the containers start (e.g. to fetch a model's files). They take the
+	// component's node; their platform_requirements count as Kubernetes
+	// counts an init container's (the largest, not the sum).
+	// +optional
+	InitContainers []Container `json:"init_containers,omitempty"`
+	// Volumes the component's containers can mount; they live as long as
+	// a replica (scratch space shared by init containers and containers).
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Volumes []Volume `json:"volumes,omitempty"`
+}
+
+// Volume is a scratch volume of a component's replica.
+type Volume struct {
+	// Name is unique within the component; volume_mounts refer to it.
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name"`
+	// EmptyDir is an empty folder on the node, removed with the replica.
+	// +optional
+	EmptyDir *EmptyDirVolume `json:"empty_dir,omitempty"`
+}
+
+// EmptyDirVolume is an empty folder on the node.
+type EmptyDirVolume struct {
+	// SizeLimit bounds what the folder may hold ("1Gi").
+	// +optional
+	SizeLimit *resource.Quantity `json:"size_limit,omitempty"`
+	// Memory keeps the folder in RAM (tmpfs); it counts against the
+	// container's memory.
+	// +optional
+	Memory bool `json:"memory,omitempty"`
+}
+
+// VolumeMount mounts a volume of the component into a container.
+type VolumeMount struct {
+	// Name of the component's volume.
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name"`
+	// MountPath is the absolute path in the container.
+	// +kubebuilder:validation:MinLength=1
+	MountPath string `json:"mount_path"`
+	// +optional
+	ReadOnly bool `json:"read_only,omitempty"`
+}
+
+// Probe says when a container is ready to serve: until it succeeds the
+// replica gets no traffic, and a rolling update keeps the old replica.
+type Probe struct {
+	// HTTPGet succeeds when GET http://<pod>:<port><path> answers 2xx or 3xx.
+	// +optional
+	HTTPGet *HTTPGetProbe `json:"http_get,omitempty"`
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	InitialDelaySeconds int32 `json:"initial_delay_seconds,omitempty"`
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	PeriodSeconds int32 `json:"period_seconds,omitempty"`
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	TimeoutSeconds int32 `json:"timeout_seconds,omitempty"`
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	FailureThreshold int32 `json:"failure_threshold,omitempty"`
+}
+
+// HTTPGetProbe is an HTTP GET on the container.
+type HTTPGetProbe struct {
+	// Path of the request, starting with /.
+	// +kubebuilder:validation:MinLength=1
+	Path string `json:"path"`
+	// Port of the container.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	Port int32 `json:"port"`
 }
 
 // ComponentMetadata identifies a component.
@@ -341,6 +417,9 @@ type Container struct {
 	// Command replaces the image's entrypoint.
 	// +optional
 	Command []string `json:"command,omitempty"`
+	// Args replace the image's default arguments.
+	// +optional
+	Args []string `json:"args,omitempty"`
 	// +kubebuilder:validation:Enum=Always;Never;IfNotPresent
 	// +optional
 	ImagePullPolicy string `json:"image_pull_policy,omitempty"`
@@ -356,6 +435,13 @@ type Container struct {
 	// Env variables.
 	// +optional
 	Env []EnvVar `json:"env,omitempty"`
+	// VolumeMounts mount the component's volumes.
+	// +optional
+	VolumeMounts []VolumeMount `json:"volume_mounts,omitempty"`
+	// ReadinessProbe says when the container is ready; without one it is
+	// ready once it runs.
+	// +optional
+	ReadinessProbe *Probe `json:"readiness_probe,omitempty"`
 }
 
 // AppAccelerationAPI is an accelerated call a container needs.

@@ -176,3 +176,32 @@ func loadPair(certFile, keyFile string) (*x509.Certificate, crypto.Signer, error
 	}
 	return cert, key, nil
 }
+
+// Covers reports whether the PEM certificate in certFile names every DNS
+// name and IP of spec: false when it does not, or cannot be read, so that
+// a caller issues a new one.
+func Covers(certFile string, spec CertSpec) bool {
+	b, err := os.ReadFile(certFile)
+	if err != nil {
+		return false
+	}
+	blk, _ := pem.Decode(b)
+	if blk == nil {
+		return false
+	}
+	c, err := x509.ParseCertificate(blk.Bytes)
+	if err != nil {
+		return false
+	}
+	for _, n := range spec.DNSNames {
+		if c.VerifyHostname(n) != nil {
+			return false
+		}
+	}
+	for _, ip := range spec.IPs {
+		if c.VerifyHostname(ip.String()) != nil {
+			return false
+		}
+	}
+	return true
+}

@@ -8,7 +8,6 @@ import (
 	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
@@ -270,7 +269,7 @@ func (e *Ejabberd) prepare() (bool, error) {
 		ips = append(ips, net.ParseIP(ip))
 	}
 	spec := pki.CertSpec{CommonName: e.domain, DNSNames: []string{e.domain, "localhost"}, IPs: ips, Server: true}
-	if !certNames(filepath.Join(tlsDir, "server.crt"), ips) {
+	if !pki.Covers(filepath.Join(tlsDir, "server.crt"), spec) {
 		_ = os.Remove(filepath.Join(tlsDir, "server.crt"))
 	}
 	certFile, keyFile, err := ca.Issue(tlsDir, "server", spec)
@@ -323,29 +322,6 @@ func (e *Ejabberd) prepare() (bool, error) {
 		return false, err
 	}
 	return changed, chownTree(e.dir, ejabberdUser)
-}
-
-// certNames reports whether the PEM certificate in file names every ip.
-func certNames(file string, ips []net.IP) bool {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return false
-	}
-	blk, _ := pem.Decode(b)
-	if blk == nil {
-		return false
-	}
-	c, err := x509.ParseCertificate(blk.Bytes)
-	if err != nil {
-		return false
-	}
-	for _, ip := range ips {
-		if c.VerifyHostname(ip.String()) != nil {
-			return false
-		}
-	}
-	return true
-
 }
 
 // ensureSchema creates ejabberd's tables in its SQL database unless they

@@ -2,13 +2,8 @@ package services_test
 
 import (
 	"context"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/redis/go-redis/v9"
-
 	"fmt"
-	"github.com/mlsysops-go/mlsysops/internal/testbed"
-	"github.com/mlsysops-go/mlsysops/internal/testbed/services"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -17,7 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/mlsysops-go/mlsysops/internal/testbed"
 	"github.com/mlsysops-go/mlsysops/internal/testbed/proc"
+	"github.com/mlsysops-go/mlsysops/internal/testbed/services"
 )
 
 // These tests start the real servers from Debian's packages (`make deps`).
@@ -222,6 +222,33 @@ func TestPostgresRestartKeepsData(t *testing.T) {
 	}
 	if p.Running() {
 		t.Fatal("still running after Stop")
+	}
+}
+
+func TestS3Lifecycle(t *testing.T) {
+	ctx := context.Background()
+	s := testbed.S3(t)
+	if err := s.Start(ctx); err != nil { // idempotent
+		t.Fatal(err)
+	}
+	// Unsigned requests are refused: the store is not open.
+	resp, err := http.Get(s.URL() + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("anonymous list: %s, want 403", resp.Status)
+	}
+	if err := s.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	waitDown(t, s.Running)
+	if err := s.Healthy(ctx); err == nil {
+		t.Fatal("killed S3 server still answers")
+	}
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -101,7 +101,7 @@ func testAgentsRun(t *testing.T, env *testbed.Env) *mlsysopsv1.MLSysOpsApp {
 		// Registered: the cluster agent marks the node Ready once its
 		// agent subscribed and sent its description.
 		mc := karmadaClient(t, env, member)
-		eventually(t, "node agents of "+member+" registered", 2*time.Minute, func() error {
+		testbed.Eventually(t, "node agents of "+member+" registered", 2*time.Minute, func() error {
 			var list mlsysopsv1.MLSysOpsNodeList
 			if err := mc.List(ctx, &list, client.InNamespace(mlsysopsv1.Namespace)); err != nil {
 				return err
@@ -136,7 +136,7 @@ func testAgentsRun(t *testing.T, env *testbed.Env) *mlsysopsv1.MLSysOpsApp {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = kc.Delete(context.Background(), app) })
-	eventually(t, "application "+app.Name+" Running", 3*time.Minute, func() error {
+	testbed.Eventually(t, "application "+app.Name+" Running", 3*time.Minute, func() error {
 		if err := kc.Get(ctx, types.NamespacedName{Namespace: app.Namespace, Name: app.Name}, app); err != nil {
 			return err
 		}
@@ -206,7 +206,7 @@ func deleteApp(t *testing.T, env *testbed.Env, app *mlsysopsv1.MLSysOpsApp) {
 	if err := kc.Delete(context.Background(), app); err != nil && !apierrors.IsNotFound(err) {
 		t.Fatal(err)
 	}
-	eventually(t, "application "+app.Name+" gone", 2*time.Minute, func() error {
+	testbed.Eventually(t, "application "+app.Name+" gone", 2*time.Minute, func() error {
 		err := kc.Get(context.Background(), types.NamespacedName{Namespace: app.Namespace, Name: app.Name}, &mlsysopsv1.MLSysOpsApp{})
 		if apierrors.IsNotFound(err) {
 			return nil
@@ -336,7 +336,7 @@ func testDescriptionReplaced(t *testing.T, env *testbed.Env) {
 	defer replace(files)
 	start := time.Now()
 	mc := karmadaClient(t, env, member)
-	eventually(t, "the new label in the MLSysOpsNode "+node, 3*time.Minute, func() error {
+	testbed.Eventually(t, "the new label in the MLSysOpsNode "+node, 3*time.Minute, func() error {
 		var n mlsysopsv1.MLSysOpsNode
 		if err := mc.Get(ctx, types.NamespacedName{Namespace: mlsysopsv1.Namespace, Name: node}, &n); err != nil {
 			return err

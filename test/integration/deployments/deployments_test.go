@@ -310,7 +310,7 @@ func testSecrets(t *testing.T, env *testbed.Env, cl *deployer.Clusters) {
 	ctx := context.Background()
 	for _, member := range env.Clusters {
 		cs := kubernetes.NewForConfigOrDie(env.RESTConfig(t, member))
-		eventually(t, "Secrets in "+member, time.Minute, func() error {
+		testbed.Eventually(t, "Secrets in "+member, time.Minute, func() error {
 			list, err := cs.CoreV1().Secrets(deployer.Namespace).List(ctx, metav1.ListOptions{})
 			if err != nil {
 				return err
@@ -431,7 +431,7 @@ func testLostAccount(t *testing.T, env *testbed.Env, cl *deployer.Clusters) {
 	if ev.Reason != authreport.Reason || ev.InvolvedObject.Kind != "Node" || ev.InvolvedObject.Name != "far-edge-rpi-1" || strings.Contains(ev.Message, password) {
 		t.Errorf("report event: reason %q, about %s/%s, message %q", ev.Reason, ev.InvolvedObject.Kind, ev.InvolvedObject.Name, ev.Message)
 	}
-	eventually(t, "the new node agent pod on far-edge-rpi-1 ready", 2*time.Minute, func() error {
+	testbed.Eventually(t, "the new node agent pod on far-edge-rpi-1 ready", 2*time.Minute, func() error {
 		pods, err := cs.CoreV1().Pods(deployer.Namespace).List(ctx, sel)
 		if err != nil {
 			return err
@@ -604,7 +604,7 @@ func testRBAC(t *testing.T, env *testbed.Env) {
 
 	for _, member := range env.Clusters {
 		cs := kubernetes.NewForConfigOrDie(env.RESTConfig(t, member))
-		eventually(t, "roles propagated to "+member, time.Minute, func() error {
+		testbed.Eventually(t, "roles propagated to "+member, time.Minute, func() error {
 			for _, r := range []string{"mlsysops-cluster-agent", "mlsysops-member-reader"} {
 				if _, err := cs.RbacV1().ClusterRoleBindings().Get(ctx, r, metav1.GetOptions{}); err != nil {
 					return err
@@ -661,21 +661,6 @@ func testRBAC(t *testing.T, env *testbed.Env) {
 	}
 }
 
-func eventually(t *testing.T, what string, timeout time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-}
-
 // testAdmission acts as the cluster agent in a member (impersonation,
 // server-side dry runs): RBAC lets it delete any namespace, the admission
 // policy only those it labels; Deployments only inside them.
@@ -683,7 +668,7 @@ func testAdmission(t *testing.T, env *testbed.Env) {
 	ctx := context.Background()
 	member := env.Clusters[0]
 	admin := kubernetes.NewForConfigOrDie(env.RESTConfig(t, member))
-	eventually(t, "the admission policy in "+member, time.Minute, func() error {
+	testbed.Eventually(t, "the admission policy in "+member, time.Minute, func() error {
 		_, err := admin.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Get(ctx, "mlsysops-cluster-agent", metav1.GetOptions{})
 		return err
 	})
@@ -720,7 +705,7 @@ func testAdmission(t *testing.T, env *testbed.Env) {
 			},
 		}
 	}
-	eventually(t, "the policy enforced", time.Minute, func() error {
+	testbed.Eventually(t, "the policy enforced", time.Minute, func() error {
 		err := agent.CoreV1().Namespaces().Delete(ctx, plain.Name, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
 		if !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) {
 			return fmt.Errorf("delete %s as the cluster agent: %v, want a refusal", plain.Name, err)

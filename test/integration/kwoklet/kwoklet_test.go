@@ -162,7 +162,7 @@ func TestRunsAPodOnAKWOKNode(t *testing.T) {
 			},
 		},
 	}
-	eventually(t, "the default ServiceAccount", 30*time.Second, func() error {
+	testbed.Eventually(t, "the default ServiceAccount", 30*time.Second, func() error {
 		_, err := cs.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
 		return err
 	})
@@ -183,10 +183,10 @@ func TestRunsAPodOnAKWOKNode(t *testing.T) {
 			return fmt.Errorf("conditions %+v, containers %+v", p.Status.Conditions, p.Status.ContainerStatuses)
 		}
 	}
-	eventually(t, "running, not ready (the ConfigMap says no)", time.Minute, readyIs(corev1.ConditionFalse))
+	testbed.Eventually(t, "running, not ready (the ConfigMap says no)", time.Minute, readyIs(corev1.ConditionFalse))
 
 	var v view
-	eventually(t, "the program answers", 30*time.Second, func() error {
+	testbed.Eventually(t, "the program answers", 30*time.Second, func() error {
 		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/view", port))
 		if err != nil {
 			return err
@@ -232,14 +232,14 @@ func TestRunsAPodOnAKWOKNode(t *testing.T) {
 	if _, err := cs.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "Ready after the ConfigMap says yes", time.Minute, readyIs(corev1.ConditionTrue))
+	testbed.Eventually(t, "Ready after the ConfigMap says yes", time.Minute, readyIs(corev1.ConditionTrue))
 
 	// A process that dies is restarted and counted.
 	pid := serverPid(t, port)
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "restarted", time.Minute, func() error {
+	testbed.Eventually(t, "restarted", time.Minute, func() error {
 		p, err := cs.CoreV1().Pods(ns).Get(ctx, "server", metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -255,7 +255,7 @@ func TestRunsAPodOnAKWOKNode(t *testing.T) {
 	if err := cs.CoreV1().Pods(ns).Delete(ctx, "server", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the process gone with its pod", time.Minute, func() error {
+	testbed.Eventually(t, "the process gone with its pod", time.Minute, func() error {
 		if syscall.Kill(pid, 0) == nil {
 			return fmt.Errorf("pid %d still runs", pid)
 		}
@@ -267,7 +267,7 @@ func TestRunsAPodOnAKWOKNode(t *testing.T) {
 func serverPid(t *testing.T, port int) int {
 	t.Helper()
 	var pid int
-	eventually(t, "the server's process", 30*time.Second, func() error {
+	testbed.Eventually(t, "the server's process", 30*time.Second, func() error {
 		entries, _ := os.ReadDir("/proc")
 		for _, e := range entries {
 			n, err := strconv.Atoi(e.Name())
@@ -290,19 +290,4 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(b []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(b)))
 	return len(b), nil
-}
-
-func eventually(t *testing.T, what string, timeout time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(300 * time.Millisecond)
-	}
 }

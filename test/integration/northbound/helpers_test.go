@@ -20,11 +20,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/util/rand"
 
+	"github.com/mlsysops-go/mlsysops/internal/auth"
 	"github.com/mlsysops-go/mlsysops/internal/state"
 	"github.com/mlsysops-go/mlsysops/internal/testbed"
 	"github.com/mlsysops-go/mlsysops/internal/testbed/services"
 	"github.com/mlsysops-go/mlsysops/northbound/api"
-	"github.com/mlsysops-go/mlsysops/northbound/auth"
 	"github.com/mlsysops-go/mlsysops/northbound/client"
 	"github.com/mlsysops-go/mlsysops/northbound/handlers"
 )

@@ -179,8 +179,8 @@ func TestNoSecretLeaks(t *testing.T) {
 }
 
 // collectSecrets returns the credentials the testbed and the test's agents
-// generated: the ones in the testbed's Env and every *.password and *.token
-// file of their state.
+// generated: the ones in the testbed's Env and every *.password, *.token
+// and secret-key (the S3 server's) file of their state.
 func collectSecrets(t *testing.T, env *testbed.Env, agentState string) []secret {
 	t.Helper()
 	byValue := map[string]string{}
@@ -202,7 +202,7 @@ func collectSecrets(t *testing.T, env *testbed.Env, agentState string) []secret 
 			if err != nil || d.IsDir() {
 				return nil
 			}
-			if strings.HasSuffix(p, ".password") || strings.HasSuffix(p, ".token") {
+			if strings.HasSuffix(p, ".password") || strings.HasSuffix(p, ".token") || filepath.Base(p) == "secret-key" {
 				if b, err := os.ReadFile(p); err == nil {
 					add(filepath.Base(p), string(b))
 				}

@@ -11,8 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
-
-	"github.com/mlsysops-go/mlsysops/northbound/api"
 )
 
 const (
@@ -28,7 +26,7 @@ func TestParse(t *testing.T) {
 	}{
 		"two roles, comments and blanks": {
 			in:   "# tokens\n\n" + opTok + ",alice,operator\n  " + viewTok + " , bob , viewer \n",
-			want: []Entry{{opTok, Identity{"alice", api.RoleOperator}}, {viewTok, Identity{"bob", api.RoleViewer}}},
+			want: []Entry{{opTok, Identity{"alice", RoleOperator}}, {viewTok, Identity{"bob", RoleViewer}}},
 		},
 		"every bad line is reported": {
 			in: "short,x,viewer\n" + opTok + ",alice,admin\n" + opTok + ",\n" + viewTok + ",,viewer\n" +
@@ -69,7 +67,7 @@ func TestFormatParsesBack(t *testing.T) {
 	if err != nil || len(tok) < MinTokenLength {
 		t.Fatalf("GenerateToken() = %q, %v", tok, err)
 	}
-	in := []Entry{{tok, Identity{"make-up", api.RoleOperator}}, {viewTok, Identity{"viewer", api.RoleViewer}}}
+	in := []Entry{{tok, Identity{"make-up", RoleOperator}}, {viewTok, Identity{"viewer", RoleViewer}}}
 	out, err := Parse(Format(in))
 	if err != nil {
 		t.Fatal(err)
@@ -80,8 +78,8 @@ func TestFormatParsesBack(t *testing.T) {
 }
 
 func TestAuthenticate(t *testing.T) {
-	a := Static([]Entry{{opTok, Identity{"alice", api.RoleOperator}}, {viewTok, Identity{"bob", api.RoleViewer}}})
-	for tok, want := range map[string]Identity{opTok: {"alice", api.RoleOperator}, viewTok: {"bob", api.RoleViewer}} {
+	a := Static([]Entry{{opTok, Identity{"alice", RoleOperator}}, {viewTok, Identity{"bob", RoleViewer}}})
+	for tok, want := range map[string]Identity{opTok: {"alice", RoleOperator}, viewTok: {"bob", RoleViewer}} {
 		if got, ok := a.Authenticate(tok); !ok || got != want {
 			t.Errorf("Authenticate(%q) = %v, %v", tok, got, ok)
 		}
@@ -120,7 +118,7 @@ func TestFileSourceReload(t *testing.T) {
 	if _, ok := a.Authenticate(opTok); ok {
 		t.Error("rotated-out token still accepted")
 	}
-	if id, ok := a.Authenticate(viewTok); !ok || id.Role != api.RoleViewer {
+	if id, ok := a.Authenticate(viewTok); !ok || id.Role != RoleViewer {
 		t.Error("new token refused")
 	}
 	// A broken file keeps the last good list.

@@ -1,4 +1,5 @@
-// Package auth authenticates the bearer tokens of the northbound API.
+// Package auth authenticates the bearer tokens of the MLSysOps HTTP APIs
+// (the northbound API and the ML connector share one token source).
 //
 // Tokens come from a token file or from a key of a Kubernetes Secret, in
 // one format: one token per line as "token,name,role", where role is viewer
@@ -31,19 +32,42 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-
-	"github.com/mlsysops-go/mlsysops/northbound/api"
 )
 
 // MinTokenLength is the shortest token accepted, so that a token cannot be
 // guessed.
 const MinTokenLength = 16
 
+// Role is what a bearer token may do.
+type Role string
+
+// Roles. A viewer may read (every GET, and pinging an agent); an operator
+// may do everything.
+const (
+	RoleViewer   Role = "viewer"
+	RoleOperator Role = "operator"
+)
+
+// Allows reports whether a token of role r may call a route that needs
+// role need.
+func (r Role) Allows(need Role) bool {
+	switch r {
+	case RoleOperator:
+		return true
+	case RoleViewer:
+		return need == RoleViewer
+	}
+	return false
+}
+
+// Valid reports whether r is a known role.
+func (r Role) Valid() bool { return r == RoleViewer || r == RoleOperator }
+
 // Identity is who a token belongs to.
 type Identity struct {
 	// Name identifies the token's holder in logs.
 	Name string
-	Role api.Role
+	Role Role
 }
 
 // Entry is one token of a token list.
@@ -71,7 +95,7 @@ func Parse(data []byte) ([]Entry, error) {
 			errs = append(errs, fmt.Errorf("line %d: want token,name,role, got %d field(s)", n, len(f)))
 			continue
 		}
-		tok, name, role := strings.TrimSpace(f[0]), strings.TrimSpace(f[1]), api.Role(strings.TrimSpace(f[2]))
+		tok, name, role := strings.TrimSpace(f[0]), strings.TrimSpace(f[1]), Role(strings.TrimSpace(f[2]))
 		switch {
 		case len(tok) < MinTokenLength:
 			errs = append(errs, fmt.Errorf("line %d: token of %s is %d characters; use at least %d", n, name, len(tok), MinTokenLength))
@@ -80,7 +104,7 @@ func Parse(data []byte) ([]Entry, error) {
 		case name == "":
 			errs = append(errs, fmt.Errorf("line %d: name is empty", n))
 		case !role.Valid():
-			errs = append(errs, fmt.Errorf("line %d: role %q of %s: want %s or %s", n, role, name, api.RoleViewer, api.RoleOperator))
+			errs = append(errs, fmt.Errorf("line %d: role %q of %s: want %s or %s", n, role, name, RoleViewer, RoleOperator))
 		default:
 			if prev, dup := seen[tok]; dup {
 				errs = append(errs, fmt.Errorf("line %d: same token as line %d", n, prev))

@@ -1,4 +1,4 @@
-package handlers
+package httpapi
 
 import (
 	"context"
@@ -16,8 +16,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/mlsysops-go/mlsysops/northbound/api"
-	"github.com/mlsysops-go/mlsysops/northbound/auth"
+	"github.com/mlsysops-go/mlsysops/internal/auth"
 )
 
 type ctxKey struct{}
@@ -37,9 +36,12 @@ func info(ctx context.Context) *reqInfo {
 	return ri
 }
 
-func requestID(ctx context.Context) string { return info(ctx).id }
+// RequestID returns the id of the request ctx belongs to.
+func RequestID(ctx context.Context) string { return info(ctx).id }
 
-func identity(ctx context.Context) (auth.Identity, bool) {
+// Caller returns the identity of the token the request was authenticated
+// with; false on public paths.
+func Caller(ctx context.Context) (auth.Identity, bool) {
 	if id := info(ctx).identity; id != nil {
 		return *id, true
 	}
@@ -48,7 +50,12 @@ func identity(ctx context.Context) (auth.Identity, bool) {
 
 var requestIDRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
 
-func newRequestID() string {
+// ValidToken reports whether s is a well-formed request id or
+// idempotency key: 1 to 128 letters, digits or . _ : -.
+func ValidToken(s string) bool { return requestIDRE.MatchString(s) }
+
+// NewRequestID returns a random id.
+func NewRequestID() string {
 	b := make([]byte, 12)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
@@ -58,11 +65,11 @@ func newRequestID() string {
 // one, and echoes it.
 func withRequestID(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id := r.Header.Get(api.HeaderRequestID)
+		id := r.Header.Get(HeaderRequestID)
 		if !requestIDRE.MatchString(id) {
-			id = newRequestID()
+			id = NewRequestID()
 		}
-		w.Header().Set(api.HeaderRequestID, id)
+		w.Header().Set(HeaderRequestID, id)
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, &reqInfo{id: id})))
 	})
 }
@@ -105,26 +112,26 @@ type metrics struct {
 	inFlight prometheus.Gauge
 }
 
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+func newMetrics(subsystem string, reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "mlsysops", Subsystem: "northbound", Name: "requests_total",
+			Namespace: "mlsysops", Subsystem: subsystem, Name: "requests_total",
 			Help: "HTTP requests by method, route pattern and status code.",
 		}, []string{"method", "route", "code"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: "mlsysops", Subsystem: "northbound", Name: "request_duration_seconds",
+			Namespace: "mlsysops", Subsystem: subsystem, Name: "request_duration_seconds",
 			Help:    "HTTP request latency by method and route pattern.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 		}, []string{"method", "route"}),
 		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: "mlsysops", Subsystem: "northbound", Name: "requests_in_flight",
+			Namespace: "mlsysops", Subsystem: subsystem, Name: "requests_in_flight",
 			Help: "HTTP requests being served.",
 		}),
 	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.requests, m.duration, m.inFlight} {
 			if err := reg.Register(c); err != nil {
-				return nil, fmt.Errorf("register northbound metrics: %w", err)
+				return nil, fmt.Errorf("register %s metrics: %w", subsystem, err)
 			}
 		}
 	}
@@ -138,12 +145,12 @@ var knownMethods = map[string]bool{
 }
 
 // observe records metrics and writes the access log line of every request.
-func (a *API) observe(next http.Handler) http.Handler {
+func (s *Server) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &recorder{ResponseWriter: w}
-		a.metrics.inFlight.Inc()
-		defer a.metrics.inFlight.Dec()
+		s.metrics.inFlight.Inc()
+		defer s.metrics.inFlight.Dec()
 		next.ServeHTTP(rec, r)
 		elapsed := time.Since(start)
 		if rec.status == 0 {
@@ -157,71 +164,52 @@ func (a *API) observe(next http.Handler) http.Handler {
 		if !knownMethods[method] {
 			method = "other"
 		}
-		a.metrics.requests.WithLabelValues(method, route, strconv.Itoa(rec.status)).Inc()
-		a.metrics.duration.WithLabelValues(method, route).Observe(elapsed.Seconds())
+		s.metrics.requests.WithLabelValues(method, route, strconv.Itoa(rec.status)).Inc()
+		s.metrics.duration.WithLabelValues(method, route).Observe(elapsed.Seconds())
 		level := slog.LevelInfo
 		switch {
 		case rec.status == http.StatusInternalServerError:
 			level = slog.LevelError
 		case rec.status >= 500:
 			level = slog.LevelWarn
-		case route == api.PathHealthz || route == api.PathReadyz || route == api.PathMetrics:
+		case route == PathHealthz || route == PathReadyz || route == PathMetrics:
 			level = slog.LevelDebug
 		}
 		attrs := []any{
 			"method", r.Method, "path", r.URL.Path, "route", route, "status", rec.status,
 			"bytes", rec.bytes, "duration_ms", float64(elapsed.Microseconds()) / 1000,
-			"request_id", requestID(r.Context()), "remote", r.RemoteAddr,
+			"request_id", RequestID(r.Context()), "remote", r.RemoteAddr,
 		}
-		if id, ok := identity(r.Context()); ok {
+		if id, ok := Caller(r.Context()); ok {
 			attrs = append(attrs, "user", id.Name, "role", string(id.Role))
 		}
-		a.log.Log(r.Context(), level, "request", attrs...)
+		s.log.Log(r.Context(), level, "request", attrs...)
 	})
 }
 
 // recoverPanics turns a panic into a 500 with a log line and the stack,
 // rather than a dropped connection.
-func (a *API) recoverPanics(next http.Handler) http.Handler {
+func (s *Server) recoverPanics(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
 			if v := recover(); v != nil {
 				if v == http.ErrAbortHandler {
 					panic(v)
 				}
-				a.log.Error("panic serving request", "request_id", requestID(r.Context()), "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-				a.fail(w, r, fmt.Errorf("panic: %v", v))
+				s.log.Error("panic serving request", "request_id", RequestID(r.Context()), "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+				s.Fail(w, r, fmt.Errorf("panic: %v", v))
 			}
 		}()
 		next.ServeHTTP(w, r)
 	})
 }
 
-// withTimeout bounds the work of one request.
-func (a *API) withTimeout(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), a.cfg.RequestTimeout)
-		defer cancel()
-		next.ServeHTTP(w, r.WithContext(ctx))
-	})
-}
-
-// public reports whether path is served without a token.
-func (a *API) public(path string) bool {
-	for _, p := range a.cfg.PublicPaths {
-		if path == p || (strings.HasSuffix(p, "/") && strings.HasPrefix(path, p)) {
-			return true
-		}
-	}
-	return false
-}
-
 // authenticate returns the caller's identity, or the 401 to answer.
-func (a *API) authenticate(r *http.Request) (auth.Identity, *Error) {
+func (s *Server) authenticate(r *http.Request) (auth.Identity, *Error) {
 	h := r.Header.Get("Authorization")
 	challenge := `Bearer realm="mlsysops"`
 	if h == "" {
-		e := newError(http.StatusUnauthorized, api.ProblemUnauthorized,
+		e := NewError(http.StatusUnauthorized, ProblemUnauthorized,
 			"a bearer token is required: send the header Authorization: Bearer <token> (mls reads it from MLS_TOKEN)")
 		e.Header = http.Header{"Www-Authenticate": []string{challenge}}
 		return auth.Identity{}, e
@@ -229,14 +217,14 @@ func (a *API) authenticate(r *http.Request) (auth.Identity, *Error) {
 	scheme, token, _ := strings.Cut(h, " ")
 	token = strings.TrimSpace(token)
 	if !strings.EqualFold(scheme, "Bearer") || token == "" {
-		e := newError(http.StatusUnauthorized, api.ProblemUnauthorized,
+		e := NewError(http.StatusUnauthorized, ProblemUnauthorized,
 			"the Authorization header must be \"Bearer <token>\"")
 		e.Header = http.Header{"Www-Authenticate": []string{challenge + `, error="invalid_request"`}}
 		return auth.Identity{}, e
 	}
-	id, ok := a.cfg.Auth.Authenticate(token)
+	id, ok := s.cfg.Auth.Authenticate(token)
 	if !ok {
-		e := newError(http.StatusUnauthorized, api.ProblemUnauthorized, "the bearer token is not valid")
+		e := NewError(http.StatusUnauthorized, ProblemUnauthorized, "the bearer token is not valid")
 		e.Header = http.Header{"Www-Authenticate": []string{challenge + `, error="invalid_token"`}}
 		return auth.Identity{}, e
 	}
@@ -245,25 +233,32 @@ func (a *API) authenticate(r *http.Request) (auth.Identity, *Error) {
 
 // guard wraps a route's handler with authentication (unless the path is
 // public) and the role check.
-func (a *API) guard(rt Route) http.HandlerFunc {
+func (s *Server) guard(rt Route) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if !a.public(r.URL.Path) {
-			id, err := a.authenticate(r)
+		if !s.Public(r.URL.Path) {
+			id, err := s.authenticate(r)
 			if err != nil {
-				a.fail(w, r, err)
+				s.Fail(w, r, err)
 				return
 			}
 			if !id.Role.Allows(rt.Role) {
-				e := newError(http.StatusForbidden, api.ProblemForbidden,
+				e := NewError(http.StatusForbidden, ProblemForbidden,
 					"%s %s needs the %s role; the token of %s has the %s role", rt.Method, rt.Pattern, rt.Role, id.Name, id.Role)
 				e.Header = http.Header{"Www-Authenticate": []string{`Bearer realm="mlsysops", error="insufficient_scope"`}}
-				a.fail(w, r, e)
+				s.Fail(w, r, e)
 				return
 			}
 			info(r.Context()).identity = &id
 		}
-		if err := rt.handle(a, w, r); err != nil {
-			a.fail(w, r, err)
+		timeout := rt.Timeout
+		if timeout <= 0 {
+			timeout = s.cfg.RequestTimeout
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), timeout)
+		defer cancel()
+		r = r.WithContext(ctx)
+		if err := rt.Handle(w, r); err != nil {
+			s.Fail(w, r, err)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package handlers
+package httpapi
 
 import (
 	"bytes"
@@ -57,10 +57,11 @@ type docPage struct {
 	Schemas                     []docSchema
 }
 
-var methodOrder = map[string]int{"get": 0, "post": 1, "put": 2, "delete": 3}
+var methodOrder = map[string]int{"get": 0, "post": 1, "put": 2, "patch": 3, "delete": 4}
 
-// renderDocs turns the OpenAPI document into the /docs page.
-func renderDocs(openapi []byte) ([]byte, error) {
+// RenderDocs turns an OpenAPI document (JSON) into the /docs page: one
+// self-contained HTML page, with no script, font or link elsewhere.
+func RenderDocs(openapi []byte) ([]byte, error) {
 	var doc map[string]any
 	if err := json.Unmarshal(openapi, &doc); err != nil {
 		return nil, err

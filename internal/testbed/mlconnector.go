@@ -1,0 +1,197 @@
+package testbed
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/mlsysops-go/mlsysops/internal/images"
+	"github.com/mlsysops-go/mlsysops/internal/testbed/proc"
+	"github.com/mlsysops-go/mlsysops/internal/testbed/services"
+)
+
+// The ML connector of the testbed: its own database on the testbed's
+// PostgreSQL, its artifacts in the testbed's S3 server (versitygw), built
+// from this checkout and run as a detached process that shares the
+// northbound API's tokens. Its secrets (the database URL, the S3 keys,
+// the northbound token) are files under <state>/pki, never arguments.
+const (
+	// mlconnectorDefaultPort is where `make up` (the default port base)
+	// serves the connector, upstream's port; other port bases use the
+	// offset portMLConnector.
+	mlconnectorDefaultPort = 8090
+	mlconnectorName        = "mlconnector"
+	mlconnectorBinary      = "mlsysops-mlconnector"
+	mlconnectorDatabase    = "mlconnector"
+	// S3Bucket holds the connector's artifacts.
+	S3Bucket = "mlsysops-models"
+	// modelServerImage is the catalog's image deployments serve models
+	// with (ONNX Runtime inside); the real nodes have it imported.
+	modelServerImage = "modelserver"
+)
+
+// mlconnectorAddr is where the connector serves: the host's address on
+// the testbed bridge, which pods on the real nodes reach (their init
+// containers download the models' files from it) as well as this host.
+func (tb *Testbed) mlconnectorAddr() string {
+	port := tb.l.port(portMLConnector)
+	if tb.opts.PortBase == DefaultPortBase {
+		port = mlconnectorDefaultPort
+	}
+	return net.JoinHostPort(tb.net.HostIP(), strconv.Itoa(port))
+}
+
+// modelServerRef is the model server image's reference: the one the
+// testbed built and imported into the real nodes (imgs), or, without
+// real nodes, the one in bin/images, or the catalog's name at version
+// dev (which runs nowhere: its pods stay on simulated nodes).
+func (tb *Testbed) modelServerRef(imgs *builtImages) (string, error) {
+	var m *images.Manifest
+	if imgs != nil {
+		var err error
+		if m, _, err = imgs.wait(); err != nil {
+			return "", err
+		}
+	} else if loaded, err := images.LoadManifest(tb.imagesDir()); err == nil {
+		m = loaded
+	}
+	if m != nil {
+		if ref := m.Ref(modelServerImage); ref != "" {
+			return ref, nil
+		}
+	}
+	im, err := images.Lookup(modelServerImage)
+	if err != nil {
+		return "", err
+	}
+	return im[0].Ref("", "dev"), nil
+}
+
+func (tb *Testbed) mlconnectorPIDFile() string { return tb.l.path("pids", mlconnectorName+".pid") }
+
+// s3 describes the testbed's S3 server; its root keys are generated once
+// per state folder and kept in <state>/pki/s3 (access-key, secret-key),
+// the folder the connector reads them from.
+func (tb *Testbed) s3() (*services.S3, error) {
+	access, err := readOrCreateSecret(tb.l.path("pki", "s3", "access-key"))
+	if err != nil {
+		return nil, err
+	}
+	secret, err := readOrCreateSecret(tb.l.path("pki", "s3", "secret-key"))
+	if err != nil {
+		return nil, err
+	}
+	return services.NewS3(filepath.Join(tb.opts.BinDir, "versitygw"), tb.l.path("s3"), "127.0.0.1", tb.l.port(portS3), access, secret), nil
+}
+
+// startMLConnector gives the connector its own database and role on the
+// testbed's PostgreSQL (started with ejabberd's), starts the S3 server,
+// builds the connector and starts it unless the same build already runs
+// with the same configuration and is ready.
+func (tb *Testbed) startMLConnector(ctx context.Context, imgs *builtImages) error {
+	pg, err := tb.newPostgres()
+	if err != nil {
+		return err
+	}
+	pw, err := readOrCreateSecret(tb.l.path("pki", "mlconnector-db.password"))
+	if err != nil {
+		return err
+	}
+	if err := pg.EnsureDatabase(ctx, mlconnectorDatabase, mlconnectorDatabase, pw); err != nil {
+		return err
+	}
+	dsnFile := tb.l.path("pki", "mlconnector-db.url")
+	if err := os.WriteFile(dsnFile, []byte(pg.DSN(mlconnectorDatabase, pw, mlconnectorDatabase)), 0o600); err != nil {
+		return err
+	}
+	s3, err := tb.s3()
+	if err != nil {
+		return err
+	}
+	if err := s3.Start(ctx); err != nil {
+		return fmt.Errorf("%w; see %s", err, s3.LogFile())
+	}
+	tb.progress("ready on %s", "s3", s3.URL())
+	changed, err := tb.buildFromCheckout(ctx, mlconnectorName, mlconnectorBinary, "./mlconnector")
+	if err != nil {
+		return err
+	}
+	_, _, tokenFile, err := tb.northboundTokens()
+	if err != nil {
+		return err
+	}
+	image, err := tb.modelServerRef(imgs)
+	if err != nil {
+		return fmt.Errorf("model server image: %w", err)
+	}
+	addr := tb.mlconnectorAddr()
+	args := []string{
+		"--listen=" + addr,
+		"--token-file=" + tokenFile,
+		"--database-url-file=" + dsnFile,
+		"--artifact-store=s3",
+		"--s3-endpoint=" + s3.URL(),
+		"--s3-bucket=" + S3Bucket,
+		"--s3-credentials-dir=" + tb.l.path("pki", "s3"),
+		"--northbound-url=http://" + tb.northboundAddr(),
+		"--northbound-token-file=" + tb.l.path("pki", "northbound-operator.token"),
+		"--model-server-image=" + image,
+		// The connector reaches model servers at their pods' addresses
+		// (the real nodes' pod subnets are routed from this host).
+		"--access=pod",
+		"--download-url=http://" + addr,
+		"--upload-dir=" + tb.l.path("mlconnector-uploads"),
+		"--drift-interval=1h",
+	}
+	if err := os.MkdirAll(tb.l.path("mlconnector-uploads"), 0o700); err != nil {
+		return err
+	}
+	p := tb.process(mlconnectorName, mlconnectorBinary, args, httpReady("http://"+addr+"/readyz"))
+	if pid, running := p.Pid(); running && (changed || !sameArgs(pid, p.Args)) {
+		tb.progress("rebuilt or reconfigured: restarting", mlconnectorName)
+		if err := p.Stop(20 * time.Second); err != nil {
+			return err
+		}
+	}
+	if err := tb.startAll(ctx, []*proc.Process{p}); err != nil {
+		return err
+	}
+	tb.progress("ready on http://%s", mlconnectorName, addr)
+	return nil
+}
+
+// stopS3 stops the S3 server (the connector itself stops with every
+// process of the pids folder, PostgreSQL with ejabberd's data).
+func (tb *Testbed) stopS3(ctx context.Context) error {
+	s3, err := tb.s3()
+	if err != nil {
+		return err
+	}
+	if err := s3.Stop(ctx); err != nil {
+		return fmt.Errorf("stop the S3 server: %w", err)
+	}
+	return nil
+}
+
+// mlconnectorEnv fills the connector's entries of an Env.
+func (tb *Testbed) mlconnectorEnv(e *Env) {
+	e.MLConnectorURL = "http://" + tb.mlconnectorAddr()
+	if s3, err := tb.s3(); err == nil {
+		e.S3URL = s3.URL()
+	}
+	if pg, err := tb.newPostgres(); err == nil {
+		e.PostgresAddr = pg.Addr()
+	}
+}
+
+func (tb *Testbed) mlconnectorPid() (int, bool) {
+	return (&proc.Process{Name: mlconnectorName, Path: filepath.Join(tb.opts.BinDir, mlconnectorBinary), PIDFile: tb.mlconnectorPIDFile()}).Pid()
+}
+
+func (tb *Testbed) mlconnectorHealthy(ctx context.Context) error {
+	return httpReady("http://" + tb.mlconnectorAddr() + "/readyz")(ctx)
+}
