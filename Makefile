@@ -24,7 +24,7 @@ TESTCOUNT := $(GO) run ./cmd/testcount
 # Documents whose marked tables come from $(BENCH_RESULTS) and the test counts.
 BENCH_DOCS := README.md docs/api.md
 
-.PHONY: all deps images up down status build test test-unit test-integration test-count bench bench-readme generate manifests verify lint clean
+.PHONY: all deps images up down status build test test-unit test-integration test-redis-modes test-count bench bench-readme generate manifests verify lint clean
 
 all: build
 
@@ -72,7 +72,25 @@ test: lint verify
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v /test/integration) || status=$$?; \
 	MLSYSOPS_TESTBED_STATE=$(abspath $(TEST_STATE)) MLSYSOPS_TESTBED_PORT_BASE=$(TEST_PORT_BASE) \
 	  $(GO) test -race -count=1 -p 1 -timeout $(TEST_TIMEOUT) ./test/integration/... || status=$$?; \
+	$(MAKE) --no-print-directory test-redis-modes || status=$$?; \
 	$(TESTBED) down --state $(TEST_STATE) --port-base $(TEST_PORT_BASE) >/dev/null || true; \
+	exit $$status
+
+## test-redis-modes: the state package's integration tests and the end-to-end
+## placement test through Redis again, against a Redis Sentinel group and a
+## Redis Cluster (the rest of `make test` runs them against one server); each
+## kills the master holding the submissions in the middle of a burst
+REDIS_MODE_TESTS := -run 'Test' ./test/integration/state/
+REDIS_MODE_E2E := -run 'TestPlacementAcrossRedisMasterKill' ./test/integration/placement/
+test-redis-modes:
+	@status=0; \
+	for mode in sentinel cluster; do \
+	  echo "== Redis $$mode"; \
+	  MLSYSOPS_TEST_REDIS_MODE=$$mode MLSYSOPS_TESTBED_STATE=$(abspath $(TEST_STATE)) MLSYSOPS_TESTBED_PORT_BASE=$(TEST_PORT_BASE) \
+	    $(GO) test -race -count=1 -p 1 -timeout $(TEST_TIMEOUT) $(REDIS_MODE_TESTS) || status=$$?; \
+	  MLSYSOPS_TEST_REDIS_MODE=$$mode MLSYSOPS_TESTBED_STATE=$(abspath $(TEST_STATE)) MLSYSOPS_TESTBED_PORT_BASE=$(TEST_PORT_BASE) \
+	    $(GO) test -race -count=1 -p 1 -timeout $(TEST_TIMEOUT) $(REDIS_MODE_E2E) || status=$$?; \
+	done; \
 	exit $$status
 
 ## test-unit: tests that need no testbed

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 )
 
@@ -22,6 +23,11 @@ type ServeOptions struct {
 	// ShutdownTimeout is how long in-flight requests may finish once ctx
 	// ends.
 	ShutdownTimeout time.Duration
+	// ShutdownDelay, when above 0, is how long ReadyzPath fails after ctx
+	// ended while everything else is still served: a Service takes the
+	// replica out before its listener closes.
+	ShutdownDelay time.Duration
+	ReadyzPath    string
 }
 
 // Serve serves h on o.Listen until ctx ends, then lets in-flight requests
@@ -36,8 +42,15 @@ func Serve(ctx context.Context, o ServeOptions, h http.Handler, log *slog.Logger
 
 // ServeListener is Serve on an existing listener.
 func ServeListener(ctx context.Context, o ServeOptions, ln net.Listener, h http.Handler, log *slog.Logger) error {
+	var draining atomic.Bool
 	srv := &http.Server{
-		Handler:           h,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if draining.Load() && r.URL.Path == o.ReadyzPath {
+				http.Error(w, "shutting down", http.StatusServiceUnavailable)
+				return
+			}
+			h.ServeHTTP(w, r)
+		}),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       o.RequestTimeout + 30*time.Second,
 		WriteTimeout:      o.RequestTimeout + 30*time.Second,
@@ -64,6 +77,15 @@ func ServeListener(ctx context.Context, o ServeOptions, ln net.Listener, h http.
 	case err := <-errc:
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
+	}
+	if o.ShutdownDelay > 0 {
+		draining.Store(true)
+		log.Info("draining: readiness fails, requests are still served", "path", o.ReadyzPath, "delay", o.ShutdownDelay)
+		select {
+		case err := <-errc:
+			return fmt.Errorf("serve: %w", err)
+		case <-time.After(o.ShutdownDelay):
+		}
 	}
 	log.Info("shutting down; letting requests finish", "timeout", o.ShutdownTimeout)
 	sctx, cancel := context.WithTimeout(context.Background(), o.ShutdownTimeout)

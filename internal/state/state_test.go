@@ -1,6 +1,9 @@
 package state
 
 import (
+	"errors"
+	"io"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -130,6 +133,27 @@ func TestCheckID(t *testing.T) {
 		strings.Repeat("x", 253): true, strings.Repeat("x", 254): false, "node-1@mlsysops.local": true} {
 		if err := checkID("app", id); (err == nil) != ok {
 			t.Errorf("checkID(%q) = %v, want ok %v", id, err, ok)
+		}
+	}
+}
+
+func TestNotExecuted(t *testing.T) {
+	cases := map[string]struct {
+		err  error
+		want bool
+	}{
+		"moved":       {errors.New("MOVED 3999 127.0.0.1:6381"), true},
+		"ask":         {errors.New("ASK 3999 127.0.0.1:6381"), true},
+		"clusterdown": {errors.New("CLUSTERDOWN The cluster is down"), true},
+		"readonly":    {errors.New("READONLY You can't write against a read only replica."), true},
+		"dial":        {&net.OpError{Op: "dial", Err: errors.New("connection refused")}, true},
+		"read":        {&net.OpError{Op: "read", Err: errors.New("connection reset")}, false},
+		"eof":         {io.EOF, false},
+		"script":      {errors.New("ERR Error running script"), false},
+	}
+	for name, tc := range cases {
+		if got := notExecuted(tc.err); got != tc.want {
+			t.Errorf("%s: notExecuted(%v) = %v, want %v", name, tc.err, got, tc.want)
 		}
 	}
 }

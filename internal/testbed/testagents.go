@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mlsysops-go/mlsysops/internal/description"
+	"github.com/mlsysops-go/mlsysops/internal/state"
 	"github.com/mlsysops-go/mlsysops/internal/testbed/proc"
 )
 
@@ -31,6 +32,14 @@ type TestAgentsOptions struct {
 	Args []string
 	// AccountsArgs are added to the accounts reconciler's command line.
 	AccountsArgs []string
+	// Replicas, when above 1, runs the continuum and cluster agents as
+	// that many replicas each, with leader election (AgentsConfig.Replicas);
+	// ReplicaArgs go to those replicas only.
+	Replicas    int
+	ReplicaArgs []string
+	// Redis, when set, is the Redis the agents use instead of the shared
+	// testbed's (a Sentinel group or a Cluster, say).
+	Redis *state.Config
 }
 
 // TestAgents are the real agent processes of the shared testbed's
@@ -48,6 +57,7 @@ type TestAgents struct {
 	// accounts and keeps them in place (AccountsProcess).
 	Accounts *proc.Process
 	byName   map[string]*AgentProcess
+	replicas map[string][]*AgentProcess
 }
 
 func processes(as []*AgentProcess) []*proc.Process {
@@ -144,7 +154,7 @@ func StartTestAgents(t testing.TB, env *Env, opts TestAgentsOptions) *TestAgents
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &TestAgents{t: t, byName: map[string]*AgentProcess{}}
+	a := &TestAgents{t: t, byName: map[string]*AgentProcess{}, replicas: map[string][]*AgentProcess{}}
 	full, node := TestAgentBinary(t)
 	state := t.TempDir()
 	// The reconciler reads the admin password from a file, never from its
@@ -160,11 +170,16 @@ func StartTestAgents(t testing.TB, env *Env, opts TestAgentsOptions) *TestAgents
 		AccountsBinary: TestAccountsBinary(t), AccountsListen: "127.0.0.1:" + strconv.Itoa(FreePorts(t, 1)),
 		AccountsArgs: opts.AccountsArgs,
 		RedisAddr:    env.RedisAddr, RedisPassword: env.RedisPassword, Kubeconfig: env.Kubeconfig,
-		ListenBase: FreePorts(t, 2+len(set.Clusters)+len(set.Nodes)),
+		ListenBase: FreePorts(t, 1+max(opts.Replicas, 1)*(1+len(set.Clusters))+len(set.Nodes)),
+		Replicas:   opts.Replicas, ReplicaArgs: opts.ReplicaArgs,
 		// Quick liveness, so failures are noticed within seconds.
 		// Profiles on the loopback listener, for benchmarks.
 		Args: append([]string{"--heartbeat-interval", "500ms", "--log-level", "debug", "--profiling",
 			"--xmpp-controllers", northboundXMPPUser + "@" + env.XMPPDomain}, opts.Args...),
+	}
+	if r := opts.Redis; r != nil {
+		a.Config.RedisAddr, a.Config.RedisPassword = strings.Join(r.Addrs, ","), r.Password
+		a.Config.RedisMode, a.Config.RedisMasterName, a.Config.RedisSentinelPassword = string(r.Mode), r.MasterName, r.SentinelPassword
 	}
 	all, err := PlanAgents(set, a.Config)
 	if err != nil {
@@ -175,7 +190,10 @@ func StartTestAgents(t testing.TB, env *Env, opts TestAgentsOptions) *TestAgents
 			continue
 		}
 		a.All = append(a.All, ag)
-		a.byName[ag.Layer+"/"+ag.Name] = ag
+		if ag.Replica == 0 {
+			a.byName[ag.Layer+"/"+ag.Name] = ag
+		}
+		a.replicas[ag.Layer+"/"+ag.Name] = append(a.replicas[ag.Layer+"/"+ag.Name], ag)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -214,6 +232,17 @@ func StartTestAgents(t testing.TB, env *Env, opts TestAgentsOptions) *TestAgents
 	return a
 }
 
+// Replicas returns every replica of the agent of a layer and name (one
+// without TestAgentsOptions.Replicas).
+func (a *TestAgents) Replicas(layer, name string) []*AgentProcess {
+	a.t.Helper()
+	rs := a.replicas[layer+"/"+name]
+	if len(rs) == 0 {
+		a.t.Fatalf("no %s agent %s in the test agents", layer, name)
+	}
+	return rs
+}
+
 // CheckRaces fails the test for every data race an agent's log reports
 // (agents built with -race print the report and go on).
 func CheckRaces(t testing.TB, agents []*AgentProcess) {
@@ -239,7 +268,8 @@ func CheckRaces(t testing.TB, agents []*AgentProcess) {
 // raceReport begins each report of the race detector.
 const raceReport = "WARNING: DATA RACE"
 
-// Get returns the agent of a layer and name (LayerCluster, "cloud-1").
+// Get returns the agent of a layer and name (LayerCluster, "cloud-1"); its
+// first replica when it has several.
 func (a *TestAgents) Get(layer, name string) *AgentProcess {
 	a.t.Helper()
 	ag := a.byName[layer+"/"+name]

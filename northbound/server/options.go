@@ -47,6 +47,11 @@ type Options struct {
 	// start when REDIS_PASSWORD is not set. There is no flag with the
 	// password itself: any local user could read it in the process list.
 	RedisPasswordFile string
+	// RedisSentinelPassword authenticates with the sentinels when they
+	// have a password (REDIS_SENTINEL_PASSWORD, or the content of
+	// RedisSentinelPasswordFile).
+	RedisSentinelPassword     string
+	RedisSentinelPasswordFile string
 
 	// Kubeconfig (KUBECONFIG) and its contexts for the Karmada API and
 	// the Karmada host cluster. Without a kubeconfig the in-cluster
@@ -71,6 +76,10 @@ type Options struct {
 	XMPPPasswordFile string
 	XMPPServer       string
 	XMPPCAFile       string
+	// XMPPResource is this replica's XMPP resource (XMPP_RESOURCE, else
+	// POD_NAME; default the host name): replicas of the API share the
+	// account, each with a session of its own.
+	XMPPResource string
 	// ContinuumJID is pinged by /manage/ping while no continuum agent is
 	// registered; ContinuumID is reported as the continuum's id.
 	ContinuumJID string
@@ -81,6 +90,11 @@ type Options struct {
 	RequestTimeout  time.Duration
 	PingTimeout     time.Duration
 	ShutdownTimeout time.Duration
+	// ShutdownDelay is how long a replica keeps serving after SIGTERM
+	// while /readyz answers 503, so that the Service stops sending it
+	// requests before it closes its listener (a rolling restart drops
+	// none).
+	ShutdownDelay time.Duration
 
 	// LogLevel is debug, info, warn or error; LogFormat json or text.
 	LogLevel  string
@@ -100,6 +114,7 @@ func NewOptions() *Options {
 		RequestTimeout:  handlers.DefaultRequestTimeout,
 		PingTimeout:     handlers.DefaultPingTimeout,
 		ShutdownTimeout: 20 * time.Second,
+		ShutdownDelay:   5 * time.Second,
 		LogLevel:        "info",
 		LogFormat:       "json",
 	}
@@ -124,12 +139,14 @@ func NewOptions() *Options {
 		o.RedisAddrs = []string{net.JoinHostPort(h, port)}
 	}
 	env(&o.RedisPassword, "REDIS_PASSWORD")
+	env(&o.RedisSentinelPassword, "REDIS_SENTINEL_PASSWORD")
 	env(&o.Kubeconfig, "KUBECONFIG")
 	env(&o.XMPPJID, "XMPP_JID")
 	env(&o.XMPPPassword, "XMPP_PASSWORD")
 	env(&o.XMPPPasswordFile, "XMPP_PASSWORD_FILE")
 	env(&o.XMPPServer, "XMPP_ADDR")
 	env(&o.XMPPCAFile, "XMPP_CA_FILE")
+	env(&o.XMPPResource, "XMPP_RESOURCE", "POD_NAME")
 	return o
 }
 
@@ -141,6 +158,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.RedisPasswordFile, "redis-password-file", o.RedisPasswordFile, "file holding the Redis password (or REDIS_PASSWORD)")
 	fs.StringVar(&o.RedisMode, "redis-mode", o.RedisMode, "single, sentinel or cluster")
 	fs.StringVar(&o.RedisMasterName, "redis-master-name", o.RedisMasterName, "Sentinel master group")
+	fs.StringVar(&o.RedisSentinelPasswordFile, "redis-sentinel-password-file", o.RedisSentinelPasswordFile, "file holding the sentinels' password, when they have one (or REDIS_SENTINEL_PASSWORD)")
 	fs.IntVar(&o.RedisDB, "redis-db", o.RedisDB, "Redis database")
 	fs.StringVar(&o.RedisPrefix, "redis-prefix", o.RedisPrefix, "prefix of every Redis key (the agents must use the same)")
 	fs.BoolVar(&o.RedisTLS, "redis-tls", o.RedisTLS, "connect to Redis with TLS")
@@ -154,12 +172,14 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.XMPPPasswordFile, "xmpp-password-file", o.XMPPPasswordFile, "file holding the XMPP password (or XMPP_PASSWORD)")
 	fs.StringVar(&o.XMPPServer, "xmpp-server", o.XMPPServer, "XMPP c2s address, host:port (default the JID's domain:5222)")
 	fs.StringVar(&o.XMPPCAFile, "xmpp-ca-file", o.XMPPCAFile, "CA of the XMPP server certificate (PEM)")
+	fs.StringVar(&o.XMPPResource, "xmpp-resource", o.XMPPResource, "this replica's XMPP resource ($XMPP_RESOURCE, $POD_NAME; default the host name): replicas share the account, one session each")
 	fs.StringVar(&o.ContinuumJID, "continuum-jid", o.ContinuumJID, "continuum agent pinged by /manage/ping while none is registered")
 	fs.StringVar(&o.ContinuumID, "continuum-id", o.ContinuumID, "continuum id reported by /v1/infrastructure")
 	fs.Int64Var(&o.MaxBodyBytes, "max-body-bytes", o.MaxBodyBytes, "largest request body accepted")
 	fs.DurationVar(&o.RequestTimeout, "request-timeout", o.RequestTimeout, "time limit of one request")
 	fs.DurationVar(&o.PingTimeout, "ping-timeout", o.PingTimeout, "time limit of one round trip to an agent")
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "how long in-flight requests may finish after SIGTERM")
+	fs.DurationVar(&o.ShutdownDelay, "shutdown-delay", o.ShutdownDelay, "how long to keep serving after SIGTERM with /readyz failing, so the Service stops routing here first")
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "json or text")
 }
@@ -187,6 +207,9 @@ func (o *Options) Validate() error {
 	if o.XMPPJID != "" && o.XMPPPassword == "" && o.XMPPPasswordFile == "" {
 		add("--xmpp-jid needs a password: XMPP_PASSWORD or --xmpp-password-file")
 	}
+	if o.ShutdownDelay < 0 {
+		add("--shutdown-delay must not be negative")
+	}
 	if o.MaxBodyBytes < 1024 {
 		add("--max-body-bytes %d: at least 1024", o.MaxBodyBytes)
 	}
@@ -205,6 +228,6 @@ func (o *Options) Validate() error {
 func (o *Options) redisConfig() state.Config {
 	return state.Config{
 		Mode: state.Mode(o.RedisMode), Addrs: o.RedisAddrs, MasterName: o.RedisMasterName,
-		Password: o.RedisPassword, DB: o.RedisDB, TLS: o.RedisTLS, CAFile: o.RedisCAFile,
+		Password: o.RedisPassword, SentinelPassword: o.RedisSentinelPassword, DB: o.RedisDB, TLS: o.RedisTLS, CAFile: o.RedisCAFile,
 	}
 }
