@@ -186,6 +186,10 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (_
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	byName := make(map[string]*corev1.Node, len(nodes))
+	for i := range nodes {
+		byName[nodes[i].Name()] = nodes[i].Node
+	}
 	existing := map[string]*appsv1.Deployment{}
 	var deps appsv1.DeploymentList
 	if err := r.client.List(ctx, &deps, client.InNamespace(ns.Name), client.MatchingLabels{mlsysopsv1.LabelManagedBy: mlsysopsv1.ManagedByValue}); err != nil {
@@ -215,7 +219,7 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (_
 		if err != nil {
 			return reconcile.Result{}, err
 		}
-		full, recheck := unschedulableOn(pods, prev, r.PendingSettle, time.Now())
+		full, recheck := unschedulableOn(pods, prev, byName, r.PendingSettle, time.Now())
 		// Nodes found full for it before stay avoided for a while.
 		full = r.refused.note(app.Name, comp.Metadata.Name, full, time.Now())
 		if recheck > 0 && (requeue == 0 || recheck < requeue) {
