@@ -301,9 +301,47 @@ func EjabberdOnPostgres(t testing.TB) *services.Ejabberd {
 	return startEjabberd(t, &db)
 }
 
-func startEjabberd(t testing.TB, db *services.EjabberdSQL) *services.Ejabberd {
+// EjabberdCluster starts an ejabberd cluster of n nodes private to the
+// test, its data in a PostgreSQL private to the test (see
+// services.NewEjabberdCluster). Every node is stopped and its folder
+// removed when the test ends.
+func EjabberdCluster(t testing.TB, n int) []*services.Ejabberd {
 	t.Helper()
-	// ejabberd runs as its own user, which must reach the folder.
+	pg := Postgres(t)
+	db := services.EjabberdSQL{Addr: pg.Addr(), Database: "ejabberd", User: "ejabberd", Password: services.RandomSecret()}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := pg.EnsureDatabase(ctx, db.Database, db.User, db.Password); err != nil {
+		t.Fatal(err)
+	}
+	dir := ejabberdDir(t)
+	nodes, err := services.NewEjabberdCluster(filepath.Join(dir, "ejabberd"), FreePorts(t, 10), DefaultXMPPDomain, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, e := range nodes {
+			_ = e.Stop(context.Background())
+			_ = e.Kill()
+			if t.Failed() {
+				t.Logf("last lines of %s:\n%s", e.LogFile(), proc.Tail(e.LogFile(), 30))
+			}
+		}
+		os.RemoveAll(dir)
+	})
+	for _, e := range nodes {
+		e.UseSQL(db)
+		if err := e.Start(ctx); err != nil {
+			t.Fatalf("ejabberd node %s: %v", e.Node(), err)
+		}
+	}
+	return nodes
+}
+
+// ejabberdDir makes a folder for a test's ejabberd, which runs as its own
+// user and must reach it.
+func ejabberdDir(t testing.TB) string {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "mlsysops-ejabberd-")
 	if err == nil {
 		err = os.Chmod(dir, 0o755)
@@ -311,6 +349,12 @@ func startEjabberd(t testing.TB, db *services.EjabberdSQL) *services.Ejabberd {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return dir
+}
+
+func startEjabberd(t testing.TB, db *services.EjabberdSQL) *services.Ejabberd {
+	t.Helper()
+	dir := ejabberdDir(t)
 	e := services.NewEjabberd(filepath.Join(dir, "ejabberd"), FreePorts(t, 10), DefaultXMPPDomain)
 	if db != nil {
 		e.UseSQL(*db)
