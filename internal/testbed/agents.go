@@ -36,7 +36,8 @@ type AgentsConfig struct {
 	// StateDir receives pki/ (XMPP passwords, 0600), logs/, pids/ and
 	// policies/<agent>/ (each agent's policy folder).
 	StateDir string
-	// XMPP server, domain and CA.
+	// XMPP server (comma-separated: the nodes of an ejabberd cluster),
+	// domain and CA.
 	XMPPAddr, XMPPDomain, XMPPCAFile string
 	// XMPPAdminURL, XMPPAdminJID and XMPPAdminPasswordFile reach
 	// ejabberd's admin API, for the accounts reconciler.

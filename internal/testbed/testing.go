@@ -33,6 +33,10 @@ const (
 	// EnvTestPortBase overrides its port base (default 17000, so that it
 	// runs beside a `make up` testbed on 16000).
 	EnvTestPortBase = "MLSYSOPS_TESTBED_PORT_BASE"
+	// EnvTestXMPPNodes sets the shared test testbed's ejabberd nodes
+	// (Options.XMPPNodes): 2 runs the integration tests against a
+	// two-node ejabberd cluster.
+	EnvTestXMPPNodes = "MLSYSOPS_TESTBED_XMPP_NODES"
 )
 
 // DefaultTestPortBase is the shared test testbed's port base.
@@ -184,6 +188,12 @@ func withShared(fn func(tb *Testbed) error) error {
 			return fmt.Errorf("%s=%q: %w", EnvTestPortBase, v, err)
 		}
 	}
+	xmppNodes := 0
+	if v := os.Getenv(EnvTestXMPPNodes); v != "" {
+		if xmppNodes, err = strconv.Atoi(v); err != nil {
+			return fmt.Errorf("%s=%q: %w", EnvTestXMPPNodes, v, err)
+		}
+	}
 	if err := os.MkdirAll(state, 0o755); err != nil {
 		return err
 	}
@@ -200,6 +210,7 @@ func withShared(fn func(tb *Testbed) error) error {
 	var out strings.Builder
 	tb, err := New(Options{
 		Descriptions: filepath.Join(root, "descriptions"), StateDir: state, PortBase: base, BinDir: bin, Out: &out,
+		XMPPNodes: xmppNodes,
 	})
 	if err != nil {
 		return err

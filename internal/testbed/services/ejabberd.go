@@ -251,6 +251,9 @@ func (e *Ejabberd) caDir() string {
 // LogFile is the server's main log.
 func (e *Ejabberd) LogFile() string { return filepath.Join(e.dir, "logs", "ejabberd.log") }
 
+// PIDFile is the file holding the server's process id.
+func (e *Ejabberd) PIDFile() string { return e.proc.PIDFile }
+
 // Pid returns the server's process id and whether it is alive.
 func (e *Ejabberd) Pid() (int, bool) { return e.proc.Pid() }
 
