@@ -212,3 +212,101 @@ func startServer(t testing.TB, cfg messaging.Config) string {
 	}
 	return c.Server()
 }
+
+// BenchmarkClusterNodeFailover measures what a SIGKILL of an ejabberd node
+// costs the agents on it, with the messaging defaults: a cluster agent on
+// one node of a two-node cluster sends a command every millisecond to a
+// node agent on the other; the node agent's node is killed. Reported:
+// s/reconnect, from the kill to the node agent's session on the surviving
+// node, and s/resumed, from the kill to the first command sent after it
+// handled (commands are handled in order: the ones lost with the node
+// have been re-sent and handled by then). The killed node is started
+// again between iterations, outside the measurement. Run with
+//
+//	go test -run '^$' -bench ClusterNodeFailover -benchtime 3x ./test/integration/messaging/
+func BenchmarkClusterNodeFailover(b *testing.B) {
+	nodes := testbed.EjabberdCluster(b, 2)
+	addrs := []string{nodes[0].C2SAddr(), nodes[1].C2SAddr()}
+	nodeOf := map[string]*services.Ejabberd{addrs[0]: nodes[0], addrs[1]: nodes[1]}
+	d := fleet(2)
+	rec := startAccounts(b, nodes[0], d, provision.ReconcilerConfig{})
+	rec.stop()
+	parentJID, childJID := d.Accounts[0], d.Accounts[1]
+	ctx := context.Background()
+	var reconnect, resumed time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		parent := startAgent(b, nodes[0], messaging.Config{JID: parentJID, PasswordFile: rec.file(parentJID), Layer: messaging.LayerCluster,
+			Children: []string{childJID}, Servers: addrs, Logger: benchLogger(b).Logger})
+		// The node agent starts on the other node.
+		other := []string{addrs[1], addrs[0]}
+		if startServer(b, messaging.Config{JID: childJID, Password: "-", Layer: messaging.LayerNode, Servers: other}) == parent.Server() {
+			other = addrs
+		}
+		child := startAgent(b, nodes[0], messaging.Config{JID: childJID, PasswordFile: rec.file(childJID), Layer: messaging.LayerNode,
+			Parent: parentJID, Servers: other, Logger: benchLogger(b).Logger})
+		if parent.Server() == child.Server() {
+			b.Fatalf("both agents on %s", parent.Server())
+		}
+		var handled atomic.Int64
+		messaging.HandleFunc(child.Client, func(ctx context.Context, env *messaging.Envelope, m *messaging.ComponentPlaced) (messaging.Message, error) {
+			handled.Add(1)
+			return nil, nil
+		})
+		victim := nodeOf[child.Server()]
+		var sent atomic.Int64
+		stop := make(chan struct{})
+		done := make(chan error, 1)
+		go func() {
+			tick := time.NewTicker(time.Millisecond)
+			defer tick.Stop()
+			var ds []*messaging.Delivery
+			for {
+				select {
+				case <-stop:
+					for _, d := range ds {
+						if err := d.Wait(ctx); err != nil {
+							done <- err
+							return
+						}
+					}
+					done <- nil
+					return
+				case <-tick.C:
+				}
+				d, err := parent.SendAsync(ctx, childJID, &messaging.ComponentPlaced{Name: "app-1", ComponentName: "c"})
+				if err != nil {
+					done <- err
+					return
+				}
+				sent.Add(1)
+				ds = append(ds, d)
+			}
+		}()
+		eventually(b, time.Minute, "commands flowing", func() bool { return handled.Load() > 200 })
+		b.StartTimer()
+		began := time.Now()
+		if err := victim.Kill(); err != nil {
+			b.Fatal(err)
+		}
+		sentAtKill := sent.Load()
+		eventually(b, time.Minute, "the node agent on the other node", func() bool { return child.Connected() && child.Server() != victim.C2SAddr() })
+		reconnect += time.Since(began)
+		eventually(b, time.Minute, "a command sent after the kill handled", func() bool { return handled.Load() > sentAtKill })
+		resumed += time.Since(began)
+		b.StopTimer()
+		close(stop)
+		if err := <-done; err != nil {
+			b.Fatalf("delivery: %v", err)
+		}
+		parent.stop()
+		child.stop()
+		if err := victim.Start(ctx); err != nil {
+			b.Fatalf("start %s again: %v", victim.Node(), err)
+		}
+		b.StartTimer()
+	}
+	b.ReportMetric(reconnect.Seconds()/float64(b.N), "s/reconnect")
+	b.ReportMetric(resumed.Seconds()/float64(b.N), "s/resumed")
+}
