@@ -3,9 +3,7 @@ package messaging_test
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -65,25 +63,8 @@ func TestExactlyOnceAcrossClusterNodeKill(t *testing.T) {
 	t.Logf("cluster agent on %s (%s), node agent on %s (%s)", parent.Server(), nodeOf[parent.Server()].Node(),
 		child.Server(), nodeOf[child.Server()].Node())
 
-	var mu sync.Mutex
-	counts := make([]int, n)
-	var order []int
-	messaging.HandleFunc(child.Client, func(ctx context.Context, env *messaging.Envelope, m *messaging.ComponentPlaced) (messaging.Message, error) {
-		i, err := strconv.Atoi(strings.TrimPrefix(m.ComponentName, "c-"))
-		if err != nil || i < 0 || i >= n {
-			return nil, fmt.Errorf("unexpected component %q", m.ComponentName)
-		}
-		mu.Lock()
-		counts[i]++
-		order = append(order, i)
-		mu.Unlock()
-		return nil, nil
-	})
-	handled := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(order)
-	}
+	cmds := handleCommands(child.Client, n)
+	handled := cmds.handled
 	var sent atomic.Int64
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -106,7 +87,7 @@ func TestExactlyOnceAcrossClusterNodeKill(t *testing.T) {
 				}
 			}
 			<-tick.C
-			d, err := parent.SendAsync(ctx, childJID, &messaging.ComponentPlaced{Name: "app-1", ComponentName: fmt.Sprintf("c-%05d", i)})
+			d, err := parent.SendAsync(ctx, childJID, command(i))
 			if err != nil {
 				sendErr <- fmt.Errorf("SendAsync %d: %w", i, err)
 				return
@@ -167,35 +148,7 @@ func TestExactlyOnceAcrossClusterNodeKill(t *testing.T) {
 		t.Errorf("no command in flight at either kill")
 	}
 
-	failed := 0
-	for d := range deliveries {
-		if err := d.Wait(ctx); err != nil {
-			if failed < 5 {
-				t.Errorf("delivery %s: %v", d.ID(), err)
-			}
-			failed++
-		}
-	}
-	select {
-	case err := <-sendErr:
-		t.Fatal(err)
-	default:
-	}
-	if failed > 0 {
-		t.Fatalf("%d of %d deliveries failed", failed, n)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	for i, c := range counts {
-		if c != 1 {
-			t.Errorf("command %d handled %d times, want exactly once", i, c)
-		}
-	}
-	for k, i := range order {
-		if i != k {
-			t.Fatalf("handling order broken at position %d: got command %d", k, i)
-		}
-	}
+	cmds.check(t, ctx, deliveries, sendErr)
 	t.Logf("parent retried %v, child dropped %v duplicates, reconnects: parent %v, child %v",
 		parent.metric(t, "mlsysops_messaging_retried_total", nil),
 		child.metric(t, "mlsysops_messaging_duplicates_total", nil),
