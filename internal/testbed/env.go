@@ -24,11 +24,13 @@ type Env struct {
 
 	// XMPPAddr is the first ejabberd node's c2s address; XMPPAddrs every
 	// node's (one unless Options.XMPPNodes asked for a cluster).
-	XMPPAddr          string   `json:"xmppAddr"`
-	XMPPAddrs         []string `json:"xmppAddrs"`
-	XMPPDomain        string   `json:"xmppDomain"`
-	XMPPCAFile        string   `json:"xmppCAFile"`
-	XMPPAdminURL      string   `json:"xmppAdminURL"`
+	XMPPAddr     string   `json:"xmppAddr"`
+	XMPPAddrs    []string `json:"xmppAddrs"`
+	XMPPDomain   string   `json:"xmppDomain"`
+	XMPPCAFile   string   `json:"xmppCAFile"`
+	XMPPAdminURL string   `json:"xmppAdminURL"`
+	// XMPPAdminURLs are every ejabberd node's admin API.
+	XMPPAdminURLs     []string `json:"xmppAdminURLs"`
 	XMPPAdminJID      string   `json:"xmppAdminJID"`
 	XMPPAdminPassword string   `json:"xmppAdminPassword"`
 
@@ -141,6 +143,7 @@ func (tb *Testbed) env() *Env {
 		XMPPDomain:        tb.ejabberd.Domain(),
 		XMPPCAFile:        tb.ejabberd.CAFile(),
 		XMPPAdminURL:      tb.ejabberd.APIURL(),
+		XMPPAdminURLs:     tb.xmppAPIURLs(""),
 		XMPPAdminJID:      tb.ejabberd.AdminJID(),
 		XMPPAdminPassword: tb.ejabberd.AdminPassword(),
 	}

@@ -166,7 +166,7 @@ func StartTestAgents(t testing.TB, env *Env, opts TestAgentsOptions) *TestAgents
 	a.Config = AgentsConfig{
 		Binary: full, NodeBinary: node, Descriptions: descs, StateDir: state,
 		XMPPAddr: strings.Join(env.XMPPAddrs, ","), XMPPDomain: env.XMPPDomain, XMPPCAFile: env.XMPPCAFile,
-		XMPPAdminURL: env.XMPPAdminURL, XMPPAdminJID: env.XMPPAdminJID, XMPPAdminPasswordFile: adminPW,
+		XMPPAdminURL: strings.Join(env.XMPPAdminURLs, ","), XMPPAdminJID: env.XMPPAdminJID, XMPPAdminPasswordFile: adminPW,
 		AccountsBinary: TestAccountsBinary(t), AccountsListen: "127.0.0.1:" + strconv.Itoa(FreePorts(t, 1)),
 		AccountsArgs: opts.AccountsArgs,
 		RedisAddr:    env.RedisAddr, RedisPassword: env.RedisPassword, Kubeconfig: env.Kubeconfig,

@@ -113,13 +113,29 @@ func (tb *Testbed) ejabberdNodes(spare bool) []*services.Ejabberd {
 // xmppAddrs are the c2s addresses of every node, on loopback or, with
 // ip, on that address.
 func (tb *Testbed) xmppAddrs(ip string) []string {
+	return tb.eachNode(func(e *services.Ejabberd) string {
+		if ip == "" {
+			return e.C2SAddr()
+		}
+		return e.C2SAddrOn(ip)
+	})
+}
+
+// xmppAPIURLs are the admin API URLs of every node, on loopback or, with
+// ip, on that address.
+func (tb *Testbed) xmppAPIURLs(ip string) []string {
+	return tb.eachNode(func(e *services.Ejabberd) string {
+		if ip == "" {
+			return e.APIURL()
+		}
+		return e.APIURLOn(ip)
+	})
+}
+
+func (tb *Testbed) eachNode(f func(*services.Ejabberd) string) []string {
 	var out []string
 	for _, e := range tb.ejabberdNodes(false) {
-		if ip == "" {
-			out = append(out, e.C2SAddr())
-		} else {
-			out = append(out, e.C2SAddrOn(ip))
-		}
+		out = append(out, f(e))
 	}
 	return out
 }
