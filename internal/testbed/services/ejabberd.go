@@ -282,6 +282,10 @@ func (e *Ejabberd) Start(ctx context.Context) error {
 		}
 	}
 	_ = e.proc.Stop(5 * time.Second)
+	// Only now that it is stopped may its spool go.
+	if err := e.checkSpool(); err != nil {
+		return fmt.Errorf("ejabberd: %w", err)
+	}
 	if err := e.proc.Start(); err != nil {
 		return err
 	}
@@ -354,9 +358,6 @@ func (e *Ejabberd) prepare() (bool, error) {
 		if err := os.MkdirAll(filepath.Join(e.dir, d), 0o750); err != nil {
 			return false, err
 		}
-	}
-	if err := e.checkSpool(); err != nil {
-		return false, err
 	}
 	pwFile := filepath.Join(e.dir, "admin.password")
 	if e.seed != nil {
@@ -440,7 +441,13 @@ func (e *Ejabberd) prepare() (bool, error) {
 	if err := os.WriteFile(filepath.Join(e.dir, "etc", "inetrc"), []byte("{lookup, [file, native]}.\n"), 0o644); err != nil {
 		return false, err
 	}
-	if err := os.WriteFile(filepath.Join(e.dir, "etc", "ejabberdctl.cfg"), []byte(ctlCfg), 0o640); err != nil {
+	// The node name is there: a server running under another name (one
+	// that became a cluster's node, or the reverse) is restarted.
+	ctlFile := filepath.Join(e.dir, "etc", "ejabberdctl.cfg")
+	if old, _ := os.ReadFile(ctlFile); !bytes.Equal(old, []byte(ctlCfg)) {
+		changed = true
+	}
+	if err := os.WriteFile(ctlFile, []byte(ctlCfg), 0o640); err != nil {
 		return false, err
 	}
 	return changed, chownTree(e.dir, ejabberdUser)
@@ -464,6 +471,9 @@ func (e *Ejabberd) checkSpool() error {
 			return err
 		}
 		if err := os.MkdirAll(spool, 0o750); err != nil {
+			return err
+		}
+		if err := chownTree(spool, ejabberdUser); err != nil {
 			return err
 		}
 	}
@@ -635,7 +645,11 @@ func (e *Ejabberd) Stop(ctx context.Context) error {
 	}
 	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	_, _ = e.ctlRun(cctx, "stop")
+	if _, err := e.ctlRun(cctx, "stop"); err != nil {
+		// ejabberdctl cannot reach it (say, it runs under the node name it
+		// had before): SIGTERM makes Erlang stop just as well.
+		return e.proc.Stop(20 * time.Second)
+	}
 	for cctx.Err() == nil {
 		if _, ok := e.proc.Pid(); !ok {
 			return nil
