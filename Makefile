@@ -9,6 +9,9 @@ STATE ?= .testbed
 DESCRIPTIONS ?= descriptions
 BIN ?= bin
 PORT_BASE ?= 16000
+# ejabberd nodes of `make up` (2 to 4: one ejabberd cluster; empty: as the
+# state folder last ran, one for a new one).
+XMPP_NODES ?=
 # The shared testbed of integration tests (see internal/testbed/testing.go).
 TEST_STATE ?= .testbed-test
 TEST_PORT_BASE ?= 17000
@@ -44,7 +47,7 @@ images:
 
 ## up: start (or reuse) the local continuum and the MLSysOps components
 up:
-	$(TESTBED) up --descriptions $(DESCRIPTIONS) --state $(STATE) --port-base $(PORT_BASE)
+	$(TESTBED) up --descriptions $(DESCRIPTIONS) --state $(STATE) --port-base $(PORT_BASE) $(if $(XMPP_NODES),--xmpp-nodes $(XMPP_NODES))
 
 ## down: stop everything `make up` started
 down:

@@ -155,7 +155,7 @@ func newAgent(ctx context.Context, opts *agentconfig.Options, conn *Connection, 
 	a.Msg, err = messaging.New(messaging.Config{
 		JID: a.JID, Password: pw, PasswordFile: conn.XMPPPasswordFile, Layer: messaging.Layer(opts.Layer),
 		OnAuthFailure: a.loginReport.report,
-		Server:        conn.XMPPServer, CAFile: conn.XMPPCAFile,
+		Servers:       conn.XMPPServers, CAFile: conn.XMPPCAFile,
 		Parent: a.Parent, Controllers: controllers, Children: children,
 		AcceptSubscribe:   func(from string) bool { return listed[from] },
 		HeartbeatInterval: conn.HeartbeatInterval,

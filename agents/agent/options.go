@@ -19,9 +19,10 @@ import (
 // and its HTTP listener. The behaviour options (layer, policies, mechanisms,
 // intervals) are agentconfig.Options.
 type Connection struct {
-	// XMPPServer is the ejabberd c2s address, host:port
-	// (MLSYSOPS_XMPP_SERVER; default <domain>:5222).
-	XMPPServer string
+	// XMPPServers are the c2s addresses, host:port, of the ejabberd
+	// cluster's nodes (MLSYSOPS_XMPP_SERVER, comma-separated; default
+	// <domain>:5222). The agent moves to the next when its server fails.
+	XMPPServers []string
 	// XMPPDomain is the XMPP domain of every agent's account
 	// (MLSYSOPS_XMPP_DOMAIN, else EJABBERD_DOMAIN).
 	XMPPDomain string
@@ -196,7 +197,9 @@ func (c *Connection) FromEnv(env agentconfig.LookupEnv) error {
 			*p = v
 		}
 	}
-	str(&c.XMPPServer, "MLSYSOPS_XMPP_SERVER", "XMPP_ADDR")
+	if v, ok := get("MLSYSOPS_XMPP_SERVER", "XMPP_ADDR"); ok {
+		c.XMPPServers = splitList(v)
+	}
 	str(&c.XMPPDomain, "MLSYSOPS_XMPP_DOMAIN", "EJABBERD_DOMAIN")
 	str(&c.XMPPCAFile, "MLSYSOPS_XMPP_CA_FILE")
 	str(&c.XMPPPasswordFile, "MLSYSOPS_XMPP_PASSWORD_FILE")
@@ -255,7 +258,7 @@ func (c *Connection) FromEnv(env agentconfig.LookupEnv) error {
 
 // AddFlags adds one flag per connection option.
 func (c *Connection) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&c.XMPPServer, "xmpp-server", c.XMPPServer, "ejabberd c2s address host:port ($MLSYSOPS_XMPP_SERVER; default <domain>:5222)")
+	fs.StringSliceVar(&c.XMPPServers, "xmpp-server", c.XMPPServers, "ejabberd c2s address host:port; repeated or comma-separated for the nodes of a cluster, the agent moves to the next when its server fails ($MLSYSOPS_XMPP_SERVER; default <domain>:5222)")
 	fs.StringVar(&c.XMPPDomain, "xmpp-domain", c.XMPPDomain, "XMPP domain of the agents' accounts ($MLSYSOPS_XMPP_DOMAIN, $EJABBERD_DOMAIN)")
 	fs.StringVar(&c.XMPPCAFile, "xmpp-ca-file", c.XMPPCAFile, "PEM CA bundle for ejabberd's certificate ($MLSYSOPS_XMPP_CA_FILE; default system roots)")
 	fs.StringVar(&c.XMPPPasswordFile, "xmpp-password-file", c.XMPPPasswordFile, "file with the XMPP password, e.g. a Secret mount ($MLSYSOPS_XMPP_PASSWORD_FILE; else $MLSYSOPS_XMPP_PASSWORD or $NODE_PASSWORD)")

@@ -23,6 +23,7 @@ type options struct {
 	binDir       string
 	purge        bool
 	kwokOnly     bool
+	xmppNodes    int
 }
 
 func (o *options) addFlags(fs *pflag.FlagSet) {
@@ -31,11 +32,12 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.portBase, "port-base", testbed.DefaultPortBase, "first loopback port; the testbed uses ports from here up to port-base+100+10*clusters")
 	fs.StringVar(&o.binDir, "bin", "bin", "folder with the binaries `make deps` builds")
 	fs.BoolVar(&o.kwokOnly, "kwok-only", false, "no real node (containerd + kubelet): KWOK simulates every node")
+	fs.IntVar(&o.xmppNodes, "xmpp-nodes", 0, "ejabberd nodes, joined into one cluster when more than one (at most 4); 0 keeps what the state folder last ran, 1 for a new one")
 }
 
 func (o *options) testbed() (*testbed.Testbed, error) {
 	return testbed.New(testbed.Options{
-		Descriptions: o.descriptions, StateDir: o.state, PortBase: o.portBase, BinDir: o.binDir, Out: os.Stdout, KWOKOnly: o.kwokOnly,
+		Descriptions: o.descriptions, StateDir: o.state, PortBase: o.portBase, BinDir: o.binDir, Out: os.Stdout, KWOKOnly: o.kwokOnly, XMPPNodes: o.xmppNodes,
 	})
 }
 

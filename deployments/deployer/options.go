@@ -153,7 +153,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.PullPolicy, "pull-policy", o.PullPolicy, "pull policy of the MLSysOps images: Always, IfNotPresent or Never")
 	fs.StringVar(&o.Services, "services", o.Services, "bundled (ejabberd, Redis and PostgreSQL in the host cluster) or external (yours, see the --xmpp-*, --ejabberd-*, --redis-* and --postgres-* flags)")
 	fs.StringVar(&o.XMPPDomain, "xmpp-domain", o.XMPPDomain, "XMPP domain of the agents' accounts")
-	fs.StringVar(&o.XMPPServer, "xmpp-server", o.XMPPServer, "external: ejabberd's c2s address host:port, as the agents reach it")
+	fs.StringVar(&o.XMPPServer, "xmpp-server", o.XMPPServer, "external: ejabberd's c2s address host:port, as the agents reach it; comma-separated for the nodes of an ejabberd cluster")
 	fs.StringVar(&o.XMPPCAFile, "xmpp-ca-file", o.XMPPCAFile, "external: PEM CA of ejabberd's certificate (default: the system roots)")
 	fs.StringVar(&o.EjabberdAPI, "ejabberd-api", o.EjabberdAPI, "external: ejabberd's admin API URL (mod_http_api), e.g. https://xmpp.example:5443/api")
 	fs.StringVar(&o.EjabberdAdmin, "ejabberd-admin", o.EjabberdAdmin, "ejabberd admin account allowed to use the admin API (default admin@<xmpp-domain>)")
@@ -227,6 +227,12 @@ func (o *Options) Validate(connect, install bool) error {
 		for flag, v := range map[string]string{"--xmpp-server": o.XMPPServer, "--redis-address": o.RedisAddress, "--postgres-address": o.PostgresAddress} {
 			if v == "" {
 				add("%s: required with --services=external", flag)
+			} else if flag == "--xmpp-server" {
+				// The nodes of an ejabberd cluster, comma-separated: the
+				// agents move to the next when theirs fails.
+				for _, a := range strings.Split(v, ",") {
+					hostPort(flag, strings.TrimSpace(a))
+				}
 			} else {
 				hostPort(flag, v)
 			}

@@ -43,6 +43,11 @@ func TestOptionsValidate(t *testing.T) {
 				o.EjabberdAdminPasswordFile, o.RedisPasswordFile, o.PostgresPasswordFile = "", "", ""
 			},
 		},
+		"external, an ejabberd cluster": {set: func(o *Options) { external(o); o.XMPPServer = "x-0:5222, x-1:5222" }},
+		"external, a bad cluster node": {
+			set:  func(o *Options) { external(o); o.XMPPServer = "x-0:5222,x-1" },
+			want: []string{`--xmpp-server: want host:port, got "x-1"`},
+		},
 		"external, everything missing": {
 			set: func(o *Options) { o.Services = ModeExternal },
 			want: []string{

@@ -36,10 +36,12 @@ type AgentsConfig struct {
 	// StateDir receives pki/ (XMPP passwords, 0600), logs/, pids/ and
 	// policies/<agent>/ (each agent's policy folder).
 	StateDir string
-	// XMPP server, domain and CA.
+	// XMPP server (comma-separated: the nodes of an ejabberd cluster),
+	// domain and CA.
 	XMPPAddr, XMPPDomain, XMPPCAFile string
-	// XMPPAdminURL, XMPPAdminJID and XMPPAdminPasswordFile reach
-	// ejabberd's admin API, for the accounts reconciler.
+	// XMPPAdminURL (comma-separated: every node's), XMPPAdminJID and
+	// XMPPAdminPasswordFile reach ejabberd's admin API, for the accounts
+	// reconciler.
 	XMPPAdminURL, XMPPAdminJID, XMPPAdminPasswordFile string
 	// AccountsBinary is the accounts reconciler (see BuildAccounts), which
 	// creates the agents' accounts and roster links and keeps them in

@@ -22,12 +22,17 @@ type Env struct {
 	RedisAddr     string `json:"redisAddr"`
 	RedisPassword string `json:"redisPassword"`
 
-	XMPPAddr          string `json:"xmppAddr"`
-	XMPPDomain        string `json:"xmppDomain"`
-	XMPPCAFile        string `json:"xmppCAFile"`
-	XMPPAdminURL      string `json:"xmppAdminURL"`
-	XMPPAdminJID      string `json:"xmppAdminJID"`
-	XMPPAdminPassword string `json:"xmppAdminPassword"`
+	// XMPPAddr is the first ejabberd node's c2s address; XMPPAddrs every
+	// node's (one unless Options.XMPPNodes asked for a cluster).
+	XMPPAddr     string   `json:"xmppAddr"`
+	XMPPAddrs    []string `json:"xmppAddrs"`
+	XMPPDomain   string   `json:"xmppDomain"`
+	XMPPCAFile   string   `json:"xmppCAFile"`
+	XMPPAdminURL string   `json:"xmppAdminURL"`
+	// XMPPAdminURLs are every ejabberd node's admin API.
+	XMPPAdminURLs     []string `json:"xmppAdminURLs"`
+	XMPPAdminJID      string   `json:"xmppAdminJID"`
+	XMPPAdminPassword string   `json:"xmppAdminPassword"`
 
 	// The northbound API and its operator and viewer tokens.
 	NorthboundURL         string `json:"northboundURL"`
@@ -53,9 +58,11 @@ type Env struct {
 // AgentsEnv is what an installation of MLSysOps on the testbed needs
 // beyond the rest of Env.
 type AgentsEnv struct {
-	// XMPPAddr and RedisAddr are ejabberd's c2s and Redis on the bridge.
-	XMPPAddr  string `json:"xmppAddr"`
-	RedisAddr string `json:"redisAddr"`
+	// XMPPAddr and RedisAddr are ejabberd's c2s and Redis on the bridge;
+	// XMPPAddrs every ejabberd node's c2s there.
+	XMPPAddr  string   `json:"xmppAddr"`
+	XMPPAddrs []string `json:"xmppAddrs"`
+	RedisAddr string   `json:"redisAddr"`
 	// XMPPAdminURL is ejabberd's admin API on the bridge, where the
 	// accounts reconciler's pod reaches it.
 	XMPPAdminURL string `json:"xmppAdminURL"`
@@ -132,9 +139,11 @@ func (tb *Testbed) env() *Env {
 		RedisAddr:         tb.redis.Addr(),
 		RedisPassword:     tb.redis.Password(),
 		XMPPAddr:          tb.ejabberd.C2SAddr(),
+		XMPPAddrs:         tb.xmppAddrs(""),
 		XMPPDomain:        tb.ejabberd.Domain(),
 		XMPPCAFile:        tb.ejabberd.CAFile(),
 		XMPPAdminURL:      tb.ejabberd.APIURL(),
+		XMPPAdminURLs:     tb.xmppAPIURLs(""),
 		XMPPAdminJID:      tb.ejabberd.AdminJID(),
 		XMPPAdminPassword: tb.ejabberd.AdminPassword(),
 	}
@@ -144,7 +153,7 @@ func (tb *Testbed) env() *Env {
 	tb.northboundEnv(e)
 	tb.mlconnectorEnv(e)
 	e.Agents = AgentsEnv{
-		XMPPAddr: tb.ejabberd.C2SAddrOn(tb.net.HostIP()), RedisAddr: tb.net.HostIP() + ":" + strconv.Itoa(tb.l.port(portRedis)),
+		XMPPAddr: tb.ejabberd.C2SAddrOn(tb.net.HostIP()), XMPPAddrs: tb.xmppAddrs(tb.net.HostIP()), RedisAddr: tb.net.HostIP() + ":" + strconv.Itoa(tb.l.port(portRedis)),
 		XMPPAdminURL: tb.ejabberd.APIURLOn(tb.net.HostIP()),
 		PostgresAddr: tb.l.addr(portPostgres), PostgresPasswordFile: tb.l.path("pki", "postgres.password"),
 		KarmadaAPIServer:  fmt.Sprintf("https://%s:%d", tb.net.HostIP(), tb.l.port(portKarmadaAPI)),
@@ -180,7 +189,7 @@ func (tb *Testbed) writeEnv() error {
 		{"MLSYSOPS_TESTBED_STATE", e.StateDir},
 		{"REDIS_ADDR", e.RedisAddr},
 		{"REDIS_PASSWORD", e.RedisPassword},
-		{"XMPP_ADDR", e.XMPPAddr},
+		{"XMPP_ADDR", strings.Join(e.XMPPAddrs, ",")},
 		{"XMPP_DOMAIN", e.XMPPDomain},
 		{"XMPP_CA_FILE", e.XMPPCAFile},
 		{"XMPP_ADMIN_URL", e.XMPPAdminURL},

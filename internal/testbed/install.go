@@ -193,7 +193,7 @@ func InstallOptions(env *Env) (*deployer.Options, error) {
 	o.Kubeconfig = env.Kubeconfig
 	o.Descriptions = env.Agents.Descriptions
 	o.Services = deployer.ModeExternal
-	o.XMPPDomain, o.XMPPServer, o.XMPPCAFile = env.XMPPDomain, env.Agents.XMPPAddr, env.XMPPCAFile
+	o.XMPPDomain, o.XMPPServer, o.XMPPCAFile = env.XMPPDomain, strings.Join(env.Agents.XMPPAddrs, ","), env.XMPPCAFile
 	// The admin API on the bridge: the accounts reconciler's pod on the
 	// host's real node uses it, and so does the deployer.
 	o.EjabberdAPI, o.EjabberdAdmin, o.EjabberdAdminPasswordFile = env.Agents.XMPPAdminURL, env.XMPPAdminJID, env.Agents.AdminPasswordFile

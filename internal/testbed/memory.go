@@ -22,7 +22,10 @@ type ComponentMemory struct {
 // file is in the state folder.
 func (tb *Testbed) Memory() ([]ComponentMemory, error) {
 	files, _ := filepath.Glob(tb.l.path("pids", "*.pid"))
-	files = append(files, tb.l.path("redis", "redis.pid"), tb.l.path("ejabberd", "ejabberd.pid"))
+	files = append(files, tb.l.path("redis", "redis.pid"))
+	for _, e := range tb.ejabberdNodes(false) {
+		files = append(files, e.PIDFile())
+	}
 	var out []ComponentMemory
 	for _, f := range files {
 		b, err := os.ReadFile(f)

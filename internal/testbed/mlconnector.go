@@ -195,3 +195,14 @@ func (tb *Testbed) mlconnectorPid() (int, bool) {
 func (tb *Testbed) mlconnectorHealthy(ctx context.Context) error {
 	return httpReady("http://" + tb.mlconnectorAddr() + "/readyz")(ctx)
 }
+
+// BuildMLConnector builds the ML connector from the checkout at root into
+// out, with the race detector when race is set (a process that races
+// prints a report and exits with status 66).
+func BuildMLConnector(ctx context.Context, root, out string, race bool) error {
+	args := []string{"-o", out, "./mlconnector"}
+	if race {
+		args = append([]string{"-race"}, args...)
+	}
+	return goBuild(ctx, root, nil, args...)
+}

@@ -165,8 +165,8 @@ func StartTestAgents(t testing.TB, env *Env, opts TestAgentsOptions) *TestAgents
 	}
 	a.Config = AgentsConfig{
 		Binary: full, NodeBinary: node, Descriptions: descs, StateDir: state,
-		XMPPAddr: env.XMPPAddr, XMPPDomain: env.XMPPDomain, XMPPCAFile: env.XMPPCAFile,
-		XMPPAdminURL: env.XMPPAdminURL, XMPPAdminJID: env.XMPPAdminJID, XMPPAdminPasswordFile: adminPW,
+		XMPPAddr: strings.Join(env.XMPPAddrs, ","), XMPPDomain: env.XMPPDomain, XMPPCAFile: env.XMPPCAFile,
+		XMPPAdminURL: strings.Join(env.XMPPAdminURLs, ","), XMPPAdminJID: env.XMPPAdminJID, XMPPAdminPasswordFile: adminPW,
 		AccountsBinary: TestAccountsBinary(t), AccountsListen: "127.0.0.1:" + strconv.Itoa(FreePorts(t, 1)),
 		AccountsArgs: opts.AccountsArgs,
 		RedisAddr:    env.RedisAddr, RedisPassword: env.RedisPassword, Kubeconfig: env.Kubeconfig,

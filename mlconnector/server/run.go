@@ -242,5 +242,6 @@ func Run(ctx context.Context, o *Options, base *slog.Logger) error {
 	return httpapi.Serve(ctx, httpapi.ServeOptions{
 		Listen: o.Listen, TLSCertFile: o.TLSCertFile, TLSKeyFile: o.TLSKeyFile,
 		RequestTimeout: max(o.RequestTimeout, o.UploadTimeout), ShutdownTimeout: o.ShutdownTimeout,
+		ShutdownDelay: o.ShutdownDelay, ReadyzPath: httpapi.PathReadyz,
 	}, h, log)
 }

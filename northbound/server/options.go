@@ -74,8 +74,11 @@ type Options struct {
 	XMPPJID          string
 	XMPPPassword     string
 	XMPPPasswordFile string
-	XMPPServer       string
-	XMPPCAFile       string
+	// XMPPServers are the c2s addresses of the ejabberd cluster's nodes
+	// (XMPP_ADDR, comma-separated); the client moves to the next when its
+	// server fails.
+	XMPPServers []string
+	XMPPCAFile  string
 	// XMPPResource is this replica's XMPP resource (XMPP_RESOURCE, else
 	// POD_NAME; default the host name): replicas of the API share the
 	// account, each with a session of its own.
@@ -144,7 +147,9 @@ func NewOptions() *Options {
 	env(&o.XMPPJID, "XMPP_JID")
 	env(&o.XMPPPassword, "XMPP_PASSWORD")
 	env(&o.XMPPPasswordFile, "XMPP_PASSWORD_FILE")
-	env(&o.XMPPServer, "XMPP_ADDR")
+	if a := os.Getenv("XMPP_ADDR"); a != "" {
+		o.XMPPServers = strings.Split(a, ",")
+	}
 	env(&o.XMPPCAFile, "XMPP_CA_FILE")
 	env(&o.XMPPResource, "XMPP_RESOURCE", "POD_NAME")
 	return o
@@ -170,7 +175,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.PolicyDirs, "policy-dir", o.PolicyDirs, "keep a layer's policies in directories: layer=dir (continuum, cluster, node); repeat for several agents of a layer")
 	fs.StringVar(&o.XMPPJID, "xmpp-jid", o.XMPPJID, "XMPP account of the API, e.g. northbound@mlsysops.local")
 	fs.StringVar(&o.XMPPPasswordFile, "xmpp-password-file", o.XMPPPasswordFile, "file holding the XMPP password (or XMPP_PASSWORD)")
-	fs.StringVar(&o.XMPPServer, "xmpp-server", o.XMPPServer, "XMPP c2s address, host:port (default the JID's domain:5222)")
+	fs.StringSliceVar(&o.XMPPServers, "xmpp-server", o.XMPPServers, "XMPP c2s address, host:port; repeated or comma-separated for the nodes of an ejabberd cluster (default the JID's domain:5222)")
 	fs.StringVar(&o.XMPPCAFile, "xmpp-ca-file", o.XMPPCAFile, "CA of the XMPP server certificate (PEM)")
 	fs.StringVar(&o.XMPPResource, "xmpp-resource", o.XMPPResource, "this replica's XMPP resource ($XMPP_RESOURCE, $POD_NAME; default the host name): replicas share the account, one session each")
 	fs.StringVar(&o.ContinuumJID, "continuum-jid", o.ContinuumJID, "continuum agent pinged by /manage/ping while none is registered")

@@ -229,7 +229,7 @@ func Run(ctx context.Context, o *Options, base *slog.Logger) error {
 			}
 		}
 		mc, err := messaging.New(messaging.Config{
-			JID: o.XMPPJID, Password: pw, Layer: messaging.LayerService, Server: o.XMPPServer, CAFile: o.XMPPCAFile, Resource: resource,
+			JID: o.XMPPJID, Password: pw, Layer: messaging.LayerService, Servers: o.XMPPServers, CAFile: o.XMPPCAFile, Resource: resource,
 			HeartbeatInterval: -1, Logger: base, Registerer: reg,
 		})
 		if err != nil {

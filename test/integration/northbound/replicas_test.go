@@ -8,9 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -24,72 +21,6 @@ import (
 	"github.com/mlsysops-go/mlsysops/internal/testbed/proc"
 	"github.com/mlsysops-go/mlsysops/northbound/api"
 )
-
-// service is what a Kubernetes Service gives the replicas in these tests:
-// one address, requests spread over the replicas whose /readyz answers
-// 200 (checked every 100 ms, as endpoints follow readiness), and no retry:
-// a request sent to a replica that drops it fails.
-type service struct {
-	*httptest.Server
-	backends []*url.URL
-	mu       sync.Mutex
-	ready    []bool
-	next     atomic.Uint64
-	failed   atomic.Int64 // requests the service could not forward
-}
-
-func newService(t *testing.T, addrs []string) *service {
-	s := &service{ready: make([]bool, len(addrs))}
-	for _, a := range addrs {
-		s.backends = append(s.backends, &url.URL{Scheme: "http", Host: a})
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		for ctx.Err() == nil {
-			for i, b := range s.backends {
-				rctx, rcancel := context.WithTimeout(ctx, time.Second)
-				ok := get(rctx, b.String()+api.PathReadyz) == nil
-				rcancel()
-				s.mu.Lock()
-				s.ready[i] = ok
-				s.mu.Unlock()
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
-	}()
-	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b := s.pick()
-		if b == nil {
-			s.failed.Add(1)
-			http.Error(w, "no ready endpoint", http.StatusServiceUnavailable)
-			return
-		}
-		p := httputil.NewSingleHostReverseProxy(b)
-		p.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, err error) {
-			s.failed.Add(1)
-			http.Error(w, "endpoint "+b.Host+": "+err.Error(), http.StatusBadGateway)
-		}
-		p.ServeHTTP(w, r)
-	}))
-	t.Cleanup(func() { cancel(); s.Close() })
-	return s
-}
-
-func (s *service) pick() *url.URL {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := uint64(len(s.backends))
-	start := s.next.Add(1)
-	for i := uint64(0); i < n; i++ {
-		if j := (start + i) % n; s.ready[j] {
-			return s.backends[j]
-		}
-	}
-	return nil
-}
 
 func get(ctx context.Context, u string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
@@ -266,11 +197,9 @@ func TestReplicasRollingRestartAndKill(t *testing.T) {
 		}
 		return nil
 	})
-	svc := newService(t, addrs)
+	svc := testbed.NewBalancer(t, addrs, api.PathReadyz)
 	pollT(t, "service sees both ready", 50*time.Millisecond, 10*time.Second, func(context.Context) error {
-		svc.mu.Lock()
-		defer svc.mu.Unlock()
-		if !svc.ready[0] || !svc.ready[1] {
+		if !svc.AllReady() {
 			return errors.New("not yet")
 		}
 		return nil
@@ -291,8 +220,8 @@ func TestReplicasRollingRestartAndKill(t *testing.T) {
 	time.Sleep(time.Second)
 	stop()
 	wg.Wait()
-	if len(l.failures) > 0 || svc.failed.Load() > 0 {
-		t.Fatalf("rolling restart: %d of %d requests failed (%d not forwarded): %v", len(l.failures), l.requests.Load(), svc.failed.Load(), l.failures)
+	if len(l.failures) > 0 || svc.Failed() > 0 {
+		t.Fatalf("rolling restart: %d of %d requests failed (%d not forwarded): %v", len(l.failures), l.requests.Load(), svc.Failed(), l.failures)
 	}
 	t.Logf("rolling restart of 2 replicas: %d submissions, none failed", l.requests.Load())
 
