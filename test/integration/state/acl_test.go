@@ -74,7 +74,8 @@ func noPerm(t *testing.T, what string, err error) {
 // northbound reads it all back. Then each user tries what it must not:
 // other components' writes, keys outside the prefix, administrative
 // commands; Redis refuses each with NOPERM. The default user with the
-// password (the configuration without users) keeps working.
+// password (the configuration without users) keeps working; a wrong
+// password is refused, and no error says it.
 func TestACLUsers(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)
@@ -219,13 +220,19 @@ func TestACLUsers(t *testing.T) {
 	}
 	// A wrong password for a component user is refused at login.
 	cfg := e.redis.Config()
-	cfg.Username, cfg.Password = state.ACLUserName(state.ComponentNorthbound), "wrong"
+	const wrong = "Wrong-Redis-Password-0123456789"
+	cfg.Username, cfg.Password = state.ACLUserName(state.ComponentNorthbound), wrong
 	bad, err := state.NewClient(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer bad.Close()
-	if err := bad.Ping(ctx).Err(); err == nil || !strings.Contains(err.Error(), "WRONGPASS") {
-		t.Errorf("wrong password: %v, want WRONGPASS", err)
+	if err := bad.Ping(ctx).Err(); err == nil || !strings.Contains(err.Error(), "WRONGPASS") || strings.Contains(err.Error(), wrong) {
+		t.Errorf("wrong password: %v, want WRONGPASS without the password", err)
+	}
+	// Through the store, as a component sees it.
+	_, err = state.New(bad, state.Options{}).Applications().Status(ctx, "app-000")
+	if err == nil || strings.Contains(err.Error(), wrong) {
+		t.Errorf("store with a wrong password: %v, want an error without the password", err)
 	}
 }
