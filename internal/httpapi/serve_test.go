@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/mlsysops-go/mlsysops/internal/httpapi"
 	"github.com/mlsysops-go/mlsysops/internal/httpapi/apitest"
@@ -46,7 +47,7 @@ func TestServeTLS(t *testing.T) {
 		reached.Add(1)
 		_, _ = io.WriteString(w, "secret answer")
 	})
-	addr := serveTLS(t, httpapi.ServeOptions{TLSCertFile: cert, TLSKeyFile: key}, h)
+	addr := serveTLS(t, httpapi.ServeOptions{TLSCertFile: cert, TLSKeyFile: key, ShutdownTimeout: 10 * time.Second}, h)
 	if body := apitest.CheckTLSOnly(t, addr, pool, "/", http.StatusOK); body != "secret answer" {
 		t.Errorf("answer %q", body)
 	}
@@ -62,7 +63,7 @@ func TestServeTLSReloadsCertificate(t *testing.T) {
 	dir := t.TempDir()
 	poolA, cert, key := apitest.ServingCert(t, dir, "ca-a")
 	// CertCheckInterval 1ns: every handshake checks the files.
-	addr := serveTLS(t, httpapi.ServeOptions{TLSCertFile: cert, TLSKeyFile: key, CertCheckInterval: 1},
+	addr := serveTLS(t, httpapi.ServeOptions{TLSCertFile: cert, TLSKeyFile: key, CertCheckInterval: 1, ShutdownTimeout: 10 * time.Second},
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	url := "https://" + addr + "/"
 	if code, _, err := apitest.Get(apitest.TLSClient(poolA), url); err != nil || code != http.StatusOK {

@@ -28,22 +28,11 @@ func TestServeTLS(t *testing.T) {
 	if err := o.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- httpapi.ServeListener(ctx, o.serveOptions(), ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			_, _ = io.WriteString(w, "models")
-		}), slog.New(slog.NewTextHandler(io.Discard, nil)))
-	}()
-	if body := apitest.CheckTLSOnly(t, ln.Addr().String(), pool, "/v1/models", http.StatusOK); body != "models" {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "models") })
+	body := apitest.CheckServedTLS(t, pool, "/v1/models", http.StatusOK, func(ctx context.Context, ln net.Listener) error {
+		return httpapi.ServeListener(ctx, o.serveOptions(), ln, h, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	})
+	if body != "models" {
 		t.Errorf("answer %q", body)
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Error(err)
 	}
 }

@@ -1,6 +1,7 @@
 package apitest
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"io"
@@ -63,16 +64,36 @@ func CheckTLSOnly(t *testing.T, addr string, pool *x509.CertPool, path string, w
 	if err != nil || code != want {
 		t.Fatalf("verifying client, GET %s: %d %q %v, want %d", path, code, verified, err, want)
 	}
-	code, body, err := Get(&http.Client{}, "http://"+addr+path)
+	code, body, err := Get(&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}, "http://"+addr+path)
 	if err != nil || code != http.StatusBadRequest || (verified != "" && strings.Contains(body, verified)) {
 		t.Errorf("plain HTTP to the TLS port, GET %s: %d %q %v, want 400 without the answer", path, code, body, err)
 	}
-	if _, _, err := Get(&http.Client{Transport: &http.Transport{}}, "https://"+addr+path); err == nil || !strings.Contains(err.Error(), "certificate") {
+	if _, _, err := Get(&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}, "https://"+addr+path); err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Errorf("client without the CA: %v, want a certificate error", err)
 	}
-	old := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MaxVersion: tls.VersionTLS11}}}
+	old := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MaxVersion: tls.VersionTLS11}, DisableKeepAlives: true}}
 	if _, _, err := Get(old, "https://"+addr+path); err == nil {
 		t.Error("a TLS 1.1 client connected")
 	}
 	return verified
+}
+
+// CheckServedTLS runs serve on a loopback listener, checks it with
+// CheckTLSOnly, stops it and checks that it stopped cleanly; it returns the
+// verified answer's body.
+func CheckServedTLS(t *testing.T, pool *x509.CertPool, path string, want int, serve func(ctx context.Context, ln net.Listener) error) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- serve(ctx, ln) }()
+	body := CheckTLSOnly(t, ln.Addr().String(), pool, path, want)
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("serve: %v", err)
+	}
+	return body
 }
