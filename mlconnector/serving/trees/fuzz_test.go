@@ -2,14 +2,20 @@ package trees
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"testing"
+	"time"
 
 	"github.com/mlsysops-go/mlsysops/mlconnector/serving/model"
 	"github.com/mlsysops-go/mlsysops/mlconnector/serving/tensor"
 )
+
+// hangAfter is how long FuzzLoad lets one model load and predict.
+const hangAfter = 20 * time.Second
 
 // FuzzLoad feeds arbitrary model files, in the upstream formats whoever
 // registers a model uploads (XGBoost JSON, LightGBM text), to the loader
@@ -17,7 +23,10 @@ import (
 // serve, never crash the model server, at load or at prediction (rows of
 // zeros, NaN and huge values).
 //
-//	go test ./mlconnector/serving/trees -run '^$' -fuzz FuzzLoad -fuzztime 60s
+//	go test ./mlconnector/serving/trees -run '^$' -fuzz FuzzLoad -fuzztime 60s -fuzzminimizetime 3s
+//
+// (the inputs are models of tens of kilobytes: minimizing one with the
+// default minute shows no progress for that minute).
 func FuzzLoad(f *testing.F) {
 	for _, s := range []struct {
 		lightgbm bool
@@ -35,6 +44,14 @@ func FuzzLoad(f *testing.F) {
 		if lightgbm {
 			format = LightGBM
 		}
+		// A hang is a failure the fuzzer can keep: past hangAfter the
+		// process dies with every goroutine's stack, and the fuzzer
+		// records the input.
+		watchdog := time.AfterFunc(hangAfter, func() {
+			debug.SetTraceback("all")
+			panic(fmt.Sprintf("loading and using a %d-byte model took more than %s", len(data), hangAfter))
+		})
+		defer watchdog.Stop()
 		path := filepath.Join(t.TempDir(), "model")
 		if err := os.WriteFile(path, data, 0o600); err != nil {
 			t.Fatal(err)
