@@ -196,7 +196,10 @@ func (a *Agent) buildEngine(ctx context.Context) error {
 	if err := a.Sampler.Register(a.Metrics); err != nil {
 		return err
 	}
-	rt := policy.Runtime{Limits: policy.Limits{MaxSteps: a.Opts.PolicyMaxSteps, Timeout: a.Opts.PolicyTimeout}, Logger: a.Log}
+	rt := policy.Runtime{Limits: policy.Limits{
+		MaxSteps: a.Opts.PolicyMaxSteps, Timeout: a.Opts.PolicyTimeout,
+		MaxMemory: uint64(a.Opts.PolicyMaxMemoryMiB) << 20, MaxDepth: a.Opts.PolicyMaxDepth,
+	}, Logger: a.Log}
 	builtins, err := policy.Builtins(ctx, string(a.Opts.Layer), rt)
 	if err != nil {
 		return fmt.Errorf("built-in policies: %w", err)

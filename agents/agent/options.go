@@ -80,6 +80,10 @@ type Connection struct {
 	// RedisMasterName is the master group the sentinels watch
 	// (MLSYSOPS_REDIS_MASTER_NAME); required in sentinel mode.
 	RedisMasterName string
+	// RedisUsername is the Redis ACL user (MLSYSOPS_REDIS_USERNAME; empty:
+	// Redis's default user, with requirepass). state.ACLRules gives each
+	// layer's user only what it needs.
+	RedisUsername string
 	// RedisPasswordFile holds the Redis password (MLSYSOPS_REDIS_PASSWORD_FILE);
 	// else MLSYSOPS_REDIS_PASSWORD or REDIS_PASSWORD.
 	RedisPasswordFile string
@@ -223,6 +227,7 @@ func (c *Connection) FromEnv(env agentconfig.LookupEnv) error {
 	}
 	str(&c.RedisMode, "MLSYSOPS_REDIS_MODE")
 	str(&c.RedisMasterName, "MLSYSOPS_REDIS_MASTER_NAME")
+	str(&c.RedisUsername, "MLSYSOPS_REDIS_USERNAME")
 	str(&c.RedisPasswordFile, "MLSYSOPS_REDIS_PASSWORD_FILE")
 	str(&c.RedisSentinelPasswordFile, "MLSYSOPS_REDIS_SENTINEL_PASSWORD_FILE")
 	str(&c.RedisPrefix, "MLSYSOPS_REDIS_PREFIX")
@@ -275,6 +280,7 @@ func (c *Connection) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.RedisAddr, "redis-addr", c.RedisAddr, "Redis host:port for the continuum and cluster layers; the sentinels or some cluster nodes, comma-separated, with --redis-mode ($MLSYSOPS_REDIS_ADDR, $REDIS_HOST:$REDIS_PORT)")
 	fs.StringVar(&c.RedisMode, "redis-mode", c.RedisMode, "single, sentinel or cluster ($MLSYSOPS_REDIS_MODE; default single)")
 	fs.StringVar(&c.RedisMasterName, "redis-master-name", c.RedisMasterName, "master group the sentinels watch, for --redis-mode sentinel ($MLSYSOPS_REDIS_MASTER_NAME)")
+	fs.StringVar(&c.RedisUsername, "redis-username", c.RedisUsername, "Redis ACL user, the layer's own (state.ACLRules); default Redis's default user ($MLSYSOPS_REDIS_USERNAME)")
 	fs.StringVar(&c.RedisPasswordFile, "redis-password-file", c.RedisPasswordFile, "file with the Redis password ($MLSYSOPS_REDIS_PASSWORD_FILE; else $MLSYSOPS_REDIS_PASSWORD or $REDIS_PASSWORD)")
 	fs.StringVar(&c.RedisSentinelPasswordFile, "redis-sentinel-password-file", c.RedisSentinelPasswordFile, "file with the sentinels' password, when they have one ($MLSYSOPS_REDIS_SENTINEL_PASSWORD_FILE; else $MLSYSOPS_REDIS_SENTINEL_PASSWORD)")
 	fs.StringVar(&c.RedisPrefix, "redis-prefix", c.RedisPrefix, "prefix of every Redis key")

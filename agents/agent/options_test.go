@@ -130,6 +130,14 @@ func TestLoadOptionsEnvAndFlags(t *testing.T) {
 	if conn.RedisAddr != "other:1" || conn.XMPPDomain != "example.org" || conn.Descriptions != "d" {
 		t.Errorf("connection %+v", conn)
 	}
+	// The Redis ACL user from the environment, and a flag over it.
+	env["MLSYSOPS_REDIS_USERNAME"] = "mlsysops-cluster-agent"
+	if _, conn, _, err = loadOptions([]string{"--layer", "cluster", "--descriptions", "d"}, lookup); err != nil || conn.RedisUsername != "mlsysops-cluster-agent" {
+		t.Errorf("username from the environment: %q, %v", conn.RedisUsername, err)
+	}
+	if _, conn, _, err = loadOptions([]string{"--layer", "cluster", "--descriptions", "d", "--redis-username", "u2"}, lookup); err != nil || conn.RedisUsername != "u2" {
+		t.Errorf("username from the flag: %q, %v", conn.RedisUsername, err)
+	}
 }
 
 func TestAgentJID(t *testing.T) {

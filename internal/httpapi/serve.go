@@ -15,8 +15,13 @@ import (
 type ServeOptions struct {
 	// Listen is host:port.
 	Listen string
-	// TLSCertFile and TLSKeyFile enable HTTPS when both are set.
+	// TLSCertFile and TLSKeyFile enable HTTPS when both are set; plain
+	// HTTP on that listener is then answered 400 and served nothing. The
+	// files are read again when they change (checked at most every
+	// CertCheckInterval, default DefaultCertCheckInterval), so a renewed
+	// certificate is served without a restart.
 	TLSCertFile, TLSKeyFile string
+	CertCheckInterval       time.Duration
 	// RequestTimeout is the longest request handled (the server's read and
 	// write timeouts leave it 30 s more).
 	RequestTimeout time.Duration
@@ -62,12 +67,21 @@ func ServeListener(ctx context.Context, o ServeOptions, ln net.Listener, h http.
 	scheme := "http"
 	if o.TLSCertFile != "" {
 		scheme = "https"
-		srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+		every := o.CertCheckInterval
+		if every == 0 {
+			every = DefaultCertCheckInterval
+		}
+		certs, err := loadCertFiles(o.TLSCertFile, o.TLSKeyFile, every, log)
+		if err != nil {
+			_ = ln.Close()
+			return err
+		}
+		srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: certs.get}
 	}
 	errc := make(chan error, 1)
 	go func() {
 		if scheme == "https" {
-			errc <- srv.ServeTLS(ln, o.TLSCertFile, o.TLSKeyFile)
+			errc <- srv.ServeTLS(ln, "", "")
 		} else {
 			errc <- srv.Serve(ln)
 		}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/mlsysops-go/mlsysops/internal/state"
 	"github.com/mlsysops-go/mlsysops/internal/testbed/services"
 )
 
@@ -224,4 +225,30 @@ func readOrCreateSecret(file string) (string, error) {
 		return "", err
 	}
 	return s, os.WriteFile(file, []byte(s), 0o600)
+}
+
+// RedisUserPasswordFile is the file holding the password of component c's
+// Redis ACL user (state.ACLUserName) in the pki folder dir.
+func RedisUserPasswordFile(dir string, c state.Component) string {
+	return filepath.Join(dir, "redis-"+string(c)+".password")
+}
+
+// redisACLUsers returns the ACL user lines of every component
+// (state.ACLRules, default key prefix), with passwords read from or
+// created in dir (RedisUserPasswordFile, mode 0600). The lines hold only
+// the passwords' digests.
+func redisACLUsers(dir string) ([]string, error) {
+	var lines []string
+	for _, c := range state.Components() {
+		pw, err := readOrCreateSecret(RedisUserPasswordFile(dir, c))
+		if err != nil {
+			return nil, err
+		}
+		l, err := state.ACLUserLine(state.ACLUserName(c), c, "", pw)
+		if err != nil {
+			return nil, err
+		}
+		lines = append(lines, l)
+	}
+	return lines, nil
 }

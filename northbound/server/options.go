@@ -35,7 +35,10 @@ type Options struct {
 	// Redis: addresses (REDIS_ADDR, or upstream's REDIS_HOST and
 	// REDIS_PORT), password (REDIS_PASSWORD), mode, Sentinel master, DB
 	// and key prefix.
-	RedisAddrs      []string
+	RedisAddrs []string
+	// RedisUsername is the Redis ACL user (REDIS_USERNAME; empty: the
+	// default user); state.ACLRules says what the northbound's may do.
+	RedisUsername   string
 	RedisPassword   string
 	RedisMode       string
 	RedisMasterName string
@@ -141,6 +144,7 @@ func NewOptions() *Options {
 		}
 		o.RedisAddrs = []string{net.JoinHostPort(h, port)}
 	}
+	env(&o.RedisUsername, "REDIS_USERNAME")
 	env(&o.RedisPassword, "REDIS_PASSWORD")
 	env(&o.RedisSentinelPassword, "REDIS_SENTINEL_PASSWORD")
 	env(&o.Kubeconfig, "KUBECONFIG")
@@ -160,6 +164,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	o.Serving.AddFlags(fs, "the ML connector reads the same")
 	fs.StringSliceVar(&o.PublicPaths, "public-paths", o.PublicPaths, "paths served without a token (a trailing / covers a subtree)")
 	fs.StringSliceVar(&o.RedisAddrs, "redis-addr", o.RedisAddrs, "Redis address(es), host:port: the server, the sentinels or cluster seeds")
+	fs.StringVar(&o.RedisUsername, "redis-username", o.RedisUsername, "Redis ACL user (or REDIS_USERNAME); default Redis's default user")
 	fs.StringVar(&o.RedisPasswordFile, "redis-password-file", o.RedisPasswordFile, "file holding the Redis password (or REDIS_PASSWORD)")
 	fs.StringVar(&o.RedisMode, "redis-mode", o.RedisMode, "single, sentinel or cluster")
 	fs.StringVar(&o.RedisMasterName, "redis-master-name", o.RedisMasterName, "Sentinel master group")
@@ -233,6 +238,6 @@ func (o *Options) Validate() error {
 func (o *Options) redisConfig() state.Config {
 	return state.Config{
 		Mode: state.Mode(o.RedisMode), Addrs: o.RedisAddrs, MasterName: o.RedisMasterName,
-		Password: o.RedisPassword, SentinelPassword: o.RedisSentinelPassword, DB: o.RedisDB, TLS: o.RedisTLS, CAFile: o.RedisCAFile,
+		Username: o.RedisUsername, Password: o.RedisPassword, SentinelPassword: o.RedisSentinelPassword, DB: o.RedisDB, TLS: o.RedisTLS, CAFile: o.RedisCAFile,
 	}
 }

@@ -29,7 +29,7 @@ func Store(a *agent.Agent, env agentconfig.LookupEnv) (*state.Store, error) {
 	}
 	return state.Open(state.Config{
 		Mode: state.Mode(a.Conn.RedisMode), Addrs: a.Conn.RedisAddrs(), MasterName: a.Conn.RedisMasterName,
-		Password: pw, SentinelPassword: spw, DB: a.Conn.RedisDB,
+		Username: a.Conn.RedisUsername, Password: pw, SentinelPassword: spw, DB: a.Conn.RedisDB,
 	}, state.Options{Prefix: a.Conn.RedisPrefix, Logger: a.Log})
 }
 

@@ -35,7 +35,15 @@ type Redis struct {
 	// also are addresses it listens on besides 127.0.0.1 (the testbed
 	// bridge's, for pods).
 	also []string
+	// users are ACL user lines (state.ACLUserLine) besides the default
+	// user, which keeps the password.
+	users []string
 }
+
+// SetACLUsers defines ACL users besides the default user (set before
+// Start): lines as state.ACLUserLine writes them, which hold password
+// digests only.
+func (r *Redis) SetACLUsers(lines []string) { r.users = append([]string(nil), lines...) }
 
 // AlsoListenOn makes the server listen on ip too (set before Start).
 func (r *Redis) AlsoListenOn(ip string) { r.also = append(r.also, ip) }
@@ -134,6 +142,9 @@ loglevel notice
 		}
 		// Replicas authenticate with their master with the same password.
 		conf += fmt.Sprintf("appendonly yes\nappendfsync %s\nsave \"\"\nmasterauth %q\nrepl-diskless-sync-delay 0\n", fsync, r.password)
+	}
+	for _, l := range r.users {
+		conf += l + "\n"
 	}
 	for _, l := range r.extra {
 		conf += l + "\n"
