@@ -92,6 +92,11 @@ type Options struct {
 	// else $POSTGRES_PASSWORD.
 	PostgresAddress, PostgresUser, PostgresDatabase string
 	PostgresPasswordFile                            string
+	// S3Endpoint is the S3 server of the ML connector's files,
+	// http(s)://host:port (external mode; bundled: the mlsysops-s3
+	// Service). S3AccessKeyFile and S3SecretKeyFile hold its keys, else
+	// $AWS_ACCESS_KEY_ID and $AWS_SECRET_ACCESS_KEY.
+	S3Endpoint, S3AccessKeyFile, S3SecretKeyFile string
 
 	// HostValues and KarmadaValues are YAML files of chart values laid
 	// over the ones the deployer computes (resources, extra arguments).
@@ -164,6 +169,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.PostgresUser, "postgres-user", o.PostgresUser, "PostgreSQL user")
 	fs.StringVar(&o.PostgresDatabase, "postgres-database", o.PostgresDatabase, "PostgreSQL database")
 	fs.StringVar(&o.PostgresPasswordFile, "postgres-password-file", o.PostgresPasswordFile, "external: file with PostgreSQL's password (else $POSTGRES_PASSWORD)")
+	fs.StringVar(&o.S3Endpoint, "s3-endpoint", o.S3Endpoint, "external: S3 endpoint of the ML connector's files, http(s)://host:port")
+	fs.StringVar(&o.S3AccessKeyFile, "s3-access-key-file", o.S3AccessKeyFile, "external: file with the S3 access key (else $AWS_ACCESS_KEY_ID)")
+	fs.StringVar(&o.S3SecretKeyFile, "s3-secret-key-file", o.S3SecretKeyFile, "external: file with the S3 secret key (else $AWS_SECRET_ACCESS_KEY)")
 	fs.StringArrayVar(&o.HostValues, "host-values", o.HostValues, "YAML file of mlsysops-host chart values laid over the computed ones (repeatable)")
 	fs.StringArrayVar(&o.KarmadaValues, "karmada-values", o.KarmadaValues, "YAML file of mlsysops-karmada chart values laid over the computed ones (repeatable)")
 	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "how long to wait for each stage to be ready")
@@ -218,7 +226,7 @@ func (o *Options) Validate(connect, install bool) error {
 		if o.KarmadaHostIP == "" {
 			add("--karmada-host-ip ($KARMADA_HOST_IP): required with bundled services: the member clusters' agents reach ejabberd and Redis there")
 		}
-		for flag, v := range map[string]string{"--xmpp-server": o.XMPPServer, "--redis-address": o.RedisAddress, "--postgres-address": o.PostgresAddress, "--ejabberd-api": o.EjabberdAPI} {
+		for flag, v := range map[string]string{"--xmpp-server": o.XMPPServer, "--redis-address": o.RedisAddress, "--postgres-address": o.PostgresAddress, "--ejabberd-api": o.EjabberdAPI, "--s3-endpoint": o.S3Endpoint} {
 			if v != "" {
 				add("%s: only with --services=external (bundled services have their own)", flag)
 			}
@@ -243,6 +251,21 @@ func (o *Options) Validate(connect, install bool) error {
 		} {
 			if _, err := o.secret(v.file, v.env); err != nil {
 				add("%s: %v", flag, err)
+			}
+		}
+		// Without S3 the ML connector cannot run: the chart says so
+		// unless mlconnector.enabled is false.
+		if o.S3Endpoint != "" {
+			if u, err := url.Parse(o.S3Endpoint); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+				add("--s3-endpoint: want http(s)://host:port, got %q", o.S3Endpoint)
+			}
+			for flag, v := range map[string]struct{ file, env string }{
+				"--s3-access-key-file": {o.S3AccessKeyFile, "AWS_ACCESS_KEY_ID"},
+				"--s3-secret-key-file": {o.S3SecretKeyFile, "AWS_SECRET_ACCESS_KEY"},
+			} {
+				if _, err := o.secret(v.file, v.env); err != nil {
+					add("%s: %v", flag, err)
+				}
 			}
 		}
 	default:

@@ -74,6 +74,7 @@ func TestRenderGolden(t *testing.T) {
 			o.XMPPServer, o.XMPPCAFile = "xmpp.example.org:5222", "testdata/xmpp-ca.crt"
 			o.EjabberdAPI = "https://xmpp.example.org:5443/api"
 			o.RedisAddress, o.PostgresAddress = "redis.example.org:6379", "postgres.example.org:5432"
+			o.S3Endpoint = "https://s3.example.org"
 			o.Registry, o.Tag, o.XMPPDomain = "registry.example.org:5000", "v9.9.9", "continuum.example.org"
 			o.HostValues, o.KarmadaValues = []string{"testdata/host-values.yaml"}, []string{"testdata/karmada-values.yaml"}
 		},
