@@ -75,8 +75,8 @@ const (
 	// calls the northbound API with (token); the token is in the API's
 	// list as MLConnectorIdentity.
 	SecretMLConnectorToken = "mlsysops-mlconnector-northbound"
-	SecretKarmadaForCont  = "mlsysops-karmada-continuum"
-	SecretKarmadaForNB    = "mlsysops-karmada-northbound"
+	SecretKarmadaForCont   = "mlsysops-karmada-continuum"
+	SecretKarmadaForNB     = "mlsysops-karmada-northbound"
 	// SecretKarmadaForAccounts is the accounts reconciler's kubeconfig of
 	// the Karmada API.
 	SecretKarmadaForAccounts = "mlsysops-karmada-accounts"
