@@ -251,6 +251,9 @@ func (p *Plan) Values(o *Options, m *Material) (host, karmada map[string]any, er
 	if o.Services == ModeExternal {
 		host["xmpp"].(map[string]any)["adminAPI"] = o.EjabberdAPI
 	}
+	if o.S3Bucket != "" {
+		host["mlconnector"].(map[string]any)["s3"].(map[string]any)["bucket"] = o.S3Bucket
+	}
 	karmada = map[string]any{
 		"image":         img,
 		"xmpp":          map[string]any{"domain": o.XMPPDomain, "server": xmppServer, "caBundle": ca, "controllers": []any{NorthboundLocal + "@" + o.XMPPDomain}},

@@ -96,7 +96,7 @@ func LoadMaterial(ctx context.Context, cl *Clusters, o *Options, p *Plan) (*Mate
 		}
 	}
 
-	if err := m.tokens(ctx, cl); err != nil {
+	if err := m.tokens(ctx, cl, o.NorthboundTokensFile); err != nil {
 		return nil, err
 	}
 	if o.Services == ModeExternal {
@@ -138,10 +138,11 @@ func LoadMaterial(ctx context.Context, cl *Clusters, o *Options, p *Plan) (*Mate
 // API's token list.
 const MLConnectorIdentity = "mlsysops-mlconnector"
 
-// tokens reads the northbound API's token list back, or makes one with
-// an operator token, and makes sure it holds the ML connector's token
-// (an installation from before the connector gets it added).
-func (m *Material) tokens(ctx context.Context, cl *Clusters) error {
+// tokens reads the northbound API's token list back (or, given file, the
+// list in it), or makes one with an operator token, and makes sure it
+// holds the ML connector's token (an installation from before the
+// connector gets it added).
+func (m *Material) tokens(ctx context.Context, cl *Clusters, file string) error {
 	stored, err := readSecret(ctx, cl.Host, SecretNorthboundToken)
 	if err != nil {
 		return err
@@ -151,6 +152,24 @@ func (m *Material) tokens(ctx context.Context, cl *Clusters) error {
 		if entries, err = auth.Parse(b); err != nil {
 			return fmt.Errorf("Secret %s: %w", SecretNorthboundToken, err)
 		}
+	}
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return fmt.Errorf("--northbound-tokens-file: %w", err)
+		}
+		given, err := auth.Parse(b)
+		if err != nil {
+			return fmt.Errorf("--northbound-tokens-file %s: %w", file, err)
+		}
+		// The connector's token stays what it was.
+		for _, e := range entries {
+			if e.Name == MLConnectorIdentity {
+				given = append(given, e)
+				break
+			}
+		}
+		entries = given
 	}
 	for _, e := range entries {
 		switch {
@@ -172,7 +191,7 @@ func (m *Material) tokens(ctx context.Context, cl *Clusters) error {
 		}
 		entries = append(entries, auth.Entry{Token: m.MLConnectorToken, Identity: auth.Identity{Name: MLConnectorIdentity, Role: api.RoleOperator}})
 	}
-	if b := stored["tokens"]; len(b) > 0 && len(entries) == countEntries(b) {
+	if b := stored["tokens"]; file == "" && len(b) > 0 && len(entries) == countEntries(b) {
 		m.NorthboundTokens = b // unchanged: keep the user's formatting
 	} else {
 		m.NorthboundTokens = auth.Format(entries)

@@ -435,6 +435,9 @@ func (tb *Testbed) Status(ctx context.Context) ([]ComponentStatus, error) {
 		{"s3", s3.Pid, s3.Healthy, s3.LogFile()},
 		{mlconnectorName, tb.mlconnectorPid, tb.mlconnectorHealthy, tb.l.path("logs", mlconnectorName+".log")},
 	} {
+		if svc.name == mlconnectorName && tb.installsMLSysOps() {
+			continue // installed: `go run ./deployments status` reports it
+		}
 		out = append(out, tb.probe(ctx, svc.name, svc.log, svc.pid, svc.healthy))
 	}
 	for _, n := range tb.real {

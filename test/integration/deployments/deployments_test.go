@@ -199,6 +199,7 @@ func TestInstall(t *testing.T) {
 		}
 	})
 
+	t.Run("ml connector", func(t *testing.T) { testMLConnector(t, env, cl) })
 	t.Run("node-system-descriptions replaced by hand", func(t *testing.T) { testDescriptionReplaced(t, env) })
 	t.Run("agents' secrets", func(t *testing.T) { testSecrets(t, env, cl) })
 	t.Run("xmpp accounts", func(t *testing.T) { testAccounts(t, env, true) })
@@ -224,6 +225,7 @@ func TestInstall(t *testing.T) {
 			"ready     DaemonSet mlsysops-framework/mlsysops-cluster-agent: cloud-1 1/1 ready, 1 updated; edge-1 1/1 ready, 1 updated",
 			fmt.Sprintf("ready     DaemonSet mlsysops-framework/mlsysops-node-agent: cloud-1 %d/%d ready", cloud, cloud),
 			"ready     DaemonSet mlsysops-framework/mlsysops-continuum-agent: 1/1 ready",
+			"ready     Deployment mlsysops-framework/mlsysops-mlconnector: 1/1 ready",
 		} {
 			if !strings.Contains(out.String(), want) {
 				t.Errorf("status does not say %q", want)
