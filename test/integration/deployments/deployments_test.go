@@ -283,6 +283,13 @@ func TestInstall(t *testing.T) {
 		}
 	})
 
+	t.Run("a member cluster joining after the install gets its agents", func(t *testing.T) {
+		// The application goes first: its components may run in the
+		// member that leaves.
+		deleteApp(t, env, app)
+		testJoinLater(t, o, cl, env, "edge-1")
+	})
+
 	t.Run("uninstall", func(t *testing.T) {
 		// Applications stay unless --purge: this one is the test's.
 		deleteApp(t, env, app)

@@ -11,7 +11,10 @@ import (
 	"testing"
 	"time"
 
+	clusterv1alpha1 "github.com/karmada-io/karmada/pkg/apis/cluster/v1alpha1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/mlsysops-go/mlsysops/deployments/deployer"
 	"github.com/mlsysops-go/mlsysops/internal/testbed"
@@ -97,4 +100,64 @@ func testMLConnector(t *testing.T, env *testbed.Env, cl *deployer.Clusters) {
 	if _, err := client("").Models(ctx, mlclient.ModelFilter{}); nbclient.StatusCode(err) != http.StatusUnauthorized {
 		t.Errorf("no token lists the models: %v, want 401", err)
 	}
+}
+
+// testJoinLater takes a member out of Karmada and joins it again, as a
+// cluster joining after the install: with nothing run again, Karmada
+// removes the agents from the leaving cluster and gives the joining one
+// the namespace, roles, configuration, its Secret and the DaemonSets, and
+// its agents come up ready.
+func testJoinLater(t *testing.T, o *deployer.Options, cl *deployer.Clusters, env *testbed.Env, member string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	clusters := cl.KarmadaClient.ClusterV1alpha1().Clusters()
+	saved, err := clusters.Get(ctx, member, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := clusters.Delete(ctx, member, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cs := kubernetes.NewForConfigOrDie(env.RESTConfig(t, member))
+	rejoined := false
+	defer func() {
+		if !rejoined { // leave the shared testbed with its member
+			_, _ = clusters.Create(context.Background(), &clusterv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: member}, Spec: saved.Spec}, metav1.CreateOptions{})
+		}
+	}()
+	testbed.Eventually(t, member+" left Karmada and its agents are gone", 4*time.Minute, func() error {
+		if _, err := clusters.Get(ctx, member, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("Cluster %s still there (%v)", member, err)
+		}
+		for _, ds := range []string{"mlsysops-cluster-agent", "mlsysops-node-agent"} {
+			if _, err := cs.AppsV1().DaemonSets(deployer.Namespace).Get(ctx, ds, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("DaemonSet %s still in %s (%v)", ds, member, err)
+			}
+		}
+		return nil
+	})
+	left := time.Now()
+	if _, err := clusters.Create(ctx, &clusterv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: member}, Spec: saved.Spec}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rejoined = true
+	var out strings.Builder
+	w := *o
+	w.Timeout = 5 * time.Minute
+	if err := deployer.New(&w, &out).WaitInstalled(ctx, "karmada"); err != nil {
+		t.Fatalf("the agents of %s after it joined again: %v\n%s", member, err, out.String())
+	}
+	for _, ds := range []string{"mlsysops-cluster-agent", "mlsysops-node-agent"} {
+		d, err := cs.AppsV1().DaemonSets(deployer.Namespace).Get(ctx, ds, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("%s in %s: %v", ds, member, err)
+		}
+		if d.Status.DesiredNumberScheduled == 0 || d.Status.NumberReady != d.Status.DesiredNumberScheduled {
+			t.Errorf("%s in %s: %d of %d ready", ds, member, d.Status.NumberReady, d.Status.DesiredNumberScheduled)
+		}
+	}
+	if _, err := cs.CoreV1().Secrets(deployer.Namespace).Get(ctx, deployer.SecretAgentsPrefix+member, metav1.GetOptions{}); err != nil {
+		t.Errorf("the agents' Secret in %s: %v", member, err)
+	}
+	t.Logf("%s joined again: its agents ready %s later, nothing re-run:\n%s", member, time.Since(left).Round(time.Second), out.String())
 }
