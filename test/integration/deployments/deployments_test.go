@@ -154,6 +154,9 @@ func TestInstall(t *testing.T) {
 		}
 	})
 
+	// edge-1 is out of Karmada during the install and joins after it.
+	joinLater := leaveKarmada(t, cl, "edge-1")
+
 	var first *deployer.Report
 	t.Run("install", func(t *testing.T) {
 		// The install waits for every workload: the continuum agent and
@@ -167,6 +170,10 @@ func TestInstall(t *testing.T) {
 			t.Fatalf("%v\n%s", err, out.String())
 		}
 		t.Logf("install: %d objects (%d created, %d changed) in %s:\n%s", len(first.Results), first.Count(deployer.Created), first.Count(deployer.Changed), time.Since(start).Round(time.Millisecond), out.String())
+	})
+
+	t.Run("a member cluster joining after the install gets its agents", func(t *testing.T) {
+		testJoinLater(t, o, env, "edge-1", joinLater)
 	})
 
 	var app *mlsysopsv1.MLSysOpsApp
@@ -281,13 +288,6 @@ func TestInstall(t *testing.T) {
 				}
 			}
 		}
-	})
-
-	t.Run("a member cluster joining after the install gets its agents", func(t *testing.T) {
-		// The application goes first: its components may run in the
-		// member that leaves.
-		deleteApp(t, env, app)
-		testJoinLater(t, o, cl, env, "edge-1")
 	})
 
 	t.Run("uninstall", func(t *testing.T) {

@@ -102,14 +102,14 @@ func testMLConnector(t *testing.T, env *testbed.Env, cl *deployer.Clusters) {
 	}
 }
 
-// testJoinLater takes a member out of Karmada and joins it again, as a
-// cluster joining after the install: with nothing run again, Karmada
-// removes the agents from the leaving cluster and gives the joining one
-// the namespace, roles, configuration, its Secret and the DaemonSets, and
-// its agents come up ready.
-func testJoinLater(t *testing.T, o *deployer.Options, cl *deployer.Clusters, env *testbed.Env, member string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
+// leaveKarmada takes a member out of Karmada (its Cluster object deleted,
+// as `karmadactl unjoin` does) and waits until it is gone; the function
+// it returns joins it again with the same spec (the testbed's join), once.
+// The cluster joins again at the end of the test whatever happens, so
+// that the shared testbed keeps its members.
+func leaveKarmada(t *testing.T, cl *deployer.Clusters, member string) (join func() error) {
+	t.Helper()
+	ctx := context.Background()
 	clusters := cl.KarmadaClient.ClusterV1alpha1().Clusters()
 	saved, err := clusters.Get(ctx, member, metav1.GetOptions{})
 	if err != nil {
@@ -118,35 +118,48 @@ func testJoinLater(t *testing.T, o *deployer.Options, cl *deployer.Clusters, env
 	if err := clusters.Delete(ctx, member, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	cs := kubernetes.NewForConfigOrDie(env.RESTConfig(t, member))
-	rejoined := false
-	defer func() {
-		if !rejoined { // leave the shared testbed with its member
-			_, _ = clusters.Create(context.Background(), &clusterv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: member}, Spec: saved.Spec}, metav1.CreateOptions{})
+	joined := false
+	join = func() error {
+		if joined {
+			return nil
 		}
-	}()
-	testbed.Eventually(t, member+" left Karmada and its agents are gone", 4*time.Minute, func() error {
+		joined = true
+		_, err := clusters.Create(context.Background(), &clusterv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: member}, Spec: saved.Spec}, metav1.CreateOptions{})
+		return err
+	}
+	t.Cleanup(func() {
+		if err := join(); err != nil {
+			t.Errorf("join %s again: %v", member, err)
+		}
+	})
+	testbed.Eventually(t, member+" out of Karmada", 4*time.Minute, func() error {
 		if _, err := clusters.Get(ctx, member, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("Cluster %s still there (%v)", member, err)
 		}
-		for _, ds := range []string{"mlsysops-cluster-agent", "mlsysops-node-agent"} {
-			if _, err := cs.AppsV1().DaemonSets(deployer.Namespace).Get(ctx, ds, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-				return fmt.Errorf("DaemonSet %s still in %s (%v)", ds, member, err)
-			}
-		}
 		return nil
 	})
-	left := time.Now()
-	if _, err := clusters.Create(ctx, &clusterv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: member}, Spec: saved.Spec}, metav1.CreateOptions{}); err != nil {
+	return join
+}
+
+// testJoinLater joins a member that was out of Karmada during the install:
+// with nothing run again, Karmada gives it the namespace, roles,
+// configuration, its agents' Secret and the DaemonSets, and its agents
+// come up ready (that they register and receive applications, the next
+// subtests check in every member).
+func testJoinLater(t *testing.T, o *deployer.Options, env *testbed.Env, member string, join func() error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	start := time.Now()
+	if err := join(); err != nil {
 		t.Fatal(err)
 	}
-	rejoined = true
 	var out strings.Builder
 	w := *o
 	w.Timeout = 5 * time.Minute
 	if err := deployer.New(&w, &out).WaitInstalled(ctx, "karmada"); err != nil {
-		t.Fatalf("the agents of %s after it joined again: %v\n%s", member, err, out.String())
+		t.Fatalf("the agents of %s after it joined: %v\n%s", member, err, out.String())
 	}
+	cs := kubernetes.NewForConfigOrDie(env.RESTConfig(t, member))
 	for _, ds := range []string{"mlsysops-cluster-agent", "mlsysops-node-agent"} {
 		d, err := cs.AppsV1().DaemonSets(deployer.Namespace).Get(ctx, ds, metav1.GetOptions{})
 		if err != nil {
@@ -159,5 +172,5 @@ func testJoinLater(t *testing.T, o *deployer.Options, cl *deployer.Clusters, env
 	if _, err := cs.CoreV1().Secrets(deployer.Namespace).Get(ctx, deployer.SecretAgentsPrefix+member, metav1.GetOptions{}); err != nil {
 		t.Errorf("the agents' Secret in %s: %v", member, err)
 	}
-	t.Logf("%s joined again: its agents ready %s later, nothing re-run:\n%s", member, time.Since(left).Round(time.Second), out.String())
+	t.Logf("%s joined after the install: its agents ready %s later, nothing re-run:\n%s", member, time.Since(start).Round(time.Second), out.String())
 }
