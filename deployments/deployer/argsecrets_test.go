@@ -22,15 +22,7 @@ import (
 func renderBoth(t *testing.T) map[string][]*unstructured.Unstructured {
 	t.Helper()
 	out := map[string][]*unstructured.Unstructured{}
-	for name, set := range map[string]func(o *Options){
-		"bundled": func(o *Options) { o.KarmadaHostIP = "192.0.2.10" },
-		"external": func(o *Options) {
-			o.Services = ModeExternal
-			o.XMPPServer, o.XMPPCAFile = "xmpp.example.org:5222", "testdata/xmpp-ca.crt"
-			o.EjabberdAPI = "https://xmpp.example.org:5443/api"
-			o.RedisAddress, o.PostgresAddress = "redis.example.org:6379", "postgres.example.org:5432"
-		},
-	} {
+	for name, set := range renderModes() {
 		o := NewOptionsFromEnv(noEnv)
 		o.Descriptions = "testdata/descriptions"
 		set(o)

@@ -83,6 +83,10 @@ type Options struct {
 // InCluster names the pod's own cluster in EventContexts.
 const InCluster = "in-cluster"
 
+// SourcesInterval is how often the member clusters whose Events are
+// watched (--karmada-clusters '*') are listed again, at most.
+const SourcesInterval = 30 * time.Second
+
 // NewOptions returns the defaults, with environment variables applied.
 func NewOptions() *Options {
 	o := &Options{

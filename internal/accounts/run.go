@@ -196,8 +196,9 @@ func Run(ctx context.Context, o *Options, base *slog.Logger) error {
 			cancel()
 		}
 	}()
-	// The event sources, and the description folder, are looked at again
-	// every interval: new member clusters and new agents are picked up.
+	// The event sources are looked at again every SourcesInterval (new
+	// member clusters), and the description folder every interval (new
+	// agents).
 	refresh := func() {
 		sources := append([]source(nil), direct...)
 		if karmada != nil {
@@ -220,11 +221,18 @@ func Run(ctx context.Context, o *Options, base *slog.Logger) error {
 	refresh()
 	t := time.NewTicker(o.Interval)
 	defer t.Stop()
+	// A member cluster that joins is watched within SourcesInterval,
+	// however long the interval of the passes.
+	st := time.NewTicker(min(o.Interval, SourcesInterval))
+	defer st.Stop()
 loop:
 	for {
 		select {
 		case <-ctx.Done():
 			break loop
+		case <-st.C:
+			refresh()
+			continue
 		case <-t.C:
 		}
 		refresh()

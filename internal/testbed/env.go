@@ -67,10 +67,23 @@ type AgentsEnv struct {
 	// XMPPAdminURL is ejabberd's admin API on the bridge, where the
 	// accounts reconciler's pod reaches it.
 	XMPPAdminURL string `json:"xmppAdminURL"`
-	// PostgresAddr is the testbed's PostgreSQL (loopback: no pod uses it
-	// yet) and PostgresPasswordFile its superuser's password.
+	// PostgresAddr is the testbed's PostgreSQL on the bridge, where the
+	// installed ML connector's pod reaches it; PostgresDatabase is that
+	// connector's database and role, PostgresPasswordFile its password.
 	PostgresAddr         string `json:"postgresAddr"`
+	PostgresDatabase     string `json:"postgresDatabase"`
 	PostgresPasswordFile string `json:"postgresPasswordFile"`
+	// S3URL is the testbed's S3 server on the bridge, S3AccessKeyFile and
+	// S3SecretKeyFile its keys.
+	S3URL           string `json:"s3URL"`
+	S3AccessKeyFile string `json:"s3AccessKeyFile"`
+	S3SecretKeyFile string `json:"s3SecretKeyFile"`
+	// ContinuumNodeIP is the host cluster's real node, where the installed
+	// ML connector's NodePort is served to the members' pods.
+	ContinuumNodeIP string `json:"continuumNodeIP"`
+	// NorthboundTokensFile is the testbed's token list (MLS_TOKEN,
+	// MLS_VIEWER_TOKEN): the installed API and connector take it too.
+	NorthboundTokensFile string `json:"northboundTokensFile"`
 	// KarmadaAPIServer is the Karmada API on the bridge.
 	KarmadaAPIServer string `json:"karmadaAPIServer"`
 	// AdminPasswordFile and RedisPasswordFile hold those passwords.
@@ -152,7 +165,6 @@ func (tb *Testbed) env() *Env {
 		e.Nodes = append(e.Nodes, n.Name)
 	}
 	tb.northboundEnv(e)
-	tb.mlconnectorEnv(e)
 	e.Agents = AgentsEnv{
 		XMPPAddr: tb.ejabberd.C2SAddrOn(tb.net.HostIP()), XMPPAddrs: tb.xmppAddrs(tb.net.HostIP()), RedisAddr: tb.net.HostIP() + ":" + strconv.Itoa(tb.l.port(portRedis)),
 		XMPPAdminURL: tb.ejabberd.APIURLOn(tb.net.HostIP()),
@@ -161,6 +173,7 @@ func (tb *Testbed) env() *Env {
 		AdminPasswordFile: filepath.Join(tb.l.path("ejabberd"), "admin.password"), RedisPasswordFile: tb.l.path("pki", "redis.password"),
 		Descriptions: tb.opts.Descriptions, KwokletState: tb.l.path("kwoklet"), KwokletNodes: tb.kwokletNodes(),
 	}
+	tb.mlconnectorEnv(e)
 	e.Network = NetworkEnv{
 		Range: tb.net.Range(), Ranges: tb.net.Ranges(len(tb.clusters)), HostIP: tb.net.HostIP(), Bridge: tb.net.Bridge(),
 		ServiceCIDR: tb.net.ServiceCIDR(), KubernetesServiceIP: tb.net.KubernetesServiceIP(), CgroupRoot: tb.cgroupBase(),

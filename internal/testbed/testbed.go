@@ -457,6 +457,9 @@ func (tb *Testbed) Status(ctx context.Context) ([]ComponentStatus, error) {
 		service{mlconnectorName, tb.mlconnectorPid, tb.mlconnectorHealthy, tb.l.path("logs", mlconnectorName+".log")},
 	)
 	for _, svc := range svcs {
+		if svc.name == mlconnectorName && tb.installsMLSysOps() {
+			continue // installed: `go run ./deployments status` reports it
+		}
 		out = append(out, tb.probe(ctx, svc.name, svc.log, svc.pid, svc.healthy))
 	}
 	for _, n := range tb.real {

@@ -21,7 +21,10 @@ func (tb *Testbed) newPostgres() (*services.Postgres, error) {
 	if err != nil {
 		return nil, err
 	}
-	return services.NewPostgres(tb.l.path("postgres"), tb.l.port(portPostgres), pw), nil
+	pg := services.NewPostgres(tb.l.path("postgres"), tb.l.port(portPostgres), pw)
+	// The installed ML connector's pod reaches it on the bridge.
+	pg.AlsoListenOn(tb.net.HostIP(), tb.net.Range())
+	return pg, nil
 }
 
 // startXMPP starts PostgreSQL, gives ejabberd its database there and starts
