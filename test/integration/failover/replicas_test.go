@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -58,7 +57,7 @@ func roles(ctx context.Context, rs []*testbed.AgentProcess) (leader *testbed.Age
 		if err := testbed.GetJSON(ctx, r.URL()+"/status", &st); err != nil {
 			return nil, nil, err
 		}
-		if err := get(ctx, r.URL()+"/readyz"); err != nil {
+		if err := testbed.GetOK(ctx, r.URL()+"/readyz"); err != nil {
 			return nil, nil, fmt.Errorf("%s (%s) not ready: %w", r.Identity, st.Election.Role, err)
 		}
 		switch st.Election.Role {
@@ -92,22 +91,6 @@ func roles(ctx context.Context, rs []*testbed.AgentProcess) (leader *testbed.Age
 		}
 	}
 	return leader, followers, nil
-}
-
-func get(ctx context.Context, url string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	return nil
 }
 
 // waitRoles polls until the replicas agree on one leader.

@@ -22,22 +22,6 @@ import (
 	"github.com/mlsysops-go/mlsysops/northbound/api"
 )
 
-func get(ctx context.Context, u string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", u, resp.Status)
-	}
-	return nil
-}
-
 // replicas starts n northbound replicas of the shared testbed's build,
 // with its tokens, XMPP account (one resource each), Redis (under a
 // prefix of this test, so that no agent acts on what it queues) and
@@ -73,7 +57,7 @@ func replicas(t *testing.T, env *testbed.Env, n int) []*proc.Process {
 			LogFile: filepath.Join(dir, name+".log"), PIDFile: filepath.Join(dir, name+".pid"),
 		}
 		addr := "http://127.0.0.1:" + strconv.Itoa(base+i)
-		p.Ready = func(ctx context.Context) error { return get(ctx, addr+api.PathReadyz) }
+		p.Ready = func(ctx context.Context) error { return testbed.GetOK(ctx, addr+api.PathReadyz) }
 		out = append(out, p)
 	}
 	t.Cleanup(func() {
