@@ -499,3 +499,22 @@ func Eventually(t testing.TB, what string, timeout time.Duration, cond func() er
 		time.Sleep(300 * time.Millisecond)
 	}
 }
+
+// Poll calls cond every interval, with a context that ends at within,
+// until it returns nil; then the test fails with cond's last error.
+func Poll(t testing.TB, what string, interval, within time.Duration, cond func(ctx context.Context) error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	var last error
+	for {
+		if last = cond(ctx); last == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s: not after %s: %v", what, within, last)
+		case <-time.After(interval):
+		}
+	}
+}

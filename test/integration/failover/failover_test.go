@@ -113,19 +113,7 @@ func (w *world) create(t *testing.T, a *mlsysopsv1.MLSysOpsApp) {
 // poll calls cond every interval until it returns nil or within passes.
 func poll(t testing.TB, what string, interval, within time.Duration, cond func(ctx context.Context) error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), within)
-	defer cancel()
-	var last error
-	for {
-		if last = cond(ctx); last == nil {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%s: not after %s: %v", what, within, last)
-		case <-time.After(interval):
-		}
-	}
+	testbed.Poll(t, what, interval, within, cond)
 }
 
 func (w *world) get(ctx context.Context, name string) (*mlsysopsv1.MLSysOpsApp, error) {

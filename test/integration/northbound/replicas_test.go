@@ -282,17 +282,5 @@ func metricIs(ctx context.Context, base, name, want string) error {
 
 func pollT(t *testing.T, what string, interval, within time.Duration, cond func(ctx context.Context) error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), within)
-	defer cancel()
-	var last error
-	for {
-		if last = cond(ctx); last == nil {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%s: not after %s: %v", what, within, last)
-		case <-time.After(interval):
-		}
-	}
+	testbed.Poll(t, what, interval, within, cond)
 }
