@@ -9,6 +9,9 @@ STATE ?= .testbed
 DESCRIPTIONS ?= descriptions
 BIN ?= bin
 PORT_BASE ?= 16000
+# ejabberd nodes of `make up` (2 to 4: one ejabberd cluster; empty: as the
+# state folder last ran, one for a new one).
+XMPP_NODES ?=
 # The shared testbed of integration tests (see internal/testbed/testing.go).
 TEST_STATE ?= .testbed-test
 TEST_PORT_BASE ?= 17000
@@ -38,7 +41,7 @@ DESCRIPTIONS = $(STATE)/descriptions
 endif
 SCALE_ENV := MLSYSOPS_SCALE_STATE=$(abspath $(SCALE_STATE)) MLSYSOPS_SCALE_PORT_BASE=$(SCALE_PORT_BASE)
 
-.PHONY: all deps images up down status build test test-unit test-integration test-count bench bench-readme generate manifests verify lint clean
+.PHONY: all deps images up down status build test test-unit test-integration test-redis-modes test-count bench bench-readme generate manifests verify vulncheck lint clean
 
 all: build
 
@@ -62,7 +65,7 @@ up:
 ifeq ($(PROFILE),scale)
 	@test -d $(DESCRIPTIONS)/nodes || $(TESTBED) gen-descriptions --out $(DESCRIPTIONS) --clusters $(SCALE_CLUSTERS) --nodes $(SCALE_NODES)
 endif
-	$(TESTBED) up --profile $(PROFILE) --descriptions $(DESCRIPTIONS) --state $(STATE) --port-base $(PORT_BASE)
+	$(TESTBED) up --profile $(PROFILE) --descriptions $(DESCRIPTIONS) --state $(STATE) --port-base $(PORT_BASE) $(if $(XMPP_NODES),--xmpp-nodes $(XMPP_NODES))
 
 ## down: stop everything `make up` started
 down:
@@ -90,8 +93,26 @@ test: lint verify
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v /test/integration) || status=$$?; \
 	MLSYSOPS_TESTBED_STATE=$(abspath $(TEST_STATE)) MLSYSOPS_TESTBED_PORT_BASE=$(TEST_PORT_BASE) $(SCALE_ENV) \
 	  $(GO) test -race -count=1 -p 1 -timeout $(TEST_TIMEOUT) ./test/integration/... || status=$$?; \
+	$(MAKE) --no-print-directory test-redis-modes || status=$$?; \
 	$(TESTBED) down --state $(TEST_STATE) --port-base $(TEST_PORT_BASE) >/dev/null || true; \
 	$(TESTBED) down --state $(SCALE_STATE) --port-base $(SCALE_PORT_BASE) >/dev/null || true; \
+	exit $$status
+
+## test-redis-modes: the state package's integration tests and the end-to-end
+## placement test through Redis again, against a Redis Sentinel group and a
+## Redis Cluster (the rest of `make test` runs them against one server); each
+## kills the master holding the submissions in the middle of a burst
+REDIS_MODE_TESTS := -run 'Test' ./test/integration/state/
+REDIS_MODE_E2E := -run 'TestPlacementAcrossRedisMasterKill' ./test/integration/placement/
+test-redis-modes:
+	@status=0; \
+	for mode in sentinel cluster; do \
+	  echo "== Redis $$mode"; \
+	  MLSYSOPS_TEST_REDIS_MODE=$$mode MLSYSOPS_TESTBED_STATE=$(abspath $(TEST_STATE)) MLSYSOPS_TESTBED_PORT_BASE=$(TEST_PORT_BASE) \
+	    $(GO) test -race -count=1 -p 1 -timeout $(TEST_TIMEOUT) $(REDIS_MODE_TESTS) || status=$$?; \
+	  MLSYSOPS_TEST_REDIS_MODE=$$mode MLSYSOPS_TESTBED_STATE=$(abspath $(TEST_STATE)) MLSYSOPS_TESTBED_PORT_BASE=$(TEST_PORT_BASE) \
+	    $(GO) test -race -count=1 -p 1 -timeout $(TEST_TIMEOUT) $(REDIS_MODE_E2E) || status=$$?; \
+	done; \
 	exit $$status
 
 ## test-unit: tests that need no testbed
@@ -111,6 +132,13 @@ test-integration:
 	$(TESTBED) down --state $(TEST_STATE) --port-base $(TEST_PORT_BASE) >/dev/null || true; \
 	$(TESTBED) down --state $(SCALE_STATE) --port-base $(SCALE_PORT_BASE) >/dev/null || true; \
 	exit $$status
+
+## vulncheck: govulncheck (pinned, built from the module proxy) over every
+## package; GOVULNDB=file:///path uses a copy of the Go vulnerability database.
+## Exits 2 saying so when the database is unreachable (vuln.go.dev is not
+## reachable from the project's build machines), so it is not part of `make test`
+vulncheck:
+	bash hack/vulncheck.sh
 
 ## bench: Go benchmarks (some on the shared test testbed, the side-by-side and
 ## the 500-application burst on the scale testbed), the testbed's time to ready

@@ -8,4 +8,5 @@ package main
 import (
 	_ "github.com/mlsysops-go/mlsysops/agents/cluster"
 	_ "github.com/mlsysops-go/mlsysops/agents/continuum"
+	_ "github.com/mlsysops-go/mlsysops/agents/election"
 )

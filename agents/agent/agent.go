@@ -94,11 +94,19 @@ type Agent struct {
 // description (and fails with what is wrong when it is missing or invalid),
 // connects nothing yet and registers every handler.
 func New(ctx context.Context, opts *agentconfig.Options, conn *Connection, env agentconfig.LookupEnv, log *slog.Logger) (*Agent, error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return newAgent(ctx, opts, conn, env, log, reg)
+}
+
+// newAgent is New with the registry the agent's metrics go to: a replica
+// (replica.go) builds an agent per term of leadership, each with a fresh
+// registry, and keeps the process metrics in its own.
+func newAgent(ctx context.Context, opts *agentconfig.Options, conn *Connection, env agentconfig.LookupEnv, log *slog.Logger, reg *prometheus.Registry) (*Agent, error) {
 	a := &Agent{
 		Opts: opts, Conn: conn, Name: opts.NodeName, Domain: conn.XMPPDomain, started: time.Now(),
-		Metrics: prometheus.NewRegistry(), resub: make(chan struct{}, 1), known: map[string]record.Agent{},
+		Metrics: reg, resub: make(chan struct{}, 1), known: map[string]record.Agent{},
 	}
-	a.Metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	a.JID = AgentJID(opts.Layer, a.Name, a.Domain)
 	if conn.XMPPJID != "" {
 		a.JID = conn.XMPPJID
@@ -147,7 +155,7 @@ func New(ctx context.Context, opts *agentconfig.Options, conn *Connection, env a
 	a.Msg, err = messaging.New(messaging.Config{
 		JID: a.JID, Password: pw, PasswordFile: conn.XMPPPasswordFile, Layer: messaging.Layer(opts.Layer),
 		OnAuthFailure: a.loginReport.report,
-		Server:        conn.XMPPServer, CAFile: conn.XMPPCAFile,
+		Servers:       conn.XMPPServers, CAFile: conn.XMPPCAFile,
 		Parent: a.Parent, Controllers: controllers, Children: children,
 		AcceptSubscribe:   func(from string) bool { return listed[from] },
 		HeartbeatInterval: conn.HeartbeatInterval,
@@ -188,7 +196,10 @@ func (a *Agent) buildEngine(ctx context.Context) error {
 	if err := a.Sampler.Register(a.Metrics); err != nil {
 		return err
 	}
-	rt := policy.Runtime{Limits: policy.Limits{MaxSteps: a.Opts.PolicyMaxSteps, Timeout: a.Opts.PolicyTimeout}, Logger: a.Log}
+	rt := policy.Runtime{Limits: policy.Limits{
+		MaxSteps: a.Opts.PolicyMaxSteps, Timeout: a.Opts.PolicyTimeout,
+		MaxMemory: uint64(a.Opts.PolicyMaxMemoryMiB) << 20, MaxDepth: a.Opts.PolicyMaxDepth,
+	}, Logger: a.Log}
 	builtins, err := policy.Builtins(ctx, string(a.Opts.Layer), rt)
 	if err != nil {
 		return fmt.Errorf("built-in policies: %w", err)

@@ -129,6 +129,9 @@ func run(ctx context.Context, out io.Writer, args []string, env agentconfig.Look
 		return fmt.Errorf("configuration: %w", err)
 	}
 	rs.apply(log)
+	if conn.LeaderElect {
+		return runReplica(ctx, opts, conn, env, log)
+	}
 	a, err := New(ctx, opts, conn, env, log)
 	if err != nil {
 		return err

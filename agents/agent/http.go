@@ -40,11 +40,7 @@ func (a *Agent) serve() (func(context.Context) error, error) {
 		writeJSON(w, a.pingAll(ctx, a.pingTargets(ctx)))
 	})
 	if a.Conn.Profiling {
-		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
-		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+		addProfiling(mux)
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	return func(ctx context.Context) error {
@@ -59,6 +55,15 @@ func (a *Agent) serve() (func(context.Context) error, error) {
 		}
 		return nil
 	}, nil
+}
+
+// addProfiling serves Go's profiles under /debug/pprof/.
+func addProfiling(mux *http.ServeMux) {
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 }
 
 // pingTargets are every registered agent for the continuum (which sees the

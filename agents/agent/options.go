@@ -19,9 +19,10 @@ import (
 // and its HTTP listener. The behaviour options (layer, policies, mechanisms,
 // intervals) are agentconfig.Options.
 type Connection struct {
-	// XMPPServer is the ejabberd c2s address, host:port
-	// (MLSYSOPS_XMPP_SERVER; default <domain>:5222).
-	XMPPServer string
+	// XMPPServers are the c2s addresses, host:port, of the ejabberd
+	// cluster's nodes (MLSYSOPS_XMPP_SERVER, comma-separated; default
+	// <domain>:5222). The agent moves to the next when its server fails.
+	XMPPServers []string
 	// XMPPDomain is the XMPP domain of every agent's account
 	// (MLSYSOPS_XMPP_DOMAIN, else EJABBERD_DOMAIN).
 	XMPPDomain string
@@ -69,12 +70,27 @@ type Connection struct {
 	PendingSettle time.Duration
 
 	// RedisAddr is the Redis server, host:port (MLSYSOPS_REDIS_ADDR, else
-	// the upstream REDIS_HOST and REDIS_PORT). Used by the continuum and
-	// cluster layers.
+	// the upstream REDIS_HOST and REDIS_PORT); with RedisMode sentinel the
+	// sentinels and cluster some of the cluster's nodes, comma-separated.
+	// Used by the continuum and cluster layers.
 	RedisAddr string
+	// RedisMode is single (default), sentinel or cluster
+	// (MLSYSOPS_REDIS_MODE).
+	RedisMode string
+	// RedisMasterName is the master group the sentinels watch
+	// (MLSYSOPS_REDIS_MASTER_NAME); required in sentinel mode.
+	RedisMasterName string
+	// RedisUsername is the Redis ACL user (MLSYSOPS_REDIS_USERNAME; empty:
+	// Redis's default user, with requirepass). state.ACLRules gives each
+	// layer's user only what it needs.
+	RedisUsername string
 	// RedisPasswordFile holds the Redis password (MLSYSOPS_REDIS_PASSWORD_FILE);
 	// else MLSYSOPS_REDIS_PASSWORD or REDIS_PASSWORD.
 	RedisPasswordFile string
+	// RedisSentinelPasswordFile holds the sentinels' password when they
+	// have one (MLSYSOPS_REDIS_SENTINEL_PASSWORD_FILE; else
+	// MLSYSOPS_REDIS_SENTINEL_PASSWORD).
+	RedisSentinelPasswordFile string
 	// RedisPrefix starts every key (tests use their own).
 	RedisPrefix string
 	// RedisDB selects the database (REDIS_DB_NUMBER).
@@ -101,6 +117,25 @@ type Connection struct {
 	// needs no right to write CRDs or Karmada policies
 	// (MLSYSOPS_INSTALL_API).
 	InstallAPI bool
+
+	// LeaderElect runs the agent as one replica of several with the same
+	// identity, of which only the holder of a Kubernetes Lease acts
+	// (MLSYSOPS_LEADER_ELECT): the continuum and cluster layers. See
+	// replica.go and docs/operations.md.
+	LeaderElect bool
+	// LeaderElectLease is the Lease, "namespace/name" (default
+	// mlsysops/mlsysops-<layer>-<name>), in the API of LeaderElectKubeconfig
+	// and LeaderElectContext; by default the layer's own API: Karmada's
+	// for the continuum, the member cluster's for a cluster agent.
+	LeaderElectLease                          string
+	LeaderElectKubeconfig, LeaderElectContext string
+	// LeaderElectIdentity names this replica in the Lease (default
+	// $POD_NAME, else the host name and a random suffix).
+	LeaderElectIdentity string
+	// LeaseDuration is how long followers wait after the last renewal
+	// before they take the lease; RenewDeadline how long the leader tries
+	// to renew before it stops acting; RetryPeriod how often both try.
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 
 	// Descriptions is the system description folder (DESCRIPTION_PATH,
 	// default <install-path>/descriptions).
@@ -141,6 +176,9 @@ func NewConnection() *Connection {
 		KarmadaContext:          "karmada-apiserver",
 		PlacementControllers:    true,
 		InstallAPI:              true,
+		LeaseDuration:           15 * time.Second,
+		RenewDeadline:           10 * time.Second,
+		RetryPeriod:             2 * time.Second,
 		Listen:                  ":9464",
 		LogLevel:                "info",
 		LogFormat:               "json",
@@ -163,7 +201,9 @@ func (c *Connection) FromEnv(env agentconfig.LookupEnv) error {
 			*p = v
 		}
 	}
-	str(&c.XMPPServer, "MLSYSOPS_XMPP_SERVER", "XMPP_ADDR")
+	if v, ok := get("MLSYSOPS_XMPP_SERVER", "XMPP_ADDR"); ok {
+		c.XMPPServers = splitList(v)
+	}
 	str(&c.XMPPDomain, "MLSYSOPS_XMPP_DOMAIN", "EJABBERD_DOMAIN")
 	str(&c.XMPPCAFile, "MLSYSOPS_XMPP_CA_FILE")
 	str(&c.XMPPPasswordFile, "MLSYSOPS_XMPP_PASSWORD_FILE")
@@ -185,7 +225,11 @@ func (c *Connection) FromEnv(env agentconfig.LookupEnv) error {
 			c.RedisAddr = h + ":" + port
 		}
 	}
+	str(&c.RedisMode, "MLSYSOPS_REDIS_MODE")
+	str(&c.RedisMasterName, "MLSYSOPS_REDIS_MASTER_NAME")
+	str(&c.RedisUsername, "MLSYSOPS_REDIS_USERNAME")
 	str(&c.RedisPasswordFile, "MLSYSOPS_REDIS_PASSWORD_FILE")
+	str(&c.RedisSentinelPasswordFile, "MLSYSOPS_REDIS_SENTINEL_PASSWORD_FILE")
 	str(&c.RedisPrefix, "MLSYSOPS_REDIS_PREFIX")
 	if v, ok := get("MLSYSOPS_REDIS_DB", "REDIS_DB_NUMBER"); ok {
 		if _, err := fmt.Sscan(v, &c.RedisDB); err != nil {
@@ -197,6 +241,11 @@ func (c *Connection) FromEnv(env agentconfig.LookupEnv) error {
 	str(&c.KarmadaKubeconfig, "MLSYSOPS_KARMADA_KUBECONFIG", "KARMADA_API_KUBECONFIG")
 	str(&c.KarmadaContext, "MLSYSOPS_KARMADA_CONTEXT")
 	str(&c.Descriptions, "MLSYSOPS_DESCRIPTIONS", "DESCRIPTION_PATH")
+	if v, ok := get("MLSYSOPS_LEADER_ELECT"); ok {
+		c.LeaderElect = v == "true" || v == "1"
+	}
+	str(&c.LeaderElectLease, "MLSYSOPS_LEADER_ELECT_LEASE")
+	str(&c.LeaderElectIdentity, "MLSYSOPS_LEADER_ELECT_IDENTITY", "POD_NAME")
 	if v, ok := get("MLSYSOPS_INSTALL_API"); ok {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
@@ -214,7 +263,7 @@ func (c *Connection) FromEnv(env agentconfig.LookupEnv) error {
 
 // AddFlags adds one flag per connection option.
 func (c *Connection) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&c.XMPPServer, "xmpp-server", c.XMPPServer, "ejabberd c2s address host:port ($MLSYSOPS_XMPP_SERVER; default <domain>:5222)")
+	fs.StringSliceVar(&c.XMPPServers, "xmpp-server", c.XMPPServers, "ejabberd c2s address host:port; repeated or comma-separated for the nodes of a cluster, the agent moves to the next when its server fails ($MLSYSOPS_XMPP_SERVER; default <domain>:5222)")
 	fs.StringVar(&c.XMPPDomain, "xmpp-domain", c.XMPPDomain, "XMPP domain of the agents' accounts ($MLSYSOPS_XMPP_DOMAIN, $EJABBERD_DOMAIN)")
 	fs.StringVar(&c.XMPPCAFile, "xmpp-ca-file", c.XMPPCAFile, "PEM CA bundle for ejabberd's certificate ($MLSYSOPS_XMPP_CA_FILE; default system roots)")
 	fs.StringVar(&c.XMPPPasswordFile, "xmpp-password-file", c.XMPPPasswordFile, "file with the XMPP password, e.g. a Secret mount ($MLSYSOPS_XMPP_PASSWORD_FILE; else $MLSYSOPS_XMPP_PASSWORD or $NODE_PASSWORD)")
@@ -228,8 +277,12 @@ func (c *Connection) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.ChildGracePeriod, "child-grace-period", c.ChildGracePeriod, "how long a cluster or node agent may be gone before its cluster or node is taken out of placement and its work moved (0: never)")
 	fs.DurationVar(&c.PendingSettle, "pending-settle", c.PendingSettle, "how long a component's pods may stay unschedulable on the nodes a cluster agent chose before it places the component elsewhere")
 	fs.DurationVar(&c.CapacityReportInterval, "capacity-report-interval", c.CapacityReportInterval, "longest time between a cluster agent's capacity reports (changes are reported within a second)")
-	fs.StringVar(&c.RedisAddr, "redis-addr", c.RedisAddr, "Redis host:port for the continuum and cluster layers ($MLSYSOPS_REDIS_ADDR, $REDIS_HOST:$REDIS_PORT)")
+	fs.StringVar(&c.RedisAddr, "redis-addr", c.RedisAddr, "Redis host:port for the continuum and cluster layers; the sentinels or some cluster nodes, comma-separated, with --redis-mode ($MLSYSOPS_REDIS_ADDR, $REDIS_HOST:$REDIS_PORT)")
+	fs.StringVar(&c.RedisMode, "redis-mode", c.RedisMode, "single, sentinel or cluster ($MLSYSOPS_REDIS_MODE; default single)")
+	fs.StringVar(&c.RedisMasterName, "redis-master-name", c.RedisMasterName, "master group the sentinels watch, for --redis-mode sentinel ($MLSYSOPS_REDIS_MASTER_NAME)")
+	fs.StringVar(&c.RedisUsername, "redis-username", c.RedisUsername, "Redis ACL user, the layer's own (state.ACLRules); default Redis's default user ($MLSYSOPS_REDIS_USERNAME)")
 	fs.StringVar(&c.RedisPasswordFile, "redis-password-file", c.RedisPasswordFile, "file with the Redis password ($MLSYSOPS_REDIS_PASSWORD_FILE; else $MLSYSOPS_REDIS_PASSWORD or $REDIS_PASSWORD)")
+	fs.StringVar(&c.RedisSentinelPasswordFile, "redis-sentinel-password-file", c.RedisSentinelPasswordFile, "file with the sentinels' password, when they have one ($MLSYSOPS_REDIS_SENTINEL_PASSWORD_FILE; else $MLSYSOPS_REDIS_SENTINEL_PASSWORD)")
 	fs.StringVar(&c.RedisPrefix, "redis-prefix", c.RedisPrefix, "prefix of every Redis key")
 	fs.IntVar(&c.RedisDB, "redis-db", c.RedisDB, "Redis database ($REDIS_DB_NUMBER)")
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", c.Kubeconfig, "member cluster kubeconfig for the cluster layer ($MLSYSOPS_KUBECONFIG, $KUBECONFIG; default in-cluster)")
@@ -238,6 +291,14 @@ func (c *Connection) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.KarmadaContext, "karmada-context", c.KarmadaContext, "context in --karmada-kubeconfig")
 	fs.BoolVar(&c.InstallAPI, "install-api", c.InstallAPI, "continuum: install the MLSysOps CRDs, their propagation and the status interpreter in Karmada at start; false only checks them (the deployer installs them) ($MLSYSOPS_INSTALL_API)")
 	fs.BoolVar(&c.PlacementControllers, "placement-controllers", c.PlacementControllers, "run the placement controllers (continuum: Karmada placement, cluster: fluidity)")
+	fs.BoolVar(&c.LeaderElect, "leader-elect", c.LeaderElect, "run as one of several replicas of this agent: only the holder of a Kubernetes Lease acts, the others stand by ($MLSYSOPS_LEADER_ELECT; continuum and cluster layers)")
+	fs.StringVar(&c.LeaderElectLease, "leader-elect-lease", c.LeaderElectLease, "the Lease, namespace/name ($MLSYSOPS_LEADER_ELECT_LEASE; default mlsysops/mlsysops-<layer>-<name>)")
+	fs.StringVar(&c.LeaderElectKubeconfig, "leader-elect-kubeconfig", c.LeaderElectKubeconfig, "kubeconfig of the API holding the Lease (default: the layer's own API, Karmada's for the continuum, the member cluster's for a cluster agent)")
+	fs.StringVar(&c.LeaderElectContext, "leader-elect-context", c.LeaderElectContext, "context in --leader-elect-kubeconfig")
+	fs.StringVar(&c.LeaderElectIdentity, "leader-elect-identity", c.LeaderElectIdentity, "this replica's name in the Lease ($MLSYSOPS_LEADER_ELECT_IDENTITY, $POD_NAME; default host name and a random suffix)")
+	fs.DurationVar(&c.LeaseDuration, "leader-elect-lease-duration", c.LeaseDuration, "how long followers wait after the leader's last renewal before they take over")
+	fs.DurationVar(&c.RenewDeadline, "leader-elect-renew-deadline", c.RenewDeadline, "how long the leader tries to renew before it stops acting (less than the lease duration)")
+	fs.DurationVar(&c.RetryPeriod, "leader-elect-retry-period", c.RetryPeriod, "how often the leader renews and followers try to take the lease")
 	fs.StringVar(&c.Descriptions, "descriptions", c.Descriptions, "system description folder ($DESCRIPTION_PATH; default <install-path>/descriptions)")
 	fs.DurationVar(&c.DescriptionPollInterval, "description-poll-interval", c.DescriptionPollInterval, "how often the agent reads its own description again to apply changes, e.g. an edited ConfigMap (0: never)")
 	fs.StringVar(&c.Listen, "listen", c.Listen, "address of /metrics, /healthz, /readyz and /status ($MLSYSOPS_LISTEN; empty disables)")
@@ -273,8 +334,27 @@ func (c *Connection) Validate(layer agentconfig.Layer) error {
 	if layer != agentconfig.LayerNode && c.RedisAddr == "" {
 		errs = append(errs, fmt.Errorf("--redis-addr: required for the %s layer (or $REDIS_HOST)", layer))
 	}
+	switch c.RedisMode {
+	case "", "single":
+		if len(splitList(c.RedisAddr)) > 1 {
+			errs = append(errs, fmt.Errorf("--redis-addr: %d addresses need --redis-mode sentinel or cluster", len(splitList(c.RedisAddr))))
+		}
+	case "sentinel":
+		if c.RedisMasterName == "" {
+			errs = append(errs, errors.New("--redis-master-name: required with --redis-mode sentinel"))
+		}
+	case "cluster":
+		if c.RedisDB != 0 {
+			errs = append(errs, errors.New("--redis-db: a Redis Cluster has only database 0"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("--redis-mode: want single, sentinel or cluster, got %q", c.RedisMode))
+	}
 	if layer == agentconfig.LayerContinuum && c.KarmadaKubeconfig == "" {
 		errs = append(errs, errors.New("--karmada-kubeconfig: required for the continuum layer (or $KARMADA_API_KUBECONFIG)"))
+	}
+	if c.LeaderElect {
+		errs = append(errs, c.validateElection(layer)...)
 	}
 	switch c.LogFormat {
 	case "json", "text":
@@ -295,6 +375,30 @@ func (c *Connection) Validate(layer agentconfig.Layer) error {
 	return errors.Join(errs...)
 }
 
+// validateElection checks the leader election options.
+func (c *Connection) validateElection(layer agentconfig.Layer) []error {
+	var errs []error
+	if layer == agentconfig.LayerNode {
+		errs = append(errs, errors.New("--leader-elect: node agents run one per node, without replicas; it is for the continuum and cluster layers"))
+	}
+	if c.LeaderElectLease != "" {
+		if ns, name, ok := strings.Cut(c.LeaderElectLease, "/"); !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+			errs = append(errs, fmt.Errorf("--leader-elect-lease: want namespace/name, got %q", c.LeaderElectLease))
+		}
+	}
+	// client-go's rules: the leader must give up before a follower may
+	// take over, and renew several times within the deadline.
+	switch {
+	case c.RetryPeriod <= 0:
+		errs = append(errs, fmt.Errorf("--leader-elect-retry-period: must be positive, got %s", c.RetryPeriod))
+	case c.RenewDeadline <= time.Duration(1.2*float64(c.RetryPeriod)):
+		errs = append(errs, fmt.Errorf("--leader-elect-renew-deadline %s: must exceed 1.2 × the retry period %s", c.RenewDeadline, c.RetryPeriod))
+	case c.LeaseDuration <= c.RenewDeadline:
+		errs = append(errs, fmt.Errorf("--leader-elect-lease-duration %s: must exceed the renew deadline %s", c.LeaseDuration, c.RenewDeadline))
+	}
+	return errs
+}
+
 // RedisPassword is the Redis password of the continuum and cluster layers:
 // the content of RedisPasswordFile, else $MLSYSOPS_REDIS_PASSWORD or
 // $REDIS_PASSWORD.
@@ -302,6 +406,15 @@ func (c *Connection) Validate(layer agentconfig.Layer) error {
 func RedisPassword(c *Connection, env agentconfig.LookupEnv) (string, error) {
 	return ReadSecret(c.RedisPasswordFile, env, "MLSYSOPS_REDIS_PASSWORD", "REDIS_PASSWORD")
 }
+
+// RedisSentinelPassword is the sentinels' password: the content of
+// RedisSentinelPasswordFile, else $MLSYSOPS_REDIS_SENTINEL_PASSWORD.
+func RedisSentinelPassword(c *Connection, env agentconfig.LookupEnv) (string, error) {
+	return ReadSecret(c.RedisSentinelPasswordFile, env, "MLSYSOPS_REDIS_SENTINEL_PASSWORD")
+}
+
+// RedisAddrs are the addresses of RedisAddr.
+func (c *Connection) RedisAddrs() []string { return splitList(c.RedisAddr) }
 
 // ReadSecret reads a secret from file, else from the first environment
 // variable set.

@@ -3,6 +3,7 @@ package agent
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -63,6 +64,33 @@ func TestConnectionValidate(t *testing.T) {
 			wantErr: []string{"--redis-addr", "--karmada-kubeconfig"}},
 		"bad log format and level": {layer: agentconfig.LayerNode, mutate: func(c *Connection) { c.LogFormat, c.LogLevel = "xml", "loud" },
 			wantErr: []string{"--log-format", "--log-level"}},
+		"sentinel": {layer: agentconfig.LayerCluster, mutate: func(c *Connection) {
+			c.RedisAddr, c.RedisMode, c.RedisMasterName = "s1:26379,s2:26379,s3:26379", "sentinel", "mlsysops"
+		}},
+		"sentinel without master name": {layer: agentconfig.LayerCluster, mutate: func(c *Connection) {
+			c.RedisAddr, c.RedisMode = "s1:26379", "sentinel"
+		}, wantErr: []string{"--redis-master-name"}},
+		"cluster with a database": {layer: agentconfig.LayerCluster, mutate: func(c *Connection) {
+			c.RedisAddr, c.RedisMode, c.RedisDB = "a:1,b:2", "cluster", 1
+		}, wantErr: []string{"--redis-db"}},
+		"single with two addresses": {layer: agentconfig.LayerCluster, mutate: func(c *Connection) { c.RedisAddr = "a:1,b:2" },
+			wantErr: []string{"need --redis-mode"}},
+		"leader election": {layer: agentconfig.LayerCluster, mutate: func(c *Connection) {
+			c.RedisAddr, c.LeaderElect, c.LeaderElectLease = "a:1", true, "mlsysops/agent-a"
+		}},
+		"leader election on a node": {layer: agentconfig.LayerNode, mutate: func(c *Connection) { c.LeaderElect = true },
+			wantErr: []string{"--leader-elect:"}},
+		"leader election lease without namespace": {layer: agentconfig.LayerCluster, mutate: func(c *Connection) {
+			c.RedisAddr, c.LeaderElect, c.LeaderElectLease = "a:1", true, "agent-a"
+		}, wantErr: []string{"--leader-elect-lease"}},
+		"leader election renew deadline past the lease": {layer: agentconfig.LayerCluster, mutate: func(c *Connection) {
+			c.RedisAddr, c.LeaderElect, c.LeaseDuration, c.RenewDeadline = "a:1", true, 5*time.Second, 5*time.Second
+		}, wantErr: []string{"--leader-elect-lease-duration"}},
+		"leader election retry too slow": {layer: agentconfig.LayerCluster, mutate: func(c *Connection) {
+			c.RedisAddr, c.LeaderElect, c.RetryPeriod = "a:1", true, 9*time.Second
+		}, wantErr: []string{"--leader-elect-renew-deadline"}},
+		"unknown mode": {layer: agentconfig.LayerCluster, mutate: func(c *Connection) { c.RedisAddr, c.RedisMode = "a:1", "ring" },
+			wantErr: []string{"--redis-mode"}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -101,6 +129,14 @@ func TestLoadOptionsEnvAndFlags(t *testing.T) {
 	}
 	if conn.RedisAddr != "other:1" || conn.XMPPDomain != "example.org" || conn.Descriptions != "d" {
 		t.Errorf("connection %+v", conn)
+	}
+	// The Redis ACL user from the environment, and a flag over it.
+	env["MLSYSOPS_REDIS_USERNAME"] = "mlsysops-cluster-agent"
+	if _, conn, _, err = loadOptions([]string{"--layer", "cluster", "--descriptions", "d"}, lookup); err != nil || conn.RedisUsername != "mlsysops-cluster-agent" {
+		t.Errorf("username from the environment: %q, %v", conn.RedisUsername, err)
+	}
+	if _, conn, _, err = loadOptions([]string{"--layer", "cluster", "--descriptions", "d", "--redis-username", "u2"}, lookup); err != nil || conn.RedisUsername != "u2" {
+		t.Errorf("username from the flag: %q, %v", conn.RedisUsername, err)
 	}
 }
 

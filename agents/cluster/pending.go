@@ -1,12 +1,15 @@
 package cluster
 
 import (
+	"fmt"
 	"slices"
 	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
 	"github.com/mlsysops-go/mlsysops/internal/placement"
@@ -105,12 +108,17 @@ func (a *assumed) forget(app string) {
 // Pending as Unschedulable for at least settle, with the scheduler's
 // reason: they are full for it, whatever the free capacity the
 // controller computes (the node filled up behind its back, or with what
-// it does not model). recheck is how soon to look again: when a pod
-// Pending for less than that settles, or after settle while the
-// component is not ready; zero when it is.
-func unschedulableOn(pods []corev1.Pod, cur *appsv1.Deployment, settle time.Duration, now time.Time) (full map[string]string, recheck time.Duration) {
-	nodes := runningOn(cur)
-	if len(nodes) == 0 {
+// it does not model). A node the pod as admitted can never go to (an
+// admission webhook or policy engine added a node affinity, a node
+// selector or took a toleration away that the node does not satisfy) is
+// returned at once, without waiting for settle: no freed capacity will
+// change that. nodes looks the cluster's nodes up by name (nil: none
+// known). recheck is how soon to look again: when a pod Pending for less
+// than that settles, or after settle while the component is not ready;
+// zero when it is.
+func unschedulableOn(pods []corev1.Pod, cur *appsv1.Deployment, nodes func(name string) *corev1.Node, settle time.Duration, now time.Time) (full map[string]string, recheck time.Duration) {
+	chosen := runningOn(cur)
+	if len(chosen) == 0 {
 		return nil, 0
 	}
 	soon := func(d time.Duration) {
@@ -126,7 +134,16 @@ func unschedulableOn(pods []corev1.Pod, cur *appsv1.Deployment, settle time.Dura
 	for i := range pods {
 		p := &pods[i]
 		// Pods of an earlier placement are not the current nodes' fault.
-		if p.Spec.NodeName != "" || !p.DeletionTimestamp.IsZero() || !slices.Equal(hostnames(p), nodes) {
+		if p.Spec.NodeName != "" || !p.DeletionTimestamp.IsZero() || !slices.Equal(hostnames(p), chosen) {
+			continue
+		}
+		if refused := refusedAtAdmission(p, chosen, nodes); len(refused) > 0 {
+			if full == nil {
+				full = map[string]string{}
+			}
+			for n, why := range refused {
+				full[n] = why
+			}
 			continue
 		}
 		var cond *corev1.PodCondition
@@ -146,11 +163,47 @@ func unschedulableOn(pods []corev1.Pod, cur *appsv1.Deployment, settle time.Dura
 		if full == nil {
 			full = map[string]string{}
 		}
-		for _, n := range nodes {
+		for _, n := range chosen {
 			full[n] = "could not take a replica (kube-scheduler: " + cond.Message + ")"
 		}
 	}
 	return full, recheck
+}
+
+// refusedAtAdmission returns the nodes among chosen that the pod, as the
+// apiserver admitted it, can never be scheduled on, with why: its
+// required node affinity and node selector (which include the hostnames
+// the controller rendered, and whatever admission added) do not match
+// the node's labels, or the node has a NoSchedule or NoExecute taint the
+// pod does not tolerate.
+func refusedAtAdmission(p *corev1.Pod, chosen []string, nodes func(name string) *corev1.Node) map[string]string {
+	if nodes == nil {
+		return nil
+	}
+	var out map[string]string
+	affinity := nodeaffinity.GetRequiredNodeAffinity(p)
+	for _, name := range chosen {
+		n := nodes(name)
+		if n == nil {
+			continue
+		}
+		why := ""
+		if ok, err := affinity.Match(n); err != nil || !ok {
+			why = "the pod as admitted cannot go there: its required node affinity or node selector does not match the node's labels"
+		} else if taint, untolerated := corev1helpers.FindMatchingUntoleratedTaint(n.Spec.Taints, p.Spec.Tolerations, func(t *corev1.Taint) bool {
+			return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
+		}); untolerated {
+			why = fmt.Sprintf("the pod as admitted cannot go there: it does not tolerate the node's taint %s", taint.ToString())
+		}
+		if why == "" {
+			continue
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[name] = why
+	}
+	return out
 }
 
 // hostnames returns, sorted, the nodes a pod's required node affinity

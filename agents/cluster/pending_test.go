@@ -37,32 +37,75 @@ func TestUnschedulableOn(t *testing.T) {
 	now := time.Now()
 	settle := 30 * time.Second
 
-	full, recheck := unschedulableOn([]corev1.Pod{pendingPod(t, app, now.Add(-time.Minute), "n1")}, cur, settle, now)
+	full, recheck := unschedulableOn([]corev1.Pod{pendingPod(t, app, now.Add(-time.Minute), "n1")}, cur, nil, settle, now)
 	if want := map[string]string{"n1": "could not take a replica (kube-scheduler: 0/3 nodes are available: 1 Insufficient cpu)"}; !cmp.Equal(full, want) || recheck != 0 {
 		t.Errorf("settled: %v, %v; want %v", full, recheck, want)
 	}
-	full, recheck = unschedulableOn([]corev1.Pod{pendingPod(t, app, now.Add(-10*time.Second), "n1")}, cur, settle, now)
+	full, recheck = unschedulableOn([]corev1.Pod{pendingPod(t, app, now.Add(-10*time.Second), "n1")}, cur, nil, settle, now)
 	if full != nil || recheck != 20*time.Second {
 		t.Errorf("settling: %v, %v; want nothing yet, a look in 20s", full, recheck)
 	}
-	full, recheck = unschedulableOn([]corev1.Pod{pendingPod(t, app, time.Time{}, "n1")}, cur, settle, now)
+	full, recheck = unschedulableOn([]corev1.Pod{pendingPod(t, app, time.Time{}, "n1")}, cur, nil, settle, now)
 	if full != nil || recheck != settle {
 		t.Errorf("not tried yet: %v, %v; want nothing yet, a look in %v", full, recheck, settle)
 	}
 	// A pod of an earlier placement (on n2) says nothing about n1.
-	full, recheck = unschedulableOn([]corev1.Pod{pendingPod(t, app, now.Add(-time.Minute), "n2")}, cur, settle, now)
+	full, recheck = unschedulableOn([]corev1.Pod{pendingPod(t, app, now.Add(-time.Minute), "n2")}, cur, nil, settle, now)
 	if full != nil || recheck != 0 {
 		t.Errorf("earlier placement: %v, %v; want nothing", full, recheck)
 	}
 	starting := cur.DeepCopy()
 	starting.Status.ReadyReplicas = 0
-	if full, recheck := unschedulableOn(nil, starting, settle, now); full != nil || recheck != settle {
+	if full, recheck := unschedulableOn(nil, starting, nil, settle, now); full != nil || recheck != settle {
 		t.Errorf("not ready, no pod seen: %v, %v; want a look in %v", full, recheck, settle)
 	}
 	scheduled := pendingPod(t, app, now.Add(-time.Minute), "n1")
 	scheduled.Spec.NodeName = "n1"
-	if full, _ := unschedulableOn([]corev1.Pod{scheduled}, cur, settle, now); full != nil {
+	if full, _ := unschedulableOn([]corev1.Pod{scheduled}, cur, nil, settle, now); full != nil {
 		t.Errorf("scheduled pod: %v, want nothing", full)
+	}
+}
+
+// A node the pod as admitted can never go to is found at once, without
+// waiting for the scheduler's verdict to settle: an admission webhook
+// kept the pod off nodes without a label (as the testbed's keeps
+// foreign images off its real nodes), or the node has a taint the pod
+// does not tolerate. A node the pod can go to is left to the scheduler.
+func TestUnschedulableOnRefusedAtAdmission(t *testing.T) {
+	app := demoApp()
+	now := time.Now()
+	settle := 30 * time.Second
+	admitted := func(nodes ...string) corev1.Pod {
+		p := pendingPod(t, app, time.Time{}, nodes...)
+		terms := p.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+		for i := range terms {
+			terms[i].MatchExpressions = append(terms[i].MatchExpressions, corev1.NodeSelectorRequirement{Key: "type", Operator: corev1.NodeSelectorOpIn, Values: []string{"kwok"}})
+		}
+		return p
+	}
+	real, fake, tainted := node("n1", true), node("n2", true), node("n3", true)
+	fake.Labels["type"] = "kwok"
+	tainted.Labels["type"] = "kwok"
+	tainted.Spec.Taints = []corev1.Taint{{Key: "nvidia.com/gpu", Value: "present", Effect: corev1.TaintEffectNoSchedule}}
+	nodes := map[string]*corev1.Node{"n1": real, "n2": fake, "n3": tainted}
+	byName := func(name string) *corev1.Node { return nodes[name] }
+
+	full, _ := unschedulableOn([]corev1.Pod{admitted("n1")}, placedDeployment(t, app, "n1"), byName, settle, now)
+	if want := "the pod as admitted cannot go there: its required node affinity or node selector does not match the node's labels"; full["n1"] != want || len(full) != 1 {
+		t.Errorf("node without the admitted label: %v, want n1: %q at once", full, want)
+	}
+	full, recheck := unschedulableOn([]corev1.Pod{admitted("n2")}, placedDeployment(t, app, "n2"), byName, settle, now)
+	if full != nil || recheck != settle {
+		t.Errorf("node the pod can go to: %v, %v; want it left to the scheduler, a look in %v", full, recheck, settle)
+	}
+	full, _ = unschedulableOn([]corev1.Pod{admitted("n3")}, placedDeployment(t, app, "n3"), byName, settle, now)
+	if want := "the pod as admitted cannot go there: it does not tolerate the node's taint nvidia.com/gpu=present:NoSchedule"; full["n3"] != want {
+		t.Errorf("tainted node: %v, want n3: %q", full, want)
+	}
+	// With replicas on two nodes, only the one the pod cannot go to.
+	full, _ = unschedulableOn([]corev1.Pod{admitted("n1", "n2")}, placedDeployment(t, app, "n1", "n2"), byName, settle, now)
+	if _, ok := full["n1"]; !ok || len(full) != 1 {
+		t.Errorf("two nodes, one refusing: %v, want n1 only", full)
 	}
 }
 

@@ -3,6 +3,8 @@ package continuum
 import (
 	"context"
 	"fmt"
+	"sort"
+	"time"
 
 	clusterv1alpha1 "github.com/karmada-io/karmada/pkg/apis/cluster/v1alpha1"
 	configv1alpha1 "github.com/karmada-io/karmada/pkg/apis/config/v1alpha1"
@@ -10,7 +12,9 @@ import (
 	karmadaclientset "github.com/karmada-io/karmada/pkg/generated/clientset/versioned"
 	apiextensionsclientset "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -111,6 +115,47 @@ func CheckAPI(ctx context.Context, cfg *rest.Config) error {
 		}
 	}
 	return nil
+}
+
+// AwaitMembersAPI waits, for at most timeout, until every member cluster
+// Karmada sees Ready lists the MLSysOpsApp API among its API enablements
+// (Karmada's cluster status controller reports them every few seconds, so
+// CRDs propagated a moment ago are not listed yet and placement would
+// avoid every member). It returns the Ready members still without the
+// API when timeout ends; placement avoids those and says why until
+// Karmada reports it.
+func AwaitMembersAPI(ctx context.Context, cfg *rest.Config, timeout time.Duration) ([]string, error) {
+	kc, err := karmadaclientset.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	var missing []string
+	var listErr error
+	err = wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
+		list, err := kc.ClusterV1alpha1().Clusters().List(ctx, metav1.ListOptions{})
+		if listErr = err; err != nil {
+			return false, nil
+		}
+		missing = missing[:0]
+		for i := range list.Items {
+			c := &list.Items[i]
+			if meta.IsStatusConditionTrue(c.Status.Conditions, clusterv1alpha1.ClusterConditionReady) && !HasAppAPI(c) {
+				missing = append(missing, c.Name)
+			}
+		}
+		return len(missing) == 0, nil
+	})
+	if err == nil {
+		return nil, nil
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	if listErr != nil {
+		return nil, fmt.Errorf("list Karmada clusters: %w", listErr)
+	}
+	sort.Strings(missing)
+	return missing, nil
 }
 
 // CRDPropagation is the ClusterPropagationPolicy that carries the

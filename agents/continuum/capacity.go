@@ -96,9 +96,11 @@ func (p *ProxyCapacity) read(ctx context.Context) ([]placement.Cluster, error) {
 	out := make([]placement.Cluster, 0, len(list.Items))
 	for i := range list.Items {
 		c := &list.Items[i]
-		pc := placement.Cluster{
-			Name:  c.Name,
-			Ready: meta.IsStatusConditionTrue(c.Status.Conditions, clusterv1alpha1.ClusterConditionReady) && HasAppAPI(c),
+		pc := placement.Cluster{Name: c.Name, Ready: meta.IsStatusConditionTrue(c.Status.Conditions, clusterv1alpha1.ClusterConditionReady)}
+		if pc.Ready && !HasAppAPI(c) {
+			// Karmada reports a member's APIs every few seconds: the CRDs
+			// propagated a moment ago are not listed yet.
+			pc.Ready, pc.NotReady = false, "has not got the MLSysOpsApp API yet"
 		}
 		if c.Spec.Provider != "" {
 			pc.CloudProvider = c.Spec.Provider

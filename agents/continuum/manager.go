@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/go-logr/logr"
 	clusterv1alpha1 "github.com/karmada-io/karmada/pkg/apis/cluster/v1alpha1"
@@ -50,7 +51,16 @@ type ControllersOptions struct {
 	// of installing it (EnsureAPI): the deployer installed it, and the
 	// agent runs with no right to write CRDs or cluster-wide policies.
 	CheckAPIOnly bool
+	// MembersAPIWait bounds how long the start waits for the Ready
+	// members to report the MLSysOpsApp API (AwaitMembersAPI);
+	// DefaultMembersAPIWait when zero.
+	MembersAPIWait time.Duration
 }
+
+// DefaultMembersAPIWait is how long the placement controllers wait at
+// start for the members to report the MLSysOps API: a few of Karmada's
+// cluster status periods.
+const DefaultMembersAPIWait = time.Minute
 
 // NewControllers ensures the MLSysOps API in Karmada and sets up the
 // placement controller. Metrics are served by the agent, not here.
@@ -70,6 +80,17 @@ func NewControllersWith(ctx context.Context, cfg *rest.Config, log *slog.Logger,
 	}
 	if err := check(ctx, cfg); err != nil {
 		return nil, err
+	}
+	wait := opts.MembersAPIWait
+	if wait == 0 {
+		wait = DefaultMembersAPIWait
+	}
+	missing, err := AwaitMembersAPI(ctx, cfg, wait)
+	if err != nil {
+		return nil, err
+	}
+	if len(missing) > 0 {
+		log.Warn("member clusters have not got the MLSysOpsApp API yet; placement avoids them until Karmada reports it", "clusters", missing, "waited", wait)
 	}
 	capacity := opts.Capacity
 	scheme, err := Scheme()

@@ -25,6 +25,7 @@ type options struct {
 	purge        bool
 	profile      string
 	kwokOnly     bool
+	xmppNodes    int
 }
 
 func (o *options) addFlags(fs *pflag.FlagSet) {
@@ -34,11 +35,12 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.binDir, "bin", "bin", "folder with the binaries `make deps` builds")
 	fs.StringVar(&o.profile, "profile", string(testbed.ProfileDefault), "default (quick failure detection, a node agent per node) or scale (thousands of KWOK nodes: slow heartbeats, light member control planes, no node agents, KWOK nodes only)")
 	fs.BoolVar(&o.kwokOnly, "kwok-only", false, "no real node (containerd + kubelet): KWOK simulates every node")
+	fs.IntVar(&o.xmppNodes, "xmpp-nodes", 0, "ejabberd nodes, joined into one cluster when more than one (at most 4); 0 keeps what the state folder last ran, 1 for a new one")
 }
 
 func (o *options) testbed() (*testbed.Testbed, error) {
 	return testbed.New(testbed.Options{
-		Descriptions: o.descriptions, StateDir: o.state, PortBase: o.portBase, BinDir: o.binDir, Out: os.Stdout, KWOKOnly: o.kwokOnly,
+		Descriptions: o.descriptions, StateDir: o.state, PortBase: o.portBase, BinDir: o.binDir, Out: os.Stdout, KWOKOnly: o.kwokOnly, XMPPNodes: o.xmppNodes,
 		Profile: testbed.Profile(o.profile),
 	})
 }

@@ -187,7 +187,7 @@ var kindRank = map[string]int{
 	"ServiceAccount": 2, "Secret": 3, "ClusterRole": 4, "ClusterRoleBinding": 5, "Role": 6, "RoleBinding": 7,
 	"ConfigMap": 8, "PersistentVolumeClaim": 9, "ResourceInterpreterCustomization": 10,
 	"ValidatingAdmissionPolicy": 10, "ValidatingAdmissionPolicyBinding": 10,
-	"Service": 11, "Deployment": 12, "StatefulSet": 13, "DaemonSet": 14,
+	"Service": 11, "Deployment": 12, "StatefulSet": 13, "DaemonSet": 14, "PodDisruptionBudget": 14,
 	"PropagationPolicy": 15, "ClusterPropagationPolicy": 16,
 }
 

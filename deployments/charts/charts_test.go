@@ -2,6 +2,7 @@ package charts_test
 
 import (
 	"io/fs"
+	"sort"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -128,6 +129,14 @@ func TestValuesRefused(t *testing.T) {
 		"bundled, no IP":    {charts.Host, map[string]any{}, []string{"karmadaHostIP"}},
 		"external, no xmpp": {charts.Host, map[string]any{"services": map[string]any{"mode": "external"}, "redis": map[string]any{"address": "r:1"}, "postgres": map[string]any{"address": "p:1"}}, []string{"xmpp.server"}},
 		"bad mode":          {charts.Host, map[string]any{"services": map[string]any{"mode": "cloud"}}, []string{`services.mode: services.mode must be one of the following: "bundled", "external"`}},
+		"external, no S3": {charts.Host, map[string]any{"services": map[string]any{"mode": "external"}, "karmadaHostIP": "192.0.2.1",
+			"xmpp": map[string]any{"server": "x:1", "adminAPI": "https://x:2/api"}, "redis": map[string]any{"address": "r:1"}, "postgres": map[string]any{"address": "p:1"}},
+			[]string{"mlconnector.s3.endpoint: the S3 endpoint"}},
+		"external, no download URL": {charts.Host, map[string]any{"services": map[string]any{"mode": "external"}, "mlconnector": map[string]any{"s3": map[string]any{"endpoint": "http://s3:7070"}},
+			"xmpp": map[string]any{"server": "x:1", "adminAPI": "https://x:2/api"}, "redis": map[string]any{"address": "r:1"}, "postgres": map[string]any{"address": "p:1"}},
+			[]string{"mlconnector.downloadURL: the ML connector's URL as pods in the member clusters reach it"}},
+		"bad connector values": {charts.Host, map[string]any{"karmadaHostIP": "192.0.2.1", "mlconnector": map[string]any{"access": "nodeport", "s3": map[string]any{"bucket": "Models", "endpoint": "s3.example.org"}}},
+			[]string{"- mlconnector.access: mlconnector.access must be one of the following", "- mlconnector.s3.bucket: Does not match pattern", "- mlconnector.s3.endpoint: Does not match pattern"}},
 		"every problem with its path": {charts.Karmada, map[string]any{
 			"image":     map[string]any{"pullPolicy": "Sometimes"},
 			"nodeAgent": map[string]any{"cpuFrequencyControl": "yes", "cpufreq": true},
@@ -158,4 +167,51 @@ func contains(s, sub string) bool {
 		}
 	}
 	return false
+}
+
+// TestMLConnectorOptional: the ML connector and the bundled S3 server
+// are rendered unless mlconnector.enabled is false, and external mode
+// without S3 works then.
+func TestMLConnectorOptional(t *testing.T) {
+	external := map[string]any{"services": map[string]any{"mode": "external"},
+		"xmpp": map[string]any{"server": "x:1", "adminAPI": "https://x:2/api"}, "redis": map[string]any{"address": "r:1"}, "postgres": map[string]any{"address": "p:1"}}
+	off := map[string]any{"enabled": false}
+	cases := map[string]struct {
+		values map[string]any
+		want   []string
+	}{
+		"bundled": {map[string]any{"karmadaHostIP": "192.0.2.1"},
+			[]string{"Deployment mlsysops-mlconnector", "Deployment mlsysops-s3", "PersistentVolumeClaim mlsysops-s3", "Service mlsysops-mlconnector", "Service mlsysops-s3", "ServiceAccount mlsysops-mlconnector"}},
+		"bundled, no connector":  {map[string]any{"karmadaHostIP": "192.0.2.1", "mlconnector": off}, nil},
+		"external, no connector": {merge(external, map[string]any{"mlconnector": off}), nil},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			objs, err := charts.Render(charts.Host, tc.values)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, o := range objs {
+				if contains(o.GetName(), "mlconnector") || contains(o.GetName(), "-s3") {
+					got = append(got, o.GetKind()+" "+o.GetName())
+				}
+			}
+			sort.Strings(got)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("connector objects (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func merge(a, b map[string]any) map[string]any {
+	out := map[string]any{}
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		out[k] = v
+	}
+	return out
 }

@@ -160,6 +160,7 @@ var ownedKinds = []schema.GroupVersionKind{
 	{Group: "apps", Version: "v1", Kind: "Deployment"},
 	{Group: "apps", Version: "v1", Kind: "StatefulSet"},
 	{Group: "apps", Version: "v1", Kind: "DaemonSet"},
+	{Group: "policy", Version: "v1", Kind: "PodDisruptionBudget"},
 	{Group: "policy.karmada.io", Version: "v1alpha1", Kind: "PropagationPolicy"},
 	{Group: "policy.karmada.io", Version: "v1alpha1", Kind: "ClusterPropagationPolicy"},
 	{Group: "config.karmada.io", Version: "v1alpha1", Kind: "ResourceInterpreterCustomization"},

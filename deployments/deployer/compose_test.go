@@ -42,12 +42,27 @@ func TestDockerCompose(t *testing.T) {
 			Ports       []string          `json:"ports"`
 			Environment map[string]string `json:"environment"`
 			Command     []string          `json:"command"`
+			Healthcheck struct {
+				Test []string `json:"test"`
+			} `json:"healthcheck"`
 		} `json:"services"`
 	}
 	if err := yaml.Unmarshal(raw, &compose); err != nil {
 		t.Fatal(err)
 	}
 	text := string(raw)
+	// No password on a command line: compose substitutes ${VAR} into the
+	// container's arguments (where every process on the host can read
+	// them), while $$VAR is left to the container's shell, which takes it
+	// from the environment.
+	hostVar := regexp.MustCompile(`(^|[^$])\$\{?[A-Z_]*(PASSWORD|SECRET|TOKEN|KEY)`)
+	for name, svc := range compose.Services {
+		for _, a := range append(append([]string(nil), svc.Command...), svc.Healthcheck.Test...) {
+			if hostVar.MatchString(a) || strings.Contains(a, "--requirepass") || strings.Contains(a, "redis-cli -a") {
+				t.Errorf("service %s puts a secret on a command line: %q", name, a)
+			}
+		}
+	}
 	for _, s := range ExternalServices {
 		svc, ok := compose.Services[s.Name]
 		if !ok {

@@ -26,8 +26,10 @@ var ExternalServices = []ExternalService{
 		AddressFlag: "--xmpp-server", PasswordEnv: "EJABBERD_ADMIN_PASSWORD", PasswordFlag: "--ejabberd-admin-password-file"},
 	{Name: "redis", Ports: map[int]string{6379: "Redis, the continuum and cluster agents and the API"},
 		AddressFlag: "--redis-address", PasswordEnv: "REDIS_PASSWORD", PasswordFlag: "--redis-password-file"},
-	{Name: "postgres", Ports: map[int]string{5432: "PostgreSQL, the ML connector"},
+	{Name: "postgres", Ports: map[int]string{5432: "PostgreSQL, the ML connector's registry (--postgres-database)"},
 		AddressFlag: "--postgres-address", PasswordEnv: "POSTGRES_PASSWORD", PasswordFlag: "--postgres-password-file"},
+	{Name: "s3", Ports: map[int]string{7070: "S3, the ML connector's model files (--s3-endpoint http://<host>:7070; access key $AWS_ACCESS_KEY_ID or --s3-access-key-file)"},
+		AddressFlag: "--s3-endpoint", PasswordEnv: "AWS_SECRET_ACCESS_KEY", PasswordFlag: "--s3-secret-key-file"},
 }
 
 // externalHelp describes external mode for --help.
@@ -36,7 +38,7 @@ func externalHelp() string {
 	b.WriteString("External services (--services=external; docker-compose.yaml runs them for development):\n")
 	for _, s := range ExternalServices {
 		var ports []string
-		for _, p := range []int{5222, 5443, 6379, 5432} {
+		for _, p := range []int{5222, 5443, 6379, 5432, 7070} {
 			if what, ok := s.Ports[p]; ok {
 				ports = append(ports, fmt.Sprintf("%d %s", p, what))
 			}

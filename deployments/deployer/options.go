@@ -11,6 +11,8 @@ import (
 
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/mlsysops-go/mlsysops/internal/auth"
 )
 
 // Service modes.
@@ -92,6 +94,18 @@ type Options struct {
 	// else $POSTGRES_PASSWORD.
 	PostgresAddress, PostgresUser, PostgresDatabase string
 	PostgresPasswordFile                            string
+	// S3Endpoint is the S3 server of the ML connector's files,
+	// http(s)://host:port (external mode; bundled: the mlsysops-s3
+	// Service). S3AccessKeyFile and S3SecretKeyFile hold its keys, else
+	// $AWS_ACCESS_KEY_ID and $AWS_SECRET_ACCESS_KEY.
+	S3Endpoint, S3AccessKeyFile, S3SecretKeyFile string
+	// S3Bucket is the bucket of the ML connector's files (default the
+	// chart's, mlsysops-models).
+	S3Bucket string
+	// NorthboundTokensFile is a token list (token,name,role lines) the
+	// northbound API and the ML connector accept, instead of one
+	// generated operator token; the connector's own token is added.
+	NorthboundTokensFile string
 
 	// HostValues and KarmadaValues are YAML files of chart values laid
 	// over the ones the deployer computes (resources, extra arguments).
@@ -153,7 +167,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.PullPolicy, "pull-policy", o.PullPolicy, "pull policy of the MLSysOps images: Always, IfNotPresent or Never")
 	fs.StringVar(&o.Services, "services", o.Services, "bundled (ejabberd, Redis and PostgreSQL in the host cluster) or external (yours, see the --xmpp-*, --ejabberd-*, --redis-* and --postgres-* flags)")
 	fs.StringVar(&o.XMPPDomain, "xmpp-domain", o.XMPPDomain, "XMPP domain of the agents' accounts")
-	fs.StringVar(&o.XMPPServer, "xmpp-server", o.XMPPServer, "external: ejabberd's c2s address host:port, as the agents reach it")
+	fs.StringVar(&o.XMPPServer, "xmpp-server", o.XMPPServer, "external: ejabberd's c2s address host:port, as the agents reach it; comma-separated for the nodes of an ejabberd cluster")
 	fs.StringVar(&o.XMPPCAFile, "xmpp-ca-file", o.XMPPCAFile, "external: PEM CA of ejabberd's certificate (default: the system roots)")
 	fs.StringVar(&o.EjabberdAPI, "ejabberd-api", o.EjabberdAPI, "external: ejabberd's admin API URL (mod_http_api), e.g. https://xmpp.example:5443/api")
 	fs.StringVar(&o.EjabberdAdmin, "ejabberd-admin", o.EjabberdAdmin, "ejabberd admin account allowed to use the admin API (default admin@<xmpp-domain>)")
@@ -164,6 +178,11 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.PostgresUser, "postgres-user", o.PostgresUser, "PostgreSQL user")
 	fs.StringVar(&o.PostgresDatabase, "postgres-database", o.PostgresDatabase, "PostgreSQL database")
 	fs.StringVar(&o.PostgresPasswordFile, "postgres-password-file", o.PostgresPasswordFile, "external: file with PostgreSQL's password (else $POSTGRES_PASSWORD)")
+	fs.StringVar(&o.S3Endpoint, "s3-endpoint", o.S3Endpoint, "external: S3 endpoint of the ML connector's files, http(s)://host:port")
+	fs.StringVar(&o.S3AccessKeyFile, "s3-access-key-file", o.S3AccessKeyFile, "external: file with the S3 access key (else $AWS_ACCESS_KEY_ID)")
+	fs.StringVar(&o.S3SecretKeyFile, "s3-secret-key-file", o.S3SecretKeyFile, "external: file with the S3 secret key (else $AWS_SECRET_ACCESS_KEY)")
+	fs.StringVar(&o.S3Bucket, "s3-bucket", o.S3Bucket, "bucket of the ML connector's files (default mlsysops-models)")
+	fs.StringVar(&o.NorthboundTokensFile, "northbound-tokens-file", o.NorthboundTokensFile, "token list (token,name,viewer|operator lines) of the northbound API and the ML connector (default: one generated operator token)")
 	fs.StringArrayVar(&o.HostValues, "host-values", o.HostValues, "YAML file of mlsysops-host chart values laid over the computed ones (repeatable)")
 	fs.StringArrayVar(&o.KarmadaValues, "karmada-values", o.KarmadaValues, "YAML file of mlsysops-karmada chart values laid over the computed ones (repeatable)")
 	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "how long to wait for each stage to be ready")
@@ -218,7 +237,7 @@ func (o *Options) Validate(connect, install bool) error {
 		if o.KarmadaHostIP == "" {
 			add("--karmada-host-ip ($KARMADA_HOST_IP): required with bundled services: the member clusters' agents reach ejabberd and Redis there")
 		}
-		for flag, v := range map[string]string{"--xmpp-server": o.XMPPServer, "--redis-address": o.RedisAddress, "--postgres-address": o.PostgresAddress, "--ejabberd-api": o.EjabberdAPI} {
+		for flag, v := range map[string]string{"--xmpp-server": o.XMPPServer, "--redis-address": o.RedisAddress, "--postgres-address": o.PostgresAddress, "--ejabberd-api": o.EjabberdAPI, "--s3-endpoint": o.S3Endpoint} {
 			if v != "" {
 				add("%s: only with --services=external (bundled services have their own)", flag)
 			}
@@ -227,6 +246,12 @@ func (o *Options) Validate(connect, install bool) error {
 		for flag, v := range map[string]string{"--xmpp-server": o.XMPPServer, "--redis-address": o.RedisAddress, "--postgres-address": o.PostgresAddress} {
 			if v == "" {
 				add("%s: required with --services=external", flag)
+			} else if flag == "--xmpp-server" {
+				// The nodes of an ejabberd cluster, comma-separated: the
+				// agents move to the next when theirs fails.
+				for _, a := range strings.Split(v, ",") {
+					hostPort(flag, strings.TrimSpace(a))
+				}
 			} else {
 				hostPort(flag, v)
 			}
@@ -245,6 +270,21 @@ func (o *Options) Validate(connect, install bool) error {
 				add("%s: %v", flag, err)
 			}
 		}
+		// Without S3 the ML connector cannot run: the chart says so
+		// unless mlconnector.enabled is false.
+		if o.S3Endpoint != "" {
+			if u, err := url.Parse(o.S3Endpoint); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+				add("--s3-endpoint: want http(s)://host:port, got %q", o.S3Endpoint)
+			}
+			for flag, v := range map[string]struct{ file, env string }{
+				"--s3-access-key-file": {o.S3AccessKeyFile, "AWS_ACCESS_KEY_ID"},
+				"--s3-secret-key-file": {o.S3SecretKeyFile, "AWS_SECRET_ACCESS_KEY"},
+			} {
+				if _, err := o.secret(v.file, v.env); err != nil {
+					add("%s: %v", flag, err)
+				}
+			}
+		}
 	default:
 		add("--services: want bundled or external, got %q", o.Services)
 	}
@@ -252,6 +292,16 @@ func (o *Options) Validate(connect, install bool) error {
 		if _, err := os.Stat(o.XMPPCAFile); err != nil {
 			add("--xmpp-ca-file: %v", err)
 		}
+	}
+	if o.NorthboundTokensFile != "" {
+		if b, err := os.ReadFile(o.NorthboundTokensFile); err != nil {
+			add("--northbound-tokens-file: %v", err)
+		} else if _, err := auth.Parse(b); err != nil {
+			add("--northbound-tokens-file %s: %v", o.NorthboundTokensFile, err)
+		}
+	}
+	if o.S3Bucket != "" && !validBucket(o.S3Bucket) {
+		add("--s3-bucket: %q is not an S3 bucket name (3 to 63 of a-z, 0-9, '.', '-')", o.S3Bucket)
 	}
 	if o.Timeout <= 0 {
 		add("--timeout: must be positive, got %s", o.Timeout)
@@ -291,4 +341,18 @@ func (o *Options) adminJID() string {
 		return o.EjabberdAdmin
 	}
 	return "admin@" + o.XMPPDomain
+}
+
+// validBucket reports whether name is an S3 bucket name.
+func validBucket(name string) bool {
+	if len(name) < 3 || len(name) > 63 {
+		return false
+	}
+	for i, c := range name {
+		alnum := c >= 'a' && c <= 'z' || c >= '0' && c <= '9'
+		if !alnum && (c != '.' && c != '-' || i == 0 || i == len(name)-1) {
+			return false
+		}
+	}
+	return true
 }

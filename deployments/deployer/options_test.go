@@ -43,6 +43,11 @@ func TestOptionsValidate(t *testing.T) {
 				o.EjabberdAdminPasswordFile, o.RedisPasswordFile, o.PostgresPasswordFile = "", "", ""
 			},
 		},
+		"external, an ejabberd cluster": {set: func(o *Options) { external(o); o.XMPPServer = "x-0:5222, x-1:5222" }},
+		"external, a bad cluster node": {
+			set:  func(o *Options) { external(o); o.XMPPServer = "x-0:5222,x-1" },
+			want: []string{`--xmpp-server: want host:port, got "x-1"`},
+		},
 		"external, everything missing": {
 			set: func(o *Options) { o.Services = ModeExternal },
 			want: []string{
@@ -51,6 +56,35 @@ func TestOptionsValidate(t *testing.T) {
 				"--postgres-password-file: give the file, or set $POSTGRES_PASSWORD",
 				"--ejabberd-admin-password-file: give the file, or set $EJABBERD_ADMIN_PASSWORD",
 			},
+		},
+		"external with S3": {
+			set: func(o *Options) {
+				external(o)
+				o.S3Endpoint, o.S3AccessKeyFile, o.S3SecretKeyFile = "http://s3:7070", pwFile, pwFile
+			},
+		},
+		"external with S3 keys from the environment": {
+			env: map[string]string{"AWS_ACCESS_KEY_ID": "a", "AWS_SECRET_ACCESS_KEY": "b"},
+			set: func(o *Options) {
+				external(o)
+				o.S3Endpoint = "https://s3.example.org"
+			},
+		},
+		"external with a bad S3 endpoint and no keys": {
+			set: func(o *Options) {
+				external(o)
+				o.S3Endpoint = "s3.example.org/bucket"
+			},
+			want: []string{
+				"--s3-endpoint: want http(s)://host:port",
+				"--s3-access-key-file: give the file, or set $AWS_ACCESS_KEY_ID",
+				"--s3-secret-key-file: give the file, or set $AWS_SECRET_ACCESS_KEY",
+			},
+		},
+		"bundled with an S3 endpoint": {
+			env:  map[string]string{"KARMADA_HOST_IP": "192.0.2.1"},
+			set:  func(o *Options) { o.S3Endpoint = "http://s3:7070" },
+			want: []string{"--s3-endpoint: only with --services=external"},
 		},
 		"one kubeconfig of two": {
 			env:  map[string]string{"KARMADA_HOST_KUBECONFIG": "/x", "KARMADA_HOST_IP": "192.0.2.1"},

@@ -64,8 +64,19 @@ const (
 	SecretContinuumXMPP   = "mlsysops-continuum-agent"
 	SecretNorthboundXMPP  = "mlsysops-northbound-xmpp"
 	SecretNorthboundToken = "mlsysops-northbound-tokens"
-	SecretKarmadaForCont  = "mlsysops-karmada-continuum"
-	SecretKarmadaForNB    = "mlsysops-karmada-northbound"
+	// SecretS3 holds the S3 keys (access-key, secret-key): the bundled
+	// S3 server's root keys, or yours in external mode; the ML connector
+	// reads them.
+	SecretS3 = "mlsysops-s3"
+	// SecretMLConnectorDB holds the ML connector's PostgreSQL URL with its
+	// password (url).
+	SecretMLConnectorDB = "mlsysops-mlconnector-db"
+	// SecretMLConnectorToken holds the operator token the ML connector
+	// calls the northbound API with (token); the token is in the API's
+	// list as MLConnectorIdentity.
+	SecretMLConnectorToken = "mlsysops-mlconnector-northbound"
+	SecretKarmadaForCont   = "mlsysops-karmada-continuum"
+	SecretKarmadaForNB     = "mlsysops-karmada-northbound"
 	// SecretKarmadaForAccounts is the accounts reconciler's kubeconfig of
 	// the Karmada API.
 	SecretKarmadaForAccounts = "mlsysops-karmada-accounts"
@@ -195,9 +206,13 @@ type Material struct {
 	// Passwords of the XMPP accounts, by JID.
 	Passwords map[string]string
 	// NorthboundTokens is the API's token list; OperatorToken is the
-	// operator token in it.
+	// operator token in it, MLConnectorToken the ML connector's.
 	NorthboundTokens []byte
 	OperatorToken    string
+	MLConnectorToken string
+	// S3AccessKey and S3SecretKey are the S3 keys of the ML connector's
+	// files (bundled: the S3 server's root keys).
+	S3AccessKey, S3SecretKey string
 	// CABundle is the PEM CA of ejabberd's certificate ("" for the
 	// system roots); CAKey, ServerCert and ServerKey are the bundled
 	// server's.
@@ -228,12 +243,16 @@ func (p *Plan) Values(o *Options, m *Material) (host, karmada map[string]any, er
 		"xmpp":          map[string]any{"domain": o.XMPPDomain, "server": xmppServer, "caBundle": ca, "adminJID": o.adminJID()},
 		"redis":         map[string]any{"address": redisAddr},
 		"postgres":      map[string]any{"address": pgAddr, "database": o.PostgresDatabase, "user": o.PostgresUser},
+		"mlconnector":   map[string]any{"s3": map[string]any{"endpoint": o.S3Endpoint}},
 		"continuum":     map[string]any{"name": p.Continuum, "id": p.ContinuumID},
 		"descriptions": map[string]any{"continuum": anyMap(p.Files["continuum"]),
 			"clusters": anyMap(p.Files["clusters"]), "nodes": anyMap(p.Files["nodes"])},
 	}
 	if o.Services == ModeExternal {
 		host["xmpp"].(map[string]any)["adminAPI"] = o.EjabberdAPI
+	}
+	if o.S3Bucket != "" {
+		host["mlconnector"].(map[string]any)["s3"].(map[string]any)["bucket"] = o.S3Bucket
 	}
 	karmada = map[string]any{
 		"image":         img,

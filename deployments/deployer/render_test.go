@@ -63,9 +63,9 @@ func golden(t *testing.T, file string, got []byte) {
 	}
 }
 
-// TestRenderGolden renders the test descriptions in both service modes.
-func TestRenderGolden(t *testing.T) {
-	cases := map[string]func(o *Options){
+// renderModes are the options of the golden renderings, by service mode.
+func renderModes() map[string]func(o *Options) {
+	return map[string]func(o *Options){
 		"bundled": func(o *Options) {
 			o.KarmadaHostIP = "192.0.2.10"
 		},
@@ -74,11 +74,16 @@ func TestRenderGolden(t *testing.T) {
 			o.XMPPServer, o.XMPPCAFile = "xmpp.example.org:5222", "testdata/xmpp-ca.crt"
 			o.EjabberdAPI = "https://xmpp.example.org:5443/api"
 			o.RedisAddress, o.PostgresAddress = "redis.example.org:6379", "postgres.example.org:5432"
+			o.S3Endpoint = "https://s3.example.org"
 			o.Registry, o.Tag, o.XMPPDomain = "registry.example.org:5000", "v9.9.9", "continuum.example.org"
 			o.HostValues, o.KarmadaValues = []string{"testdata/host-values.yaml"}, []string{"testdata/karmada-values.yaml"}
 		},
 	}
-	for name, set := range cases {
+}
+
+// TestRenderGolden renders the test descriptions in both service modes.
+func TestRenderGolden(t *testing.T) {
+	for name, set := range renderModes() {
 		t.Run(name, func(t *testing.T) {
 			o := NewOptionsFromEnv(noEnv)
 			o.Descriptions = "testdata/descriptions"

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 
@@ -95,26 +96,29 @@ func LoadMaterial(ctx context.Context, cl *Clusters, o *Options, p *Plan) (*Mate
 		}
 	}
 
-	tokens, err := host(SecretNorthboundToken)
-	if err != nil {
+	if err := m.tokens(ctx, cl, o.NorthboundTokensFile); err != nil {
 		return nil, err
 	}
-	if b := tokens["tokens"]; len(b) > 0 {
-		entries, err := auth.Parse(b)
-		if err != nil {
-			return nil, fmt.Errorf("Secret %s: %w", SecretNorthboundToken, err)
-		}
-		m.NorthboundTokens = b
-		for _, e := range entries {
-			if e.Role == api.RoleOperator && m.OperatorToken == "" {
-				m.OperatorToken = e.Token
+	if o.Services == ModeExternal {
+		if o.S3Endpoint != "" {
+			if m.S3AccessKey, err = o.secret(o.S3AccessKeyFile, "AWS_ACCESS_KEY_ID"); err != nil {
+				return nil, fmt.Errorf("S3 access key: %w", err)
+			}
+			if m.S3SecretKey, err = o.secret(o.S3SecretKeyFile, "AWS_SECRET_ACCESS_KEY"); err != nil {
+				return nil, fmt.Errorf("S3 secret key: %w", err)
 			}
 		}
 	} else {
-		if m.OperatorToken, err = auth.GenerateToken(); err != nil {
+		stored, err := host(SecretS3)
+		if err != nil {
 			return nil, err
 		}
-		m.NorthboundTokens = auth.Format([]auth.Entry{{Token: m.OperatorToken, Identity: auth.Identity{Name: "mlsysops-operator", Role: api.RoleOperator}}})
+		if m.S3AccessKey, err = keep(stored, "access-key", gen); err != nil {
+			return nil, err
+		}
+		if m.S3SecretKey, err = keep(stored, "secret-key", gen); err != nil {
+			return nil, err
+		}
 	}
 
 	switch {
@@ -128,6 +132,87 @@ func LoadMaterial(ctx context.Context, cl *Clusters, o *Options, p *Plan) (*Mate
 		}
 	}
 	return m, nil
+}
+
+// MLConnectorIdentity names the ML connector's token in the northbound
+// API's token list.
+const MLConnectorIdentity = "mlsysops-mlconnector"
+
+// tokens reads the northbound API's token list back (or, given file, the
+// list in it), or makes one with an operator token, and makes sure it
+// holds the ML connector's token (an installation from before the
+// connector gets it added).
+func (m *Material) tokens(ctx context.Context, cl *Clusters, file string) error {
+	stored, err := readSecret(ctx, cl.Host, SecretNorthboundToken)
+	if err != nil {
+		return err
+	}
+	var entries []auth.Entry
+	if b := stored["tokens"]; len(b) > 0 {
+		if entries, err = auth.Parse(b); err != nil {
+			return fmt.Errorf("Secret %s: %w", SecretNorthboundToken, err)
+		}
+	}
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return fmt.Errorf("--northbound-tokens-file: %w", err)
+		}
+		given, err := auth.Parse(b)
+		if err != nil {
+			return fmt.Errorf("--northbound-tokens-file %s: %w", file, err)
+		}
+		// The connector's token stays what it was.
+		for _, e := range entries {
+			if e.Name == MLConnectorIdentity {
+				given = append(given, e)
+				break
+			}
+		}
+		entries = given
+	}
+	for _, e := range entries {
+		switch {
+		case e.Name == MLConnectorIdentity:
+			m.MLConnectorToken = e.Token
+		case e.Role == api.RoleOperator && m.OperatorToken == "":
+			m.OperatorToken = e.Token
+		}
+	}
+	if m.OperatorToken == "" {
+		if m.OperatorToken, err = auth.GenerateToken(); err != nil {
+			return err
+		}
+		entries = append(entries, auth.Entry{Token: m.OperatorToken, Identity: auth.Identity{Name: "mlsysops-operator", Role: api.RoleOperator}})
+	}
+	if m.MLConnectorToken == "" {
+		if m.MLConnectorToken, err = auth.GenerateToken(); err != nil {
+			return err
+		}
+		entries = append(entries, auth.Entry{Token: m.MLConnectorToken, Identity: auth.Identity{Name: MLConnectorIdentity, Role: api.RoleOperator}})
+	}
+	if b := stored["tokens"]; file == "" && len(b) > 0 && len(entries) == countEntries(b) {
+		m.NorthboundTokens = b // unchanged: keep the user's formatting
+	} else {
+		m.NorthboundTokens = auth.Format(entries)
+	}
+	return nil
+}
+
+func countEntries(b []byte) int {
+	entries, _ := auth.Parse(b)
+	return len(entries)
+}
+
+// mlconnectorDSN is the ML connector's PostgreSQL URL: the bundled
+// server's Service (no TLS there) or the external address (libpq's
+// default sslmode, prefer).
+func mlconnectorDSN(o *Options, password string) string {
+	u := url.URL{Scheme: "postgres", User: url.UserPassword(o.PostgresUser, password), Host: o.PostgresAddress, Path: "/" + o.PostgresDatabase}
+	if o.Services == ModeBundled {
+		u.Host, u.RawQuery = "mlsysops-postgres."+Namespace+".svc:5432", "sslmode=disable"
+	}
+	return u.String()
 }
 
 // bundledTLS loads or creates the bundled ejabberd's CA and a server
@@ -217,7 +302,12 @@ func (p *Plan) SecretObjects(o *Options, m *Material) (host, karmada []*unstruct
 		secretObject(SecretPostgres, "services", map[string][]byte{"username": []byte(o.PostgresUser), "password": []byte(m.PostgresPassword)}),
 		secretObject(SecretEjabberdAdmin, "services", admin),
 		secretObject(SecretNorthboundToken, "continuum", map[string][]byte{"tokens": m.NorthboundTokens}),
+		secretObject(SecretMLConnectorToken, "continuum", map[string][]byte{"token": []byte(m.MLConnectorToken)}),
+		secretObject(SecretMLConnectorDB, "continuum", map[string][]byte{"url": []byte(mlconnectorDSN(o, m.PostgresPassword))}),
 	)
+	if m.S3AccessKey != "" {
+		host = append(host, secretObject(SecretS3, "services", map[string][]byte{"access-key": []byte(m.S3AccessKey), "secret-key": []byte(m.S3SecretKey)}))
+	}
 	if o.Services == ModeBundled {
 		host = append(host,
 			secretObject(SecretXMPPCA, "services", map[string][]byte{"ca.crt": m.CABundle, "ca.key": m.CAKey}),

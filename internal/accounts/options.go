@@ -44,10 +44,13 @@ type Options struct {
 	// API's).
 	Accounts []string
 
-	// AdminURL is ejabberd's mod_http_api base URL; AdminJID the admin
-	// account; AdminPasswordFile holds its password; AdminCAFile the CA of
-	// the API's certificate (empty: system roots).
-	AdminURL, AdminJID, AdminPasswordFile, AdminCAFile string
+	// AdminURLs are ejabberd's mod_http_api base URLs: one, or one per
+	// node of an ejabberd cluster (a call goes to the next when a node
+	// cannot be reached). AdminJID is the admin account; AdminPasswordFile
+	// holds its password; AdminCAFile the CA of the API's certificate
+	// (empty: system roots).
+	AdminURLs                                []string
+	AdminJID, AdminPasswordFile, AdminCAFile string
 
 	// Interval, FullInterval and ProbeInterval: see
 	// provision.ReconcilerConfig.
@@ -80,6 +83,10 @@ type Options struct {
 // InCluster names the pod's own cluster in EventContexts.
 const InCluster = "in-cluster"
 
+// SourcesInterval is how often the member clusters whose Events are
+// watched (--karmada-clusters '*') are listed again, at most.
+const SourcesInterval = 30 * time.Second
+
 // NewOptions returns the defaults, with environment variables applied.
 func NewOptions() *Options {
 	o := &Options{
@@ -107,7 +114,9 @@ func NewOptions() *Options {
 	env(&o.Descriptions, "DESCRIPTION_PATH")
 	env(&o.XMPPDomain, "MLSYSOPS_XMPP_DOMAIN", "EJABBERD_DOMAIN")
 	env(&o.PasswordDir, "MLSYSOPS_XMPP_PASSWORD_DIR")
-	env(&o.AdminURL, "XMPP_ADMIN_URL")
+	if v := os.Getenv("XMPP_ADMIN_URL"); v != "" {
+		o.AdminURLs = strings.Split(v, ",")
+	}
 	env(&o.AdminJID, "XMPP_ADMIN_JID")
 	env(&o.AdminPasswordFile, "XMPP_ADMIN_PASSWORD_FILE")
 	env(&o.AdminCAFile, "XMPP_CA_FILE")
@@ -123,7 +132,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.PasswordDir, "password-dir", o.PasswordDir, "folder of the agents' password files, xmpp-<user>_at_<domain>.password, e.g. a Secret mount ($MLSYSOPS_XMPP_PASSWORD_DIR)")
 	fs.BoolVar(&o.GeneratePasswords, "generate-passwords", o.GeneratePasswords, "write a generated password (0600) for an account whose file is missing (testbeds; installations create the Secrets)")
 	fs.StringSliceVar(&o.Accounts, "account", o.Accounts, "a further account to keep, jid=password-file (repeatable)")
-	fs.StringVar(&o.AdminURL, "admin-url", o.AdminURL, "ejabberd mod_http_api base URL, e.g. https://ejabberd:5443/api ($XMPP_ADMIN_URL)")
+	fs.StringSliceVar(&o.AdminURLs, "admin-url", o.AdminURLs, "ejabberd mod_http_api base URL, e.g. https://ejabberd:5443/api; repeated or comma-separated for the nodes of an ejabberd cluster ($XMPP_ADMIN_URL)")
 	fs.StringVar(&o.AdminJID, "admin-jid", o.AdminJID, "ejabberd admin account allowed the API ($XMPP_ADMIN_JID)")
 	fs.StringVar(&o.AdminPasswordFile, "admin-password-file", o.AdminPasswordFile, "file holding the admin account's password ($XMPP_ADMIN_PASSWORD_FILE)")
 	fs.StringVar(&o.AdminCAFile, "admin-ca-file", o.AdminCAFile, "CA of the API's certificate, PEM ($XMPP_CA_FILE; default system roots)")
@@ -167,8 +176,13 @@ func (o *Options) Validate() error {
 			add("--account %q: %q is not a bare JID", a, j)
 		}
 	}
-	if u, err := url.Parse(o.AdminURL); o.AdminURL == "" || err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		add("--admin-url %q: want the API's http(s) URL", o.AdminURL)
+	if len(o.AdminURLs) == 0 {
+		add(`--admin-url "": want the API's http(s) URL`)
+	}
+	for _, a := range o.AdminURLs {
+		if u, err := url.Parse(a); a == "" || err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			add("--admin-url %q: want the API's http(s) URL", a)
+		}
 	}
 	if p, err := jid.Parse(o.AdminJID); o.AdminJID == "" || err != nil || p.Localpart() == "" {
 		add("--admin-jid %q: want the admin account's bare JID", o.AdminJID)

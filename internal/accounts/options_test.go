@@ -11,7 +11,7 @@ import (
 func validOptions() *Options {
 	o := NewOptions()
 	o.PasswordDir = "/run/secrets/xmpp"
-	o.AdminURL = "https://ejabberd:5443/api"
+	o.AdminURLs = []string{"https://ejabberd:5443/api"}
 	o.AdminJID = "admin@mlsysops.local"
 	o.AdminPasswordFile = "/run/secrets/admin/password"
 	return o
@@ -30,7 +30,7 @@ func TestOptionsValidate(t *testing.T) {
 		"missing": {
 			mutate: func(o *Options) {
 				o.Listen, o.Descriptions, o.XMPPDomain, o.PasswordDir = "nohost", "", "", ""
-				o.AdminURL, o.AdminJID, o.AdminPasswordFile = "", "", ""
+				o.AdminURLs, o.AdminJID, o.AdminPasswordFile = nil, "", ""
 			},
 			want: []string{
 				`--listen "nohost": want host:port`,
@@ -45,7 +45,7 @@ func TestOptionsValidate(t *testing.T) {
 		"bad values": {
 			mutate: func(o *Options) {
 				o.Accounts = []string{"northbound@d", "nb@d/x=/f"}
-				o.AdminURL = "ftp://x/api"
+				o.AdminURLs = []string{"https://ejabberd-0:5443/api", "ftp://x/api"}
 				o.Interval, o.FullInterval, o.ProbeInterval, o.ReportMaxAge = 0, -time.Second, 0, 0
 				o.Workers = 0
 				o.EventContexts = []string{"cloud-1"}

@@ -101,7 +101,7 @@ func adminServer(o *Options) (*provision.HTTPAPI, error) {
 	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: tc, MaxIdleConnsPerHost: max(o.Workers, 2), IdleConnTimeout: time.Minute,
 	}}
-	return provision.NewHTTPAPI(o.AdminURL, o.AdminJID, pw, hc), nil
+	return provision.NewHTTPAPI(o.AdminURLs[0], o.AdminJID, pw, hc).AlsoAt(o.AdminURLs[1:]...), nil
 }
 
 // restConfig loads a context of the kubeconfig, or the pod's own
@@ -168,7 +168,7 @@ func Run(ctx context.Context, o *Options, base *slog.Logger) error {
 	}
 	srv := &http.Server{Handler: handler(reg, rec, w), ReadHeaderTimeout: 5 * time.Second}
 	log.Info("accounts reconciler starting", "accounts", len(desired.Accounts), "links", len(desired.Links),
-		"admin_api", o.AdminURL, "listen", ln.Addr().String())
+		"admin_api", o.AdminURLs, "listen", ln.Addr().String())
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -196,8 +196,9 @@ func Run(ctx context.Context, o *Options, base *slog.Logger) error {
 			cancel()
 		}
 	}()
-	// The event sources, and the description folder, are looked at again
-	// every interval: new member clusters and new agents are picked up.
+	// The event sources are looked at again every SourcesInterval (new
+	// member clusters), and the description folder every interval (new
+	// agents).
 	refresh := func() {
 		sources := append([]source(nil), direct...)
 		if karmada != nil {
@@ -220,11 +221,18 @@ func Run(ctx context.Context, o *Options, base *slog.Logger) error {
 	refresh()
 	t := time.NewTicker(o.Interval)
 	defer t.Stop()
+	// A member cluster that joins is watched within SourcesInterval,
+	// however long the interval of the passes.
+	st := time.NewTicker(min(o.Interval, SourcesInterval))
+	defer st.Stop()
 loop:
 	for {
 		select {
 		case <-ctx.Done():
 			break loop
+		case <-st.C:
+			refresh()
+			continue
 		case <-t.C:
 		}
 		refresh()

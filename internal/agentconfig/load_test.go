@@ -59,7 +59,8 @@ mechanisms: [fluidity_proxy]
 			},
 		},
 		"flags override the environment and the file": {
-			args: []string{"--monitoring-interval=1s", "--policy-directory", "/from/flag", "--default-telemetry-metrics", "node_load1,node_load5"},
+			args: []string{"--monitoring-interval=1s", "--policy-directory", "/from/flag", "--default-telemetry-metrics", "node_load1,node_load5",
+				"--policy-max-memory-mib", "64", "--policy-max-depth=50"},
 			env: map[string]string{
 				"MLSYSOPS_INSTALL_PATH":        dir,
 				"NODE_NAME":                    "edge-1",
@@ -70,6 +71,7 @@ mechanisms: [fluidity_proxy]
 				o.NodeExporterScrapeInterval = 20 * time.Second
 				o.PolicyDirectory = "/from/flag"
 				o.DefaultTelemetryMetrics = []string{"node_load1", "node_load5"}
+				o.PolicyMaxMemoryMiB, o.PolicyMaxDepth = 64, 50
 			},
 		},
 		"explicit config flag and node name flag": {

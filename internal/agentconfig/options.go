@@ -99,6 +99,12 @@ type Options struct {
 	// PolicyTimeout bounds the wall-clock time of one policy call
 	// (policy_timeout).
 	PolicyTimeout time.Duration
+	// PolicyMaxMemoryMiB bounds what one policy call may allocate and keep,
+	// in MiB (policy_max_memory_mib; policy.Limits.MaxMemory).
+	PolicyMaxMemoryMiB int
+	// PolicyMaxDepth bounds how deeply a policy's calls nest
+	// (policy_max_depth; policy.Limits.MaxDepth).
+	PolicyMaxDepth int
 	// PolicyPollInterval is how often the policy folder is rescanned in
 	// addition to file-system notifications (policy_poll_interval).
 	PolicyPollInterval time.Duration
@@ -127,6 +133,8 @@ func NewOptions() *Options {
 		NodeExporterEnabled:        true,
 		OtelDeployEnabled:          true,
 		PolicyMaxSteps:             5_000_000,
+		PolicyMaxMemoryMiB:         256,
+		PolicyMaxDepth:             200,
 		PolicyTimeout:              2 * time.Second,
 		PolicyPollInterval:         10 * time.Second,
 		PlanLogSize:                1000,
@@ -236,6 +244,12 @@ func (o *Options) Validate() error {
 	positive("pending_timeout", o.PendingTimeout)
 	if o.PolicyMaxSteps == 0 {
 		add("policy_max_steps", "must be positive")
+	}
+	if o.PolicyMaxMemoryMiB <= 0 || o.PolicyMaxMemoryMiB > 1<<20 {
+		add("policy_max_memory_mib", "must be between 1 and 1048576, got %d", o.PolicyMaxMemoryMiB)
+	}
+	if o.PolicyMaxDepth <= 0 || o.PolicyMaxDepth > 10_000 {
+		add("policy_max_depth", "must be between 1 and 10000, got %d", o.PolicyMaxDepth)
 	}
 	if o.PlanLogSize <= 0 || o.PlanLogSize > 1_000_000 {
 		add("plan_log_size", "must be between 1 and 1000000, got %d", o.PlanLogSize)

@@ -72,6 +72,13 @@ func TestValidate(t *testing.T) {
 				{Key: "sysfs_root", Message: "is empty"},
 			},
 		},
+		"policy memory and depth out of range": {
+			mutate: func(o *Options) { o.PolicyMaxMemoryMiB, o.PolicyMaxDepth = 0, 20_000 },
+			want: []Problem{
+				{Key: "policy_max_depth", Message: "must be between 1 and 10000, got 20000"},
+				{Key: "policy_max_memory_mib", Message: "must be between 1 and 1048576, got 0"},
+			},
+		},
 		"plan log too large": {
 			mutate: func(o *Options) { o.PlanLogSize = 2_000_000 },
 			want:   []Problem{{Key: "plan_log_size", Message: "must be between 1 and 1000000, got 2000000"}},

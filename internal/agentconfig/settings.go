@@ -50,6 +50,8 @@ func (o *Options) settings() []setting {
 		{"otel_deploy_enabled", "otel-deploy-enabled", "deploy an OpenTelemetry collector", kindBool, &o.OtelDeployEnabled},
 		{"policy_max_steps", "policy-max-steps", "Starlark execution steps allowed per policy call", kindUint64, &o.PolicyMaxSteps},
 		{"policy_timeout", "policy-timeout", "wall-clock time allowed per policy call", kindDuration, &o.PolicyTimeout},
+		{"policy_max_memory_mib", "policy-max-memory-mib", "memory one policy call may allocate and keep, in MiB", kindInt, &o.PolicyMaxMemoryMiB},
+		{"policy_max_depth", "policy-max-depth", "how deeply a policy's calls may nest (recursion)", kindInt, &o.PolicyMaxDepth},
 		{"policy_poll_interval", "policy-poll-interval", "how often the policy folder is rescanned besides file-system notifications", kindDuration, &o.PolicyPollInterval},
 		{"plan_log_size", "plan-log-size", "number of plans kept in the plan log", kindInt, &o.PlanLogSize},
 		{"pending_timeout", "pending-timeout", "how long a plan waits for an asynchronous mechanism result", kindDuration, &o.PendingTimeout},

@@ -3,14 +3,18 @@
 //
 // Tokens come from a token file or from a key of a Kubernetes Secret, in
 // one format: one token per line as "token,name,role", where role is viewer
-// or operator; blank lines and lines starting with # are ignored. The
+// or operator; blank lines and lines starting with # are ignored. The token
+// field may be the token itself or its SHA-256 digest written as
+// "sha256:<64 hex digits>" (HashToken), so that a server's token list need
+// not hold any token in clear. The
 // source is re-read periodically, so tokens can be rotated without a
 // restart; a source that turns unreadable or invalid keeps the last good
 // set and says so in the log.
 //
 // Tokens are kept only as SHA-256 digests and compared in constant time
 // against every known digest, so neither a match nor its position leaks
-// through timing.
+// through timing. Nothing the authenticator keeps holds a token in clear:
+// not the entries, not the last list read (only its digest).
 package auth
 
 import (
@@ -21,6 +25,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -72,8 +77,37 @@ type Identity struct {
 
 // Entry is one token of a token list.
 type Entry struct {
+	// Token is the token, or its digest as HashToken writes it.
 	Token string
 	Identity
+}
+
+// DigestPrefix starts a token field that holds the token's SHA-256 digest
+// (64 lowercase or uppercase hex digits) instead of the token.
+const DigestPrefix = "sha256:"
+
+// HashToken returns the form of token a token list may hold instead of
+// the token: "sha256:" and the hex SHA-256 digest.
+func HashToken(token string) string {
+	d := sha256.Sum256([]byte(token))
+	return DigestPrefix + hex.EncodeToString(d[:])
+}
+
+// digest returns the SHA-256 digest of the entry's token, decoding a
+// hashed entry.
+func (e Entry) digest() ([sha256.Size]byte, error) {
+	var d [sha256.Size]byte
+	h, ok := strings.CutPrefix(e.Token, DigestPrefix)
+	if !ok {
+		return sha256.Sum256([]byte(e.Token)), nil
+	}
+	if len(h) != hex.EncodedLen(sha256.Size) {
+		return d, fmt.Errorf("digest has %d hex digits, want %d", len(h), hex.EncodedLen(sha256.Size))
+	}
+	if _, err := hex.Decode(d[:], []byte(h)); err != nil {
+		return d, fmt.Errorf("digest is not hex: %w", err)
+	}
+	return d, nil
 }
 
 // Parse reads a token list, reporting every bad line with its number.
@@ -81,7 +115,7 @@ func Parse(data []byte) ([]Entry, error) {
 	var (
 		out  []Entry
 		errs []error
-		seen = map[string]int{}
+		seen = map[[sha256.Size]byte]int{}
 	)
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -96,8 +130,12 @@ func Parse(data []byte) ([]Entry, error) {
 			continue
 		}
 		tok, name, role := strings.TrimSpace(f[0]), strings.TrimSpace(f[1]), Role(strings.TrimSpace(f[2]))
+		e := Entry{Token: tok, Identity: Identity{Name: name, Role: role}}
+		d, derr := e.digest()
 		switch {
-		case len(tok) < MinTokenLength:
+		case derr != nil:
+			errs = append(errs, fmt.Errorf("line %d: token of %s: %w", n, name, derr))
+		case !strings.HasPrefix(tok, DigestPrefix) && len(tok) < MinTokenLength:
 			errs = append(errs, fmt.Errorf("line %d: token of %s is %d characters; use at least %d", n, name, len(tok), MinTokenLength))
 		case strings.ContainsAny(tok, " \t"):
 			errs = append(errs, fmt.Errorf("line %d: token of %s contains blanks", n, name))
@@ -106,12 +144,12 @@ func Parse(data []byte) ([]Entry, error) {
 		case !role.Valid():
 			errs = append(errs, fmt.Errorf("line %d: role %q of %s: want %s or %s", n, role, name, RoleViewer, RoleOperator))
 		default:
-			if prev, dup := seen[tok]; dup {
+			if prev, dup := seen[d]; dup {
 				errs = append(errs, fmt.Errorf("line %d: same token as line %d", n, prev))
 				continue
 			}
-			seen[tok] = n
-			out = append(out, Entry{Token: tok, Identity: Identity{Name: name, Role: role}})
+			seen[d] = n
+			out = append(out, e)
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -218,7 +256,9 @@ type Authenticator struct {
 
 	mu      sync.RWMutex
 	entries []digestEntry
-	last    []byte
+	// last is the digest of the list last read, to tell a change; the list
+	// itself is not kept, since it may hold tokens in clear.
+	last [sha256.Size]byte
 }
 
 // New loads the token list from src; it fails when the list cannot be read,
@@ -244,9 +284,16 @@ func Static(entries []Entry) *Authenticator {
 }
 
 func (a *Authenticator) set(entries []Entry) {
-	ds := make([]digestEntry, len(entries))
-	for i, e := range entries {
-		ds[i] = digestEntry{digest: sha256.Sum256([]byte(e.Token)), id: e.Identity}
+	ds := make([]digestEntry, 0, len(entries))
+	for _, e := range entries {
+		d, err := e.digest()
+		if err != nil {
+			// Parse refuses such an entry; one built by hand that
+			// does not decode matches nothing.
+			a.log.Warn("token entry ignored", "name", e.Name, "err", err)
+			continue
+		}
+		ds = append(ds, digestEntry{digest: d, id: e.Identity})
 	}
 	a.mu.Lock()
 	a.entries = ds
@@ -263,8 +310,9 @@ func (a *Authenticator) Reload(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	sum := sha256.Sum256(data)
 	a.mu.RLock()
-	same := a.last != nil && bytes.Equal(a.last, data)
+	same := len(a.entries) > 0 && a.last == sum
 	a.mu.RUnlock()
 	if same {
 		return false, nil
@@ -278,7 +326,7 @@ func (a *Authenticator) Reload(ctx context.Context) (bool, error) {
 	}
 	a.set(entries)
 	a.mu.Lock()
-	a.last = data
+	a.last = sum
 	a.mu.Unlock()
 	return true, nil
 }

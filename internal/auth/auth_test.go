@@ -1,9 +1,12 @@
 package auth
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -37,6 +40,19 @@ func TestParse(t *testing.T) {
 				"line 3: want token,name,role, got 2 field(s)",
 				"line 4: name is empty",
 				"line 6: same token as line 5",
+			},
+		},
+		"hashed tokens": {
+			in:   HashToken(opTok) + ",alice,operator\n" + upperDigest(viewTok) + ",bob,viewer\n",
+			want: []Entry{{HashToken(opTok), Identity{"alice", RoleOperator}}, {upperDigest(viewTok), Identity{"bob", RoleViewer}}},
+		},
+		"bad digests and a token given twice, once hashed": {
+			in: "sha256:abc,x,viewer\n" + "sha256:" + strings.Repeat("zz", 32) + ",y,viewer\n" +
+				opTok + ",alice,operator\n" + HashToken(opTok) + ",alice2,viewer\n",
+			wantErr: []string{
+				"line 1: token of x: digest has 3 hex digits, want 64",
+				"line 2: token of y: digest is not hex: encoding/hex: invalid byte: U+007A 'z'",
+				"line 4: same token as line 3",
 			},
 		},
 	}
@@ -92,6 +108,124 @@ func TestAuthenticate(t *testing.T) {
 	if _, ok := Static(nil).Authenticate(""); ok {
 		t.Error("an empty list accepted the empty token")
 	}
+}
+
+// upperDigest is HashToken(tok) with upper-case hex digits.
+func upperDigest(tok string) string {
+	return DigestPrefix + strings.ToUpper(strings.TrimPrefix(HashToken(tok), DigestPrefix))
+}
+
+func TestAuthenticateHashed(t *testing.T) {
+	a := Static([]Entry{{HashToken(opTok), Identity{"alice", RoleOperator}}, {upperDigest(viewTok), Identity{"bob", RoleViewer}}})
+	for tok, want := range map[string]Identity{opTok: {"alice", RoleOperator}, viewTok: {"bob", RoleViewer}} {
+		if got, ok := a.Authenticate(tok); !ok || got != want {
+			t.Errorf("Authenticate(%q) = %v, %v", tok, got, ok)
+		}
+	}
+	// The digest is not a token: presenting it is refused.
+	for _, bad := range []string{HashToken(opTok), HashToken(opTok)[len(DigestPrefix):], ""} {
+		if got, ok := a.Authenticate(bad); ok {
+			t.Errorf("Authenticate(%q) = %v, want refused", bad, got)
+		}
+	}
+	// An entry built by hand with a digest that does not decode matches
+	// nothing (Parse refuses it).
+	if _, ok := Static([]Entry{{"sha256:00", Identity{"x", RoleViewer}}}).Authenticate("sha256:00"); ok {
+		t.Error("an undecodable digest entry accepted a token")
+	}
+}
+
+// TestNoTokenInMemory loads token lists with tokens in clear from a file
+// and from a Secret and walks everything the authenticator keeps: no
+// string, byte slice or byte array in it holds a token.
+func TestNoTokenInMemory(t *testing.T) {
+	list := opTok + ",alice,operator\n" + viewTok + ",bob,viewer\n"
+	file := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(file, []byte(list), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cs := fake.NewSimpleClientset(&corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "tokens"},
+		Data:       map[string][]byte{DefaultSecretKey: []byte(list)},
+	})
+	ctx := context.Background()
+	for name, src := range map[string]Source{"file": FileSource{Path: file}, "secret": SecretSource{Client: cs, Namespace: "ns", Name: "tokens"}} {
+		t.Run(name, func(t *testing.T) {
+			a, err := New(ctx, src, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := a.Reload(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := a.Authenticate(opTok); !ok {
+				t.Fatal("token refused")
+			}
+			// The source is the caller's (the Secret's client holds the
+			// Secret); what the authenticator adds must not.
+			a.src = nil
+			a.log = nil
+			for _, tok := range []string{opTok, viewTok} {
+				if path, found := holds(reflect.ValueOf(a), []byte(tok), "a", map[uintptr]bool{}); found {
+					t.Errorf("the authenticator keeps token %q in clear at %s", tok, path)
+				}
+			}
+			// The walk finds what it looks for.
+			if _, found := holds(reflect.ValueOf(&Entry{Token: opTok}), []byte(opTok), "e", map[uintptr]bool{}); !found {
+				t.Fatal("holds does not find a token in an Entry")
+			}
+		})
+	}
+}
+
+// holds reports whether v, followed through pointers, structs, slices,
+// arrays, maps and interfaces, holds secret in a string or in bytes, and
+// where.
+func holds(v reflect.Value, secret []byte, path string, seen map[uintptr]bool) (string, bool) {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if v.IsNil() || seen[v.Pointer()] {
+			return "", false
+		}
+		seen[v.Pointer()] = true
+		return holds(v.Elem(), secret, path, seen)
+	case reflect.Interface:
+		if v.IsNil() {
+			return "", false
+		}
+		return holds(v.Elem(), secret, path, seen)
+	case reflect.String:
+		return path, bytes.Contains([]byte(v.String()), secret)
+	case reflect.Struct:
+		for i := 0; i < v.NumField(); i++ {
+			if p, ok := holds(v.Field(i), secret, path+"."+v.Type().Field(i).Name, seen); ok {
+				return p, true
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		if v.Type().Elem().Kind() == reflect.Uint8 {
+			b := make([]byte, v.Len())
+			for i := range b {
+				b[i] = byte(v.Index(i).Uint())
+			}
+			return path, bytes.Contains(b, secret)
+		}
+		for i := 0; i < v.Len(); i++ {
+			if p, ok := holds(v.Index(i), secret, fmt.Sprintf("%s[%d]", path, i), seen); ok {
+				return p, true
+			}
+		}
+	case reflect.Map:
+		for it := v.MapRange(); it.Next(); {
+			if p, ok := holds(it.Key(), secret, path+"{key}", seen); ok {
+				return p, true
+			}
+			if p, ok := holds(it.Value(), secret, path+"{value}", seen); ok {
+				return p, true
+			}
+		}
+	}
+	return "", false
 }
 
 func TestFileSourceReload(t *testing.T) {

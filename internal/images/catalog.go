@@ -103,6 +103,11 @@ var Catalog = []Image{
 		Description: "MLSysOps northbound REST API",
 	},
 	{
+		Name: "mlconnector", Package: "./mlconnector", Binary: "mlsysops-mlconnector",
+		LDFlags:     []string{"-X github.com/mlsysops-go/mlsysops/mlconnector/server.Version={{version}}"},
+		Description: "MLSysOps ML connector: model registry, model deployments, predictions, drift and explanations",
+	},
+	{
 		// The model server with ONNX Runtime: a cgo binary (glibc) and the
 		// shared library `make deps` fetches, for the build machine's
 		// platform only.

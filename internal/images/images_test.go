@@ -298,7 +298,7 @@ func TestSharedLibraries(t *testing.T) {
 }
 
 func TestLookup(t *testing.T) {
-	if _, err := Lookup("agent", "nope"); err == nil || !strings.Contains(err.Error(), "unknown images nope (have accounts, agent, agent-node, demo, modelserver, modelserver-static, northbound, pause)") {
+	if _, err := Lookup("agent", "nope"); err == nil || !strings.Contains(err.Error(), "unknown images nope (have accounts, agent, agent-node, demo, mlconnector, modelserver, modelserver-static, northbound, pause)") {
 		t.Errorf("Lookup: %v", err)
 	}
 	all, err := Lookup()

@@ -46,3 +46,20 @@ func CheckFormat(format string) error {
 	}
 	return nil
 }
+
+// CheckFlags returns a problem for each of --log-format and --log-level
+// that New would not take as given.
+func CheckFlags(format, level string) []error {
+	var errs []error
+	switch level {
+	case "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fmt.Errorf("--log-level %q: want debug, info, warn or error", level))
+	}
+	switch format {
+	case "json", "text":
+	default:
+		errs = append(errs, fmt.Errorf("--log-format %q: want json or text", format))
+	}
+	return errs
+}

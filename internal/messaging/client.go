@@ -60,6 +60,7 @@ type Client struct {
 	stream string
 	tls    *tls.Config
 	m      *metrics
+	srv    *servers
 	peers  *peers
 	live   *tracker
 	out    *outbox
@@ -131,6 +132,7 @@ func New(cfg Config) (*Client, error) {
 		bare:     j.Bare().String(),
 		stream:   randomID(8),
 		tls:      tlsCfg,
+		srv:      newServers(cfg.Servers, j.Bare().String()+"/"+cfg.Resource),
 		peers:    newPeers(parent, controllers, children, cfg.AcceptSubscribe),
 		live:     newTracker(cfg.LivenessTimeout),
 		wakeCh:   make(chan struct{}, 1),
@@ -269,6 +271,10 @@ func (c *Client) Events() <-chan PeerEvent { return c.events }
 
 // PeerStates returns the liveness of the parent and every child.
 func (c *Client) PeerStates() []PeerState { return c.live.states() }
+
+// Server is the c2s address of the current session, or of the next
+// connection attempt while there is none.
+func (c *Client) Server() string { return c.srv.current() }
 
 // Connected reports whether a session is established.
 func (c *Client) Connected() bool {

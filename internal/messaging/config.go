@@ -33,8 +33,12 @@ type Config struct {
 	// Layer is the agent's layer, stamped on every envelope. Required.
 	Layer Layer
 
-	// Server is the c2s address, "host:port". Default "<domain>:5222".
-	Server string
+	// Servers are the c2s addresses, "host:port", of the nodes of one
+	// ejabberd cluster. The client logs in to one of them (chosen by a hash
+	// of its JID and resource, so that agents spread over the nodes) and
+	// moves to the next when a connection attempt fails or its server goes
+	// away. Default ["<domain>:5222"].
+	Servers []string
 	// CAFile is a PEM bundle of CAs that may sign the server certificate.
 	// Empty uses the system roots.
 	CAFile string
@@ -196,9 +200,9 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	if c.Server == "" {
+	if len(c.Servers) == 0 {
 		if j, err := jid.Parse(c.JID); err == nil {
-			c.Server = net.JoinHostPort(j.Domainpart(), "5222")
+			c.Servers = []string{net.JoinHostPort(j.Domainpart(), "5222")}
 		}
 	}
 	return c
@@ -265,9 +269,9 @@ func (c Config) Validate() error {
 	for _, s := range c.Children {
 		bare("child", s)
 	}
-	if c.Server != "" {
-		if _, _, err := net.SplitHostPort(c.Server); err != nil {
-			errs = append(errs, fmt.Errorf("server %q: want host:port: %w", c.Server, err))
+	for i, s := range c.Servers {
+		if _, _, err := net.SplitHostPort(s); err != nil {
+			errs = append(errs, fmt.Errorf("servers[%d] %q: want host:port: %w", i, s, err))
 		}
 	}
 	for name, d := range map[string]time.Duration{

@@ -84,7 +84,7 @@ func (c *Client) AuthStatus() AuthStatus {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := c.auth
-	s.Account, s.Server, s.PasswordFile = c.bare, c.cfg.Server, c.cfg.PasswordFile
+	s.Account, s.Server, s.PasswordFile = c.bare, c.srv.current(), c.cfg.PasswordFile
 	return s
 }
 
@@ -102,7 +102,7 @@ func (c *Client) authFailed(err error, retryIn time.Duration) {
 	}
 	c.auth.Failures++
 	c.auth.Reason, c.auth.LastError, c.auth.LastAttempt = reason, err.Error(), now
-	f := AuthFailure{Account: c.bare, Server: c.cfg.Server, PasswordFile: c.cfg.PasswordFile, Reason: reason,
+	f := AuthFailure{Account: c.bare, Server: c.srv.current(), PasswordFile: c.cfg.PasswordFile, Reason: reason,
 		Err: err.Error(), Failures: c.auth.Failures, Since: c.auth.Since, RetryIn: retryIn}
 	c.mu.Unlock()
 	c.m.authFailures.WithLabelValues(reason).Inc()
@@ -115,7 +115,7 @@ func (c *Client) authFailed(err error, retryIn time.Duration) {
 	if reason == AuthNoPassword {
 		msg = "XMPP login impossible: the password file cannot be read; check that the agent's Secret is mounted there"
 	}
-	c.log.Error(msg, "account", c.bare, "password_file", source, "server", c.cfg.Server,
+	c.log.Error(msg, "account", c.bare, "password_file", source, "server", c.srv.current(),
 		"err", err, "failures", f.Failures, "since", f.Since.UTC().Format(time.RFC3339), "retry_in", retryIn)
 	if c.cfg.OnAuthFailure != nil {
 		c.cfg.OnAuthFailure(f)

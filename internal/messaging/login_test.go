@@ -52,7 +52,7 @@ func TestLoginWithoutPassword(t *testing.T) {
 	var logs syncBuffer
 	failures := make(chan AuthFailure, 16)
 	reg := prometheus.NewRegistry()
-	c, err := New(Config{JID: "node-1@d", PasswordFile: file, Layer: LayerNode, Server: server,
+	c, err := New(Config{JID: "node-1@d", PasswordFile: file, Layer: LayerNode, Servers: []string{server},
 		AuthBackoff: 20 * time.Millisecond, MinBackoff: 10 * time.Millisecond, MaxBackoff: 20 * time.Millisecond,
 		HeartbeatInterval: -1, KeepaliveInterval: -1, Registerer: reg,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil)),

@@ -193,7 +193,7 @@ func TestConfigValidate(t *testing.T) {
 		"full JID":         {mutate: func(c *Config) { c.JID = "node-1@d/agent" }, want: []string{"want a bare JID"}},
 		"bad parent":       {mutate: func(c *Config) { c.Parent = "@@" }, want: []string{"parent"}},
 		"bad child":        {mutate: func(c *Config) { c.Children = []string{"d"} }, want: []string{"child"}},
-		"server":           {mutate: func(c *Config) { c.Server = "nohost" }, want: []string{"host:port"}},
+		"server":           {mutate: func(c *Config) { c.Servers = []string{"a:5222", "nohost"} }, want: []string{`servers[1] "nohost": want host:port`}},
 		"negative":         {mutate: func(c *Config) { c.RetryInterval = -1 }, want: []string{"retry interval"}},
 		"backoff order":    {mutate: func(c *Config) { c.MinBackoff, c.MaxBackoff = time.Minute, time.Second }, want: []string{"exceeds max backoff"}},
 		"window":           {mutate: func(c *Config) { c.Window, c.QueueSize = 100, 10 }, want: []string{"window 100 exceeds"}},
@@ -221,8 +221,8 @@ func TestConfigValidate(t *testing.T) {
 		})
 	}
 	d := ok.withDefaults()
-	if d.Resource != DefaultResource || d.Server != "mlsysops.local:5222" || d.LivenessTimeout != 3*DefaultHeartbeatInterval {
-		t.Errorf("defaults: resource %q server %q liveness %v", d.Resource, d.Server, d.LivenessTimeout)
+	if d.Resource != DefaultResource || !cmp.Equal(d.Servers, []string{"mlsysops.local:5222"}) || d.LivenessTimeout != 3*DefaultHeartbeatInterval {
+		t.Errorf("defaults: resource %q servers %q liveness %v", d.Resource, d.Servers, d.LivenessTimeout)
 	}
 }
 
@@ -234,7 +234,7 @@ func TestConfigValidate(t *testing.T) {
 func TestClientQueuesWhileDisconnected(t *testing.T) {
 	start := func(t *testing.T) (*Client, context.Context) {
 		c, err := New(Config{JID: "node-1@d", Password: "pw", Layer: LayerNode, Parent: "cluster-1@d",
-			Server: "127.0.0.1:1", QueueSize: 2, Window: 2, HeartbeatInterval: -1,
+			Servers: []string{"127.0.0.1:1"}, QueueSize: 2, Window: 2, HeartbeatInterval: -1,
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 		if err != nil {
 			t.Fatal(err)

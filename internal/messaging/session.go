@@ -69,11 +69,18 @@ func (c *Client) Run(ctx context.Context) error {
 				sleep(ctx, wait)
 				continue
 			}
-			wait := bo.next()
-			c.log.Warn("XMPP connect failed", "server", c.cfg.Server, "err", err, "retry_in", wait)
+			// The next attempt goes to the next server at once; a backoff
+			// only after every server failed.
+			failed := c.srv.current()
+			wait := c.cfg.MinBackoff
+			if c.srv.connectFailed() {
+				wait = bo.next()
+			}
+			c.log.Warn("XMPP connect failed", "server", failed, "err", err, "next_server", c.srv.current(), "retry_in", wait)
 			sleep(ctx, wait)
 			continue
 		}
+		c.srv.connected()
 		authBo.reset()
 		c.authOK()
 		if sessions > 0 {
@@ -86,21 +93,28 @@ func (c *Client) Run(ctx context.Context) error {
 			break
 		}
 		kind := classifyDisconnect(err)
+		server := c.srv.current()
 		var wait time.Duration
-		switch kind {
-		case disconnectShutdown:
+		switch {
+		case kind == disconnectConflict:
+			// Another session took our resource; any node would say so.
+			wait = c.cfg.ConflictBackoff
+		case kind == disconnectShutdown && !c.srv.several():
 			// ejabberd keeps accepting logins for about a second after
 			// announcing a shutdown, then drops them silently.
 			wait = c.cfg.ShutdownBackoff + time.Duration(rand.Int64N(int64(time.Second)))
-		case disconnectConflict:
-			wait = c.cfg.ConflictBackoff
 		default:
+			// A crash, a shutdown, a broken connection: with a cluster,
+			// another node serves us at once (a node going down may still
+			// accept logins for a second, only to drop them).
 			if time.Since(began) > stableSession {
 				bo.reset()
 			}
+			c.srv.moveOn()
 			wait = bo.next()
 		}
-		c.log.Warn("XMPP session ended", "err", err, "kind", kind.String(), "lasted", time.Since(began).Round(time.Millisecond), "retry_in", wait)
+		c.log.Warn("XMPP session ended", "err", err, "kind", kind.String(), "server", server, "next_server", c.srv.current(),
+			"lasted", time.Since(began).Round(time.Millisecond), "retry_in", wait)
 		sleep(ctx, wait)
 	}
 	c.out.close()
@@ -153,9 +167,10 @@ func (c *Client) connect(ctx context.Context) (*session, error) {
 	dctx, cancel := context.WithTimeout(ctx, c.cfg.ConnectTimeout)
 	defer cancel()
 	d := net.Dialer{KeepAlive: 15 * time.Second}
-	conn, err := d.DialContext(dctx, "tcp", c.cfg.Server)
+	server := c.srv.current()
+	conn, err := d.DialContext(dctx, "tcp", server)
 	if err != nil {
-		return nil, fmt.Errorf("dial %s: %w", c.cfg.Server, err)
+		return nil, fmt.Errorf("dial %s: %w", server, err)
 	}
 	origin, err := c.jid.WithResource(c.cfg.Resource)
 	if err != nil {
@@ -224,7 +239,7 @@ func (c *Client) serve(ctx context.Context, s *session) error {
 		return fmt.Errorf("send initial presence: %w", err)
 	}
 	c.setConnected(true)
-	c.log.Info("XMPP session established", "jid", s.s.LocalAddr().String(), "server", c.cfg.Server)
+	c.log.Info("XMPP session established", "jid", s.s.LocalAddr().String(), "server", c.srv.current())
 
 	wg.Add(3)
 	go func() { defer wg.Done(); c.writeLoop(sctx, s) }()

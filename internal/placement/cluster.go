@@ -16,6 +16,9 @@ type Cluster struct {
 	Name string
 	// Ready is Karmada's view of the cluster.
 	Ready bool
+	// NotReady says why a cluster that is not Ready is not; "not Ready in
+	// Karmada" when empty.
+	NotReady string
 	// Location and provider, from the cluster's datacenter description.
 	Continent, Country, City, CloudProvider string
 	// Index holds the cluster's nodes as the cluster agent last reported
@@ -179,6 +182,9 @@ func evaluateCluster(req AppRequest, c *Cluster, wanted map[string]int, comps []
 		return []string{why}, 0, nil, nil
 	}
 	if !c.Ready {
+		if c.NotReady != "" {
+			return []string{c.NotReady}, 0, nil, nil
+		}
 		return []string{"not Ready in Karmada"}, 0, nil, nil
 	}
 	if len(wanted) > 0 {

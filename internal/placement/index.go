@@ -409,6 +409,17 @@ func (x *Index) Has(name string) bool {
 	return e != nil && e.present
 }
 
+// Node returns the node as last upserted (nil when absent). It must not
+// be modified.
+func (x *Index) Node(name string) *corev1.Node {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	if e := x.entries[name]; e != nil && e.present {
+		return e.node
+	}
+	return nil
+}
+
 // HasLabel reports whether some node has the label key=value.
 func (x *Index) HasLabel(key, value string) bool {
 	x.mu.RLock()

@@ -237,6 +237,12 @@ func TestPlaceApp(t *testing.T) {
 			want:         []string{"ok"},
 			wantRejected: []string{"down", "gone"}, wantReason: "not Ready in Karmada",
 		},
+		"not Ready says why": {
+			app:          app(MakeComp("web").Obj()),
+			clusters:     []Cluster{{Name: "new", NotReady: "has not got the MLSysOpsApp API yet", Index: NewIndexOf([]Node{MakeNode("x").Obj()})}, cluster("ok", MakeNode("z").Obj())},
+			want:         []string{"ok"},
+			wantRejected: []string{"new"}, wantReason: "has not got the MLSysOpsApp API yet",
+		},
 		"accelerators and instances": {
 			app:      withPlacement(app(MakeComp("web").Obj()), &mlsysopsv1.ClusterPlacement{Accelerators: []string{"gpu"}, Instances: 2}),
 			clusters: clusters, want: []string{"cloud-1", "cloud-2"},

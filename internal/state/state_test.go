@@ -1,10 +1,16 @@
 package state
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"net"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -130,6 +136,59 @@ func TestCheckID(t *testing.T) {
 		strings.Repeat("x", 253): true, strings.Repeat("x", 254): false, "node-1@mlsysops.local": true} {
 		if err := checkID("app", id); (err == nil) != ok {
 			t.Errorf("checkID(%q) = %v, want ok %v", id, err, ok)
+		}
+	}
+}
+
+func TestNotExecuted(t *testing.T) {
+	cases := map[string]struct {
+		err  error
+		want bool
+	}{
+		"moved":       {errors.New("MOVED 3999 127.0.0.1:6381"), true},
+		"ask":         {errors.New("ASK 3999 127.0.0.1:6381"), true},
+		"clusterdown": {errors.New("CLUSTERDOWN The cluster is down"), true},
+		"readonly":    {errors.New("READONLY You can't write against a read only replica."), true},
+		"dial":        {&net.OpError{Op: "dial", Err: errors.New("connection refused")}, true},
+		"read":        {&net.OpError{Op: "read", Err: errors.New("connection reset")}, false},
+		"eof":         {io.EOF, false},
+		"script":      {errors.New("ERR Error running script"), false},
+	}
+	for name, tc := range cases {
+		if got := notExecuted(tc.err); got != tc.want {
+			t.Errorf("%s: notExecuted(%v) = %v, want %v", name, tc.err, got, tc.want)
+		}
+	}
+}
+
+func TestACLRules(t *testing.T) {
+	got, err := ACLRules(ComponentCluster, "mls")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"resetkeys", "resetchannels", "-@all",
+		"+client|getname", "+client|id", "+client|setname", "+cluster|nodes", "+cluster|shards", "+cluster|slots",
+		"+del", "+discard", "+echo", "+eval", "+evalsha", "+exec", "+exists", "+hello", "+hgetall", "+hset", "+hsetnx",
+		"+info", "+multi", "+ping", "+readonly", "+readwrite", "+sadd", "+set", "+smembers", "+srem", "+wait",
+		"~mls:{agents}:*", "%W~mls:telemetry:*"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("cluster agent's rules (-want +got):\n%s", diff)
+	}
+	if _, err := ACLRules("node-agent", ""); err == nil || !strings.Contains(err.Error(), `unknown component "node-agent"`) {
+		t.Errorf("unknown component: %v", err)
+	}
+	line, err := ACLUserLine("mlsysops-northbound", ComponentNorthbound, "", "s3cret-password")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := sha256.Sum256([]byte("s3cret-password"))
+	if !strings.HasPrefix(line, "user mlsysops-northbound reset on #"+hex.EncodeToString(d[:])+" resetkeys ") || strings.Contains(line, "s3cret-password") ||
+		!strings.HasSuffix(line, "~mlsysops:{apps}:* ~mlsysops:{ml}:* %R~mlsysops:{agents}:* %R~mlsysops:telemetry:*") {
+		t.Errorf("northbound's line: %s", line)
+	}
+	for _, bad := range []struct{ user, pw string }{{"", "pw"}, {"a b", "pw"}, {"default", "pw"}, {"u", ""}} {
+		if _, err := ACLUserLine(bad.user, ComponentNorthbound, "", bad.pw); err == nil {
+			t.Errorf("ACLUserLine(%q, %q) accepted", bad.user, bad.pw)
 		}
 	}
 }

@@ -52,6 +52,9 @@ type Store struct {
 	k   keys
 	log *slog.Logger
 	now func() time.Time
+	// replicaAcks and replicaTimeout: see replicated.go.
+	replicaAcks    int
+	replicaTimeout time.Duration
 }
 
 // Options tune a Store.
@@ -60,6 +63,13 @@ type Options struct {
 	Prefix string
 	// Logger; default slog.Default().
 	Logger *slog.Logger
+	// ReplicaAcks is how many of a master's connected replicas must hold
+	// a submission (or a forgotten id) before it is acknowledged, so that
+	// it survives a failover (see replicated.go). Zero takes
+	// DefaultReplicaAcks; negative does not wait.
+	ReplicaAcks int
+	// ReplicaTimeout bounds that wait; default DefaultReplicaTimeout.
+	ReplicaTimeout time.Duration
 }
 
 // New returns a store on an existing client (see NewClient).
@@ -68,7 +78,15 @@ func New(rdb redis.UniversalClient, opts Options) *Store {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Store{rdb: rdb, k: newKeys(opts.Prefix), log: log.With("component", "state"), now: time.Now}
+	acks, timeout := opts.ReplicaAcks, opts.ReplicaTimeout
+	if acks == 0 {
+		acks = DefaultReplicaAcks
+	}
+	if timeout <= 0 {
+		timeout = DefaultReplicaTimeout
+	}
+	return &Store{rdb: rdb, k: newKeys(opts.Prefix), log: log.With("component", "state"), now: time.Now,
+		replicaAcks: acks, replicaTimeout: timeout}
 }
 
 // Client returns the underlying client.

@@ -173,10 +173,17 @@ func (c *Collection) Submit(ctx context.Context, sub Submission) (Receipt, error
 	if sub.Kind != KindRemove {
 		spec = string(sub.Spec)
 	}
-	res, err := submitScript.Run(ctx, c.s.rdb,
+	// An existing request id is a retry, maybe of a submission whose
+	// replication was not confirmed: it is waited for again.
+	raw, err := c.s.runReplicated(ctx, submitScript,
 		[]string{c.k.status(sub.ID), c.k.stream(), c.k.spec(sub.ID), c.k.ids(), c.k.phases()},
+		func(r any) bool { l, _ := r.([]any); return len(l) > 0 && (l[0] == "ok" || l[0] == "existing") },
 		string(sub.Kind), sub.RequestID, string(payload), formatTime(c.s.now()), spec, sub.ID,
-		string(mlsysopsv1.AppQueued), string(mlsysopsv1.AppRemoving)).StringSlice()
+		string(mlsysopsv1.AppQueued), string(mlsysopsv1.AppRemoving))
+	var res []string
+	if err == nil {
+		res, err = redis.NewCmdResult(raw, nil).StringSlice()
+	}
 	if err != nil {
 		return Receipt{}, fmt.Errorf("submit %s %s %s: %w", sub.Kind, c.name, sub.ID, err)
 	}
@@ -507,7 +514,9 @@ func (c *Collection) forget(ctx context.Context, id string, check bool, streamID
 	if check {
 		checkArg = "1"
 	}
-	n, err := forgetScript.Run(ctx, c.s.rdb, []string{c.k.status(id), c.k.spec(id), c.k.ids(), c.k.phases()}, id, checkArg, streamID).Int()
+	raw, err := c.s.runReplicated(ctx, forgetScript, []string{c.k.status(id), c.k.spec(id), c.k.ids(), c.k.phases()},
+		func(r any) bool { n, _ := r.(int64); return n == 1 }, id, checkArg, streamID)
+	n, _ := raw.(int64)
 	if err != nil {
 		return false, fmt.Errorf("forget %s %s: %w", c.name, id, err)
 	}

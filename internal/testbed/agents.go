@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -35,10 +36,12 @@ type AgentsConfig struct {
 	// StateDir receives pki/ (XMPP passwords, 0600), logs/, pids/ and
 	// policies/<agent>/ (each agent's policy folder).
 	StateDir string
-	// XMPP server, domain and CA.
+	// XMPP server (comma-separated: the nodes of an ejabberd cluster),
+	// domain and CA.
 	XMPPAddr, XMPPDomain, XMPPCAFile string
-	// XMPPAdminURL, XMPPAdminJID and XMPPAdminPasswordFile reach
-	// ejabberd's admin API, for the accounts reconciler.
+	// XMPPAdminURL (comma-separated: every node's), XMPPAdminJID and
+	// XMPPAdminPasswordFile reach ejabberd's admin API, for the accounts
+	// reconciler.
 	XMPPAdminURL, XMPPAdminJID, XMPPAdminPasswordFile string
 	// AccountsBinary is the accounts reconciler (see BuildAccounts), which
 	// creates the agents' accounts and roster links and keeps them in
@@ -48,8 +51,12 @@ type AgentsConfig struct {
 	ExtraAccounts []string
 	// AccountsArgs are added to its command line.
 	AccountsArgs []string
-	// Redis server and password.
+	// Redis server and password; with RedisMode sentinel, RedisAddr lists
+	// the sentinels (comma-separated), with cluster some of the nodes.
 	RedisAddr, RedisPassword string
+	// RedisMode is single (empty), sentinel or cluster; RedisMasterName
+	// and RedisSentinelPassword go with sentinel.
+	RedisMode, RedisMasterName, RedisSentinelPassword string
 	// RedisPrefix starts every key; empty keeps the agents' default.
 	RedisPrefix string
 	// Kubeconfig has the karmada-apiserver context and one context per
@@ -60,6 +67,12 @@ type AgentsConfig struct {
 	ListenBase int
 	// Args are added to every agent's command line.
 	Args []string
+	// Replicas, when above 1, runs the continuum and every cluster agent
+	// as that many replicas with leader election (--leader-elect, one
+	// --leader-elect-identity each, <name>-<replica>); ReplicaArgs are
+	// added to their command lines (the lease timings, say).
+	Replicas    int
+	ReplicaArgs []string
 	// Env is added to every agent's environment.
 	Env []string
 }
@@ -75,6 +88,10 @@ type AgentProcess struct {
 	Listen string
 	// PolicyDir is the agent's policy folder.
 	PolicyDir string
+	// Replica numbers the replicas of an elected agent (AgentsConfig.Replicas),
+	// from 0; Identity is its name in the Lease, empty without election.
+	Replica  int
+	Identity string
 }
 
 // URL returns the agent's HTTP base URL, or "" when it serves none.
@@ -139,13 +156,24 @@ func PlanAgents(set *description.Set, cfg AgentsConfig) ([]*AgentProcess, error)
 	}
 	var out []*AgentProcess
 	add := func(layer, name, parent string, extra ...string) {
-		a := &AgentProcess{Layer: layer, Name: name, JID: agentJID(layer, name, cfg.XMPPDomain), Parent: parent,
-			PolicyDir: filepath.Join(cfg.StateDir, "policies", layer+"-"+name)}
-		if cfg.ListenBase > 0 {
-			a.Listen = "127.0.0.1:" + strconv.Itoa(cfg.ListenBase+len(out))
+		n := 1
+		if layer != LayerNode && cfg.Replicas > 1 {
+			n = cfg.Replicas
 		}
-		out = append(out, a)
-		a.Process = cfg.process(a, extra)
+		for r := 0; r < n; r++ {
+			a := &AgentProcess{Layer: layer, Name: name, JID: agentJID(layer, name, cfg.XMPPDomain), Parent: parent,
+				PolicyDir: filepath.Join(cfg.StateDir, "policies", layer+"-"+name), Replica: r}
+			if cfg.ListenBase > 0 {
+				a.Listen = "127.0.0.1:" + strconv.Itoa(cfg.ListenBase+len(out))
+			}
+			args := extra
+			if n > 1 {
+				a.Identity = name + "-" + strconv.Itoa(r)
+				args = append(append(slices.Clip(extra), "--leader-elect", "--leader-elect-identity", a.Identity), cfg.ReplicaArgs...)
+			}
+			out = append(out, a)
+			a.Process = cfg.process(a, args)
+		}
 	}
 	cont := set.Continuum.Name
 	contJID := agentJID(LayerContinuum, cont, cfg.XMPPDomain)
@@ -166,6 +194,9 @@ func PlanAgents(set *description.Set, cfg AgentsConfig) ([]*AgentProcess, error)
 
 func (cfg AgentsConfig) process(a *AgentProcess, extra []string) *proc.Process {
 	id := "agent-" + a.Layer + "-" + a.Name
+	if a.Identity != "" {
+		id = "agent-" + a.Layer + "-" + a.Identity
+	}
 	args := []string{
 		"--layer", a.Layer, "--node-name", a.Name,
 		"--descriptions", cfg.Descriptions, "--policy-directory", a.PolicyDir,
@@ -176,6 +207,15 @@ func (cfg AgentsConfig) process(a *AgentProcess, extra []string) *proc.Process {
 	}
 	if a.Layer != LayerNode {
 		args = append(args, "--redis-addr", cfg.RedisAddr, "--redis-password-file", cfg.redisPasswordFile())
+		if cfg.RedisMode != "" {
+			args = append(args, "--redis-mode", cfg.RedisMode)
+		}
+		if cfg.RedisMasterName != "" {
+			args = append(args, "--redis-master-name", cfg.RedisMasterName)
+		}
+		if cfg.RedisSentinelPassword != "" {
+			args = append(args, "--redis-sentinel-password-file", cfg.redisSentinelPasswordFile())
+		}
 		if cfg.RedisPrefix != "" {
 			args = append(args, "--redis-prefix", cfg.RedisPrefix)
 		}
@@ -210,6 +250,10 @@ func (cfg AgentsConfig) redisPasswordFile() string {
 	return filepath.Join(cfg.StateDir, "pki", "agents-redis.password")
 }
 
+func (cfg AgentsConfig) redisSentinelPasswordFile() string {
+	return filepath.Join(cfg.StateDir, "pki", "agents-redis-sentinel.password")
+}
+
 // PrepareAgents makes the folders the agents use (pki/, logs/, pids/,
 // agents/ and each policy folder) and writes the Redis password file they
 // read. Their XMPP accounts are the accounts reconciler's (StartAccounts).
@@ -221,6 +265,11 @@ func PrepareAgents(cfg AgentsConfig, agents []*AgentProcess) error {
 	}
 	if err := os.WriteFile(cfg.redisPasswordFile(), []byte(cfg.RedisPassword), 0o600); err != nil {
 		return err
+	}
+	if cfg.RedisSentinelPassword != "" {
+		if err := os.WriteFile(cfg.redisSentinelPasswordFile(), []byte(cfg.RedisSentinelPassword), 0o600); err != nil {
+			return err
+		}
 	}
 	for _, a := range agents {
 		if err := os.MkdirAll(a.PolicyDir, 0o755); err != nil {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/mlsysops-go/mlsysops/internal/state"
 	"github.com/mlsysops-go/mlsysops/internal/testbed/services"
 )
 
@@ -22,12 +23,17 @@ type Env struct {
 	RedisAddr     string `json:"redisAddr"`
 	RedisPassword string `json:"redisPassword"`
 
-	XMPPAddr          string `json:"xmppAddr"`
-	XMPPDomain        string `json:"xmppDomain"`
-	XMPPCAFile        string `json:"xmppCAFile"`
-	XMPPAdminURL      string `json:"xmppAdminURL"`
-	XMPPAdminJID      string `json:"xmppAdminJID"`
-	XMPPAdminPassword string `json:"xmppAdminPassword"`
+	// XMPPAddr is the first ejabberd node's c2s address; XMPPAddrs every
+	// node's (one unless Options.XMPPNodes asked for a cluster).
+	XMPPAddr     string   `json:"xmppAddr"`
+	XMPPAddrs    []string `json:"xmppAddrs"`
+	XMPPDomain   string   `json:"xmppDomain"`
+	XMPPCAFile   string   `json:"xmppCAFile"`
+	XMPPAdminURL string   `json:"xmppAdminURL"`
+	// XMPPAdminURLs are every ejabberd node's admin API.
+	XMPPAdminURLs     []string `json:"xmppAdminURLs"`
+	XMPPAdminJID      string   `json:"xmppAdminJID"`
+	XMPPAdminPassword string   `json:"xmppAdminPassword"`
 
 	// The northbound API and its operator and viewer tokens.
 	NorthboundURL         string `json:"northboundURL"`
@@ -53,16 +59,31 @@ type Env struct {
 // AgentsEnv is what an installation of MLSysOps on the testbed needs
 // beyond the rest of Env.
 type AgentsEnv struct {
-	// XMPPAddr and RedisAddr are ejabberd's c2s and Redis on the bridge.
-	XMPPAddr  string `json:"xmppAddr"`
-	RedisAddr string `json:"redisAddr"`
+	// XMPPAddr and RedisAddr are ejabberd's c2s and Redis on the bridge;
+	// XMPPAddrs every ejabberd node's c2s there.
+	XMPPAddr  string   `json:"xmppAddr"`
+	XMPPAddrs []string `json:"xmppAddrs"`
+	RedisAddr string   `json:"redisAddr"`
 	// XMPPAdminURL is ejabberd's admin API on the bridge, where the
 	// accounts reconciler's pod reaches it.
 	XMPPAdminURL string `json:"xmppAdminURL"`
-	// PostgresAddr is the testbed's PostgreSQL (loopback: no pod uses it
-	// yet) and PostgresPasswordFile its superuser's password.
+	// PostgresAddr is the testbed's PostgreSQL on the bridge, where the
+	// installed ML connector's pod reaches it; PostgresDatabase is that
+	// connector's database and role, PostgresPasswordFile its password.
 	PostgresAddr         string `json:"postgresAddr"`
+	PostgresDatabase     string `json:"postgresDatabase"`
 	PostgresPasswordFile string `json:"postgresPasswordFile"`
+	// S3URL is the testbed's S3 server on the bridge, S3AccessKeyFile and
+	// S3SecretKeyFile its keys.
+	S3URL           string `json:"s3URL"`
+	S3AccessKeyFile string `json:"s3AccessKeyFile"`
+	S3SecretKeyFile string `json:"s3SecretKeyFile"`
+	// ContinuumNodeIP is the host cluster's real node, where the installed
+	// ML connector's NodePort is served to the members' pods.
+	ContinuumNodeIP string `json:"continuumNodeIP"`
+	// NorthboundTokensFile is the testbed's token list (MLS_TOKEN,
+	// MLS_VIEWER_TOKEN): the installed API and connector take it too.
+	NorthboundTokensFile string `json:"northboundTokensFile"`
 	// KarmadaAPIServer is the Karmada API on the bridge.
 	KarmadaAPIServer string `json:"karmadaAPIServer"`
 	// AdminPasswordFile and RedisPasswordFile hold those passwords.
@@ -132,9 +153,11 @@ func (tb *Testbed) env() *Env {
 		RedisAddr:         tb.redis.Addr(),
 		RedisPassword:     tb.redis.Password(),
 		XMPPAddr:          tb.ejabberd.C2SAddr(),
+		XMPPAddrs:         tb.xmppAddrs(""),
 		XMPPDomain:        tb.ejabberd.Domain(),
 		XMPPCAFile:        tb.ejabberd.CAFile(),
 		XMPPAdminURL:      tb.ejabberd.APIURL(),
+		XMPPAdminURLs:     tb.xmppAPIURLs(""),
 		XMPPAdminJID:      tb.ejabberd.AdminJID(),
 		XMPPAdminPassword: tb.ejabberd.AdminPassword(),
 	}
@@ -142,15 +165,15 @@ func (tb *Testbed) env() *Env {
 		e.Nodes = append(e.Nodes, n.Name)
 	}
 	tb.northboundEnv(e)
-	tb.mlconnectorEnv(e)
 	e.Agents = AgentsEnv{
-		XMPPAddr: tb.ejabberd.C2SAddrOn(tb.net.HostIP()), RedisAddr: tb.net.HostIP() + ":" + strconv.Itoa(tb.l.port(portRedis)),
+		XMPPAddr: tb.ejabberd.C2SAddrOn(tb.net.HostIP()), XMPPAddrs: tb.xmppAddrs(tb.net.HostIP()), RedisAddr: tb.net.HostIP() + ":" + strconv.Itoa(tb.l.port(portRedis)),
 		XMPPAdminURL: tb.ejabberd.APIURLOn(tb.net.HostIP()),
 		PostgresAddr: tb.l.addr(portPostgres), PostgresPasswordFile: tb.l.path("pki", "postgres.password"),
 		KarmadaAPIServer:  fmt.Sprintf("https://%s:%d", tb.net.HostIP(), tb.l.port(portKarmadaAPI)),
 		AdminPasswordFile: filepath.Join(tb.l.path("ejabberd"), "admin.password"), RedisPasswordFile: tb.l.path("pki", "redis.password"),
 		Descriptions: tb.opts.Descriptions, KwokletState: tb.l.path("kwoklet"), KwokletNodes: tb.kwokletNodes(),
 	}
+	tb.mlconnectorEnv(e)
 	e.Network = NetworkEnv{
 		Range: tb.net.Range(), Ranges: tb.net.Ranges(len(tb.clusters)), HostIP: tb.net.HostIP(), Bridge: tb.net.Bridge(),
 		ServiceCIDR: tb.net.ServiceCIDR(), KubernetesServiceIP: tb.net.KubernetesServiceIP(), CgroupRoot: tb.cgroupBase(),
@@ -180,7 +203,7 @@ func (tb *Testbed) writeEnv() error {
 		{"MLSYSOPS_TESTBED_STATE", e.StateDir},
 		{"REDIS_ADDR", e.RedisAddr},
 		{"REDIS_PASSWORD", e.RedisPassword},
-		{"XMPP_ADDR", e.XMPPAddr},
+		{"XMPP_ADDR", strings.Join(e.XMPPAddrs, ",")},
 		{"XMPP_DOMAIN", e.XMPPDomain},
 		{"XMPP_CA_FILE", e.XMPPCAFile},
 		{"XMPP_ADMIN_URL", e.XMPPAdminURL},
@@ -215,4 +238,30 @@ func readOrCreateSecret(file string) (string, error) {
 		return "", err
 	}
 	return s, os.WriteFile(file, []byte(s), 0o600)
+}
+
+// RedisUserPasswordFile is the file holding the password of component c's
+// Redis ACL user (state.ACLUserName) in the pki folder dir.
+func RedisUserPasswordFile(dir string, c state.Component) string {
+	return filepath.Join(dir, "redis-"+string(c)+".password")
+}
+
+// redisACLUsers returns the ACL user lines of every component
+// (state.ACLRules, default key prefix), with passwords read from or
+// created in dir (RedisUserPasswordFile, mode 0600). The lines hold only
+// the passwords' digests.
+func redisACLUsers(dir string) ([]string, error) {
+	var lines []string
+	for _, c := range state.Components() {
+		pw, err := readOrCreateSecret(RedisUserPasswordFile(dir, c))
+		if err != nil {
+			return nil, err
+		}
+		l, err := state.ACLUserLine(state.ACLUserName(c), c, "", pw)
+		if err != nil {
+			return nil, err
+		}
+		lines = append(lines, l)
+	}
+	return lines, nil
 }

@@ -193,14 +193,22 @@ func InstallOptions(env *Env) (*deployer.Options, error) {
 	o.Kubeconfig = env.Kubeconfig
 	o.Descriptions = env.Agents.Descriptions
 	o.Services = deployer.ModeExternal
-	o.XMPPDomain, o.XMPPServer, o.XMPPCAFile = env.XMPPDomain, env.Agents.XMPPAddr, env.XMPPCAFile
+	o.XMPPDomain, o.XMPPServer, o.XMPPCAFile = env.XMPPDomain, strings.Join(env.Agents.XMPPAddrs, ","), env.XMPPCAFile
 	// The admin API on the bridge: the accounts reconciler's pod on the
 	// host's real node uses it, and so does the deployer.
 	o.EjabberdAPI, o.EjabberdAdmin, o.EjabberdAdminPasswordFile = env.Agents.XMPPAdminURL, env.XMPPAdminJID, env.Agents.AdminPasswordFile
 	o.RedisAddress, o.RedisPasswordFile = env.Agents.RedisAddr, env.Agents.RedisPasswordFile
-	// The testbed's PostgreSQL (ejabberd's data); no installed component
-	// uses it yet.
-	o.PostgresAddress, o.PostgresPasswordFile, o.PostgresUser = env.Agents.PostgresAddr, env.Agents.PostgresPasswordFile, "postgres"
+	// The ML connector's database, role and bucket on the testbed's
+	// PostgreSQL and S3 server, on the bridge. Its download URL is its
+	// NodePort on the host cluster's node (KARMADA_HOST_IP: no bundled
+	// service uses it in external mode).
+	o.PostgresAddress, o.PostgresPasswordFile = env.Agents.PostgresAddr, env.Agents.PostgresPasswordFile
+	o.PostgresUser, o.PostgresDatabase = env.Agents.PostgresDatabase, env.Agents.PostgresDatabase
+	o.S3Endpoint, o.S3AccessKeyFile, o.S3SecretKeyFile, o.S3Bucket = env.Agents.S3URL, env.Agents.S3AccessKeyFile, env.Agents.S3SecretKeyFile, InstalledS3Bucket
+	o.KarmadaHostIP = env.Agents.ContinuumNodeIP
+	// MLS_TOKEN and MLS_VIEWER_TOKEN work on the installed API and
+	// connector as on the testbed's own.
+	o.NorthboundTokensFile = env.Agents.NorthboundTokensFile
 	o.Registry, o.Tag, o.PullPolicy = images.DefaultRegistry, m.Version, string(corev1.PullIfNotPresent)
 	o.KarmadaAPIServer = env.Agents.KarmadaAPIServer
 	o.Timeout = 5 * time.Minute

@@ -61,7 +61,10 @@ type ComponentUsage struct {
 // pid file is in the state folder (agents included).
 func (tb *Testbed) Usage() ([]ComponentUsage, error) {
 	files, _ := filepath.Glob(tb.l.path("pids", "*.pid"))
-	files = append(files, tb.l.path("redis", "redis.pid"), tb.l.path("ejabberd", "ejabberd.pid"))
+	files = append(files, tb.l.path("redis", "redis.pid"))
+	for _, e := range tb.ejabberdNodes(false) {
+		files = append(files, e.PIDFile())
+	}
 	var out []ComponentUsage
 	for _, f := range files {
 		if u := PIDFileUsage(f); u.RSSBytes > 0 {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"testing"
 	"time"
 
 	"github.com/mlsysops-go/mlsysops/internal/images"
@@ -14,11 +15,16 @@ import (
 	"github.com/mlsysops-go/mlsysops/internal/testbed/services"
 )
 
-// The ML connector of the testbed: its own database on the testbed's
-// PostgreSQL, its artifacts in the testbed's S3 server (versitygw), built
-// from this checkout and run as a detached process that shares the
-// northbound API's tokens. Its secrets (the database URL, the S3 keys,
-// the northbound token) are files under <state>/pki, never arguments.
+// The ML connector of the testbed. `make up` installs it with the rest of
+// MLSysOps (the mlsysops-host chart's Deployment, on the host cluster's
+// real node mls-continuum; its database "mlsysops" on the testbed's
+// PostgreSQL and its files in the testbed's S3 server, versitygw, both on
+// the bridge address where its pod reaches them), served on its NodePort.
+// Test binaries, which install nothing, and --kwok-only run it instead as
+// a detached process built from this checkout, with a database and a
+// bucket of its own. Either way it takes the northbound API's tokens, and
+// its secrets (the database URL, the S3 keys, the northbound token) are
+// files under <state>/pki or Secrets, never arguments.
 const (
 	// mlconnectorDefaultPort is where `make up` (the default port base)
 	// serves the connector, upstream's port; other port bases use the
@@ -27,8 +33,17 @@ const (
 	mlconnectorName        = "mlconnector"
 	mlconnectorBinary      = "mlsysops-mlconnector"
 	mlconnectorDatabase    = "mlconnector"
-	// S3Bucket holds the connector's artifacts.
+	// S3Bucket holds the process connector's artifacts.
 	S3Bucket = "mlsysops-models"
+	// InstalledS3Bucket holds the installed connector's (never the
+	// process's: each sweeps the objects its database does not know).
+	InstalledS3Bucket = "mlsysops-installed-models"
+	// installedDatabase is the installed connector's database and role;
+	// its password is <state>/pki/mlsysops-db.password.
+	installedDatabase = "mlsysops"
+	// MLConnectorNodePort is the installed connector's NodePort (the
+	// chart's default).
+	MLConnectorNodePort = 30890
 	// modelServerImage is the catalog's image deployments serve models
 	// with (ONNX Runtime inside); the real nodes have it imported.
 	modelServerImage = "modelserver"
@@ -85,16 +100,48 @@ func (tb *Testbed) s3() (*services.S3, error) {
 	if err != nil {
 		return nil, err
 	}
-	return services.NewS3(filepath.Join(tb.opts.BinDir, "versitygw"), tb.l.path("s3"), "127.0.0.1", tb.l.port(portS3), access, secret), nil
+	// On the bridge: the installed connector's pod reaches it there.
+	return services.NewS3(filepath.Join(tb.opts.BinDir, "versitygw"), tb.l.path("s3"), tb.net.HostIP(), tb.l.port(portS3), access, secret), nil
 }
 
-// startMLConnector gives the connector its own database and role on the
-// testbed's PostgreSQL (started with ejabberd's), starts the S3 server,
-// builds the connector and starts it unless the same build already runs
-// with the same configuration and is ready.
+// installsMLSysOps says whether Up installs MLSysOps with the deployer,
+// the ML connector included (see installMLSysOps).
+func (tb *Testbed) installsMLSysOps() bool {
+	return !tb.opts.SkipAgents && !testing.Testing() && !tb.opts.KWOKOnly
+}
+
+// continuumNodeIP is the address of the host cluster's real node, where
+// the installed connector's NodePort is served.
+func (tb *Testbed) continuumNodeIP() string {
+	for _, n := range tb.real {
+		if n.context == ContextHost {
+			return tb.net.NodeIP(n.index)
+		}
+	}
+	return ""
+}
+
+// installedDBPasswordFile holds the password of the installed
+// connector's database role.
+func (tb *Testbed) installedDBPasswordFile() string { return tb.l.path("pki", "mlsysops-db.password") }
+
+// startMLConnector prepares the connector's services: on the testbed's
+// PostgreSQL (started with ejabberd's) the installed connector's database
+// and role, and the process connector's; the S3 server. Then, unless Up
+// installs MLSysOps (the connector with it), it builds the connector and
+// starts it as a process unless the same build already runs with the
+// same configuration and is ready; when Up installs, a process left by an
+// earlier run is stopped.
 func (tb *Testbed) startMLConnector(ctx context.Context, imgs *builtImages) error {
 	pg, err := tb.newPostgres()
 	if err != nil {
+		return err
+	}
+	ipw, err := readOrCreateSecret(tb.installedDBPasswordFile())
+	if err != nil {
+		return err
+	}
+	if err := pg.EnsureDatabase(ctx, installedDatabase, installedDatabase, ipw); err != nil {
 		return err
 	}
 	pw, err := readOrCreateSecret(tb.l.path("pki", "mlconnector-db.password"))
@@ -116,6 +163,16 @@ func (tb *Testbed) startMLConnector(ctx context.Context, imgs *builtImages) erro
 		return fmt.Errorf("%w; see %s", err, s3.LogFile())
 	}
 	tb.progress("ready on %s", "s3", s3.URL())
+	if tb.installsMLSysOps() {
+		p := &proc.Process{Name: mlconnectorName, PIDFile: tb.mlconnectorPIDFile()}
+		if _, running := p.Pid(); running {
+			if err := p.Stop(20 * time.Second); err != nil {
+				return err
+			}
+			tb.progress("process stopped: the installer runs the connector now", mlconnectorName)
+		}
+		return nil
+	}
 	changed, err := tb.buildFromCheckout(ctx, mlconnectorName, mlconnectorBinary, "./mlconnector")
 	if err != nil {
 		return err
@@ -177,15 +234,25 @@ func (tb *Testbed) stopS3(ctx context.Context) error {
 	return nil
 }
 
-// mlconnectorEnv fills the connector's entries of an Env.
+// mlconnectorEnv fills the connector's entries of an Env: the installed
+// connector's NodePort when Up installs it, else the process's address.
 func (tb *Testbed) mlconnectorEnv(e *Env) {
 	e.MLConnectorURL = "http://" + tb.mlconnectorAddr()
+	if ip := tb.continuumNodeIP(); tb.installsMLSysOps() && ip != "" {
+		e.MLConnectorURL = "http://" + net.JoinHostPort(ip, strconv.Itoa(MLConnectorNodePort))
+	}
 	if s3, err := tb.s3(); err == nil {
 		e.S3URL = s3.URL()
+		e.Agents.S3URL = s3.URL()
+		e.Agents.S3AccessKeyFile, e.Agents.S3SecretKeyFile = tb.l.path("pki", "s3", "access-key"), tb.l.path("pki", "s3", "secret-key")
 	}
 	if pg, err := tb.newPostgres(); err == nil {
 		e.PostgresAddr = pg.Addr()
+		e.Agents.PostgresAddr = pg.AddrOn(tb.net.HostIP())
 	}
+	e.Agents.PostgresDatabase, e.Agents.PostgresPasswordFile = installedDatabase, tb.installedDBPasswordFile()
+	e.Agents.ContinuumNodeIP = tb.continuumNodeIP()
+	e.Agents.NorthboundTokensFile = tb.l.path("pki", "northbound.tokens")
 }
 
 func (tb *Testbed) mlconnectorPid() (int, bool) {
@@ -194,4 +261,15 @@ func (tb *Testbed) mlconnectorPid() (int, bool) {
 
 func (tb *Testbed) mlconnectorHealthy(ctx context.Context) error {
 	return httpReady("http://" + tb.mlconnectorAddr() + "/readyz")(ctx)
+}
+
+// BuildMLConnector builds the ML connector from the checkout at root into
+// out, with the race detector when race is set (a process that races
+// prints a report and exits with status 66).
+func BuildMLConnector(ctx context.Context, root, out string, race bool) error {
+	args := []string{"-o", out, "./mlconnector"}
+	if race {
+		args = append([]string{"-race"}, args...)
+	}
+	return goBuild(ctx, root, nil, args...)
 }

@@ -85,7 +85,7 @@ func (tb *Testbed) northboundProcess(tokenFile, xmppPasswordFile string) *proc.P
 		"--host-context=" + ContextHost,
 		"--xmpp-jid=" + northboundXMPPUser + "@" + tb.ejabberd.Domain(),
 		"--xmpp-password-file=" + xmppPasswordFile,
-		"--xmpp-server=" + tb.ejabberd.C2SAddr(),
+		"--xmpp-server=" + strings.Join(tb.xmppAddrs(""), ","),
 		"--xmpp-ca-file=" + tb.ejabberd.CAFile(),
 	}
 	if c := tb.set.Continuum; c != nil {

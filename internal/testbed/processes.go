@@ -57,6 +57,11 @@ func (tb *Testbed) prepare() (*plan, error) {
 	}
 	tb.redis = services.NewRedis(tb.l.path("redis"), tb.l.port(portRedis), pw)
 	tb.redis.AlsoListenOn(tb.net.HostIP())
+	users, err := redisACLUsers(tb.l.path("pki"))
+	if err != nil {
+		return nil, err
+	}
+	tb.redis.SetACLUsers(users)
 
 	// Real pods reach the apiservers on the host's bridge address, or as
 	// the kubernetes Service's ClusterIP.

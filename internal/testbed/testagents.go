@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/mlsysops-go/mlsysops/internal/description"
+	"github.com/mlsysops-go/mlsysops/internal/state"
 	"github.com/mlsysops-go/mlsysops/internal/testbed/proc"
 )
 
@@ -39,6 +40,14 @@ type TestAgentsOptions struct {
 	Only []string
 	// AccountsArgs are added to the accounts reconciler's command line.
 	AccountsArgs []string
+	// Replicas, when above 1, runs the continuum and cluster agents as
+	// that many replicas each, with leader election (AgentsConfig.Replicas);
+	// ReplicaArgs go to those replicas only.
+	Replicas    int
+	ReplicaArgs []string
+	// Redis, when set, is the Redis the agents use instead of the shared
+	// testbed's (a Sentinel group or a Cluster, say).
+	Redis *state.Config
 }
 
 // TestAgents are the real agent processes of the shared testbed's
@@ -56,6 +65,7 @@ type TestAgents struct {
 	// accounts and keeps them in place (AccountsProcess).
 	Accounts *proc.Process
 	byName   map[string]*AgentProcess
+	replicas map[string][]*AgentProcess
 }
 
 func processes(as []*AgentProcess) []*proc.Process {
@@ -166,7 +176,7 @@ func StartTestAgents(t testing.TB, env *Env, opts TestAgentsOptions) *TestAgents
 		}
 		set, opts.Nodes = &only, true
 	}
-	a := &TestAgents{t: t, byName: map[string]*AgentProcess{}}
+	a := &TestAgents{t: t, byName: map[string]*AgentProcess{}, replicas: map[string][]*AgentProcess{}}
 	full, node := TestAgentBinary(t)
 	state := t.TempDir()
 	// The reconciler reads the admin password from a file, never from its
@@ -177,16 +187,21 @@ func StartTestAgents(t testing.TB, env *Env, opts TestAgentsOptions) *TestAgents
 	}
 	a.Config = AgentsConfig{
 		Binary: full, NodeBinary: node, Descriptions: descs, StateDir: state,
-		XMPPAddr: env.XMPPAddr, XMPPDomain: env.XMPPDomain, XMPPCAFile: env.XMPPCAFile,
-		XMPPAdminURL: env.XMPPAdminURL, XMPPAdminJID: env.XMPPAdminJID, XMPPAdminPasswordFile: adminPW,
+		XMPPAddr: strings.Join(env.XMPPAddrs, ","), XMPPDomain: env.XMPPDomain, XMPPCAFile: env.XMPPCAFile,
+		XMPPAdminURL: strings.Join(env.XMPPAdminURLs, ","), XMPPAdminJID: env.XMPPAdminJID, XMPPAdminPasswordFile: adminPW,
 		AccountsBinary: TestAccountsBinary(t), AccountsListen: "127.0.0.1:" + strconv.Itoa(FreePorts(t, 1)),
 		AccountsArgs: opts.AccountsArgs,
 		RedisAddr:    env.RedisAddr, RedisPassword: env.RedisPassword, Kubeconfig: env.Kubeconfig,
-		ListenBase: FreePorts(t, 2+len(set.Clusters)+agentPorts(opts.Nodes, len(set.Nodes))),
+		ListenBase: FreePorts(t, 1+max(opts.Replicas, 1)*(1+len(set.Clusters))+agentPorts(opts.Nodes, len(set.Nodes))),
+		Replicas:   opts.Replicas, ReplicaArgs: opts.ReplicaArgs,
 		// Quick liveness, so failures are noticed within seconds.
 		// Profiles on the loopback listener, for benchmarks.
 		Args: append([]string{"--heartbeat-interval", "500ms", "--log-level", "debug", "--profiling",
 			"--xmpp-controllers", northboundXMPPUser + "@" + env.XMPPDomain}, opts.Args...),
+	}
+	if r := opts.Redis; r != nil {
+		a.Config.RedisAddr, a.Config.RedisPassword = strings.Join(r.Addrs, ","), r.Password
+		a.Config.RedisMode, a.Config.RedisMasterName, a.Config.RedisSentinelPassword = string(r.Mode), r.MasterName, r.SentinelPassword
 	}
 	all, err := PlanAgents(set, a.Config)
 	if err != nil {
@@ -197,7 +212,10 @@ func StartTestAgents(t testing.TB, env *Env, opts TestAgentsOptions) *TestAgents
 			continue
 		}
 		a.All = append(a.All, ag)
-		a.byName[ag.Layer+"/"+ag.Name] = ag
+		if ag.Replica == 0 {
+			a.byName[ag.Layer+"/"+ag.Name] = ag
+		}
+		a.replicas[ag.Layer+"/"+ag.Name] = append(a.replicas[ag.Layer+"/"+ag.Name], ag)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -217,6 +235,16 @@ func StartTestAgents(t testing.TB, env *Env, opts TestAgentsOptions) *TestAgents
 			}
 		}
 	})
+	// A member cluster an earlier test stopped, or one a loaded machine
+	// made miss its health checks, is not placed on: start from a
+	// continuum Karmada sees whole.
+	clusters := make([]string, 0, len(set.Clusters))
+	for _, c := range set.Clusters {
+		clusters = append(clusters, c.Name)
+	}
+	if err := waitClustersReady(ctx, env.RESTConfig(t, ContextKarmada), clusters, 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := StartAccounts(ctx, a.Config); err != nil {
 		t.Fatal(err)
 	}
@@ -233,6 +261,17 @@ func agentPorts(nodeAgents bool, nodes int) int {
 		return nodes
 	}
 	return 0
+}
+
+// Replicas returns every replica of the agent of a layer and name (one
+// without TestAgentsOptions.Replicas).
+func (a *TestAgents) Replicas(layer, name string) []*AgentProcess {
+	a.t.Helper()
+	rs := a.replicas[layer+"/"+name]
+	if len(rs) == 0 {
+		a.t.Fatalf("no %s agent %s in the test agents", layer, name)
+	}
+	return rs
 }
 
 // CheckRaces fails the test for every data race an agent's log reports
@@ -260,7 +299,8 @@ func CheckRaces(t testing.TB, agents []*AgentProcess) {
 // raceReport begins each report of the race detector.
 const raceReport = "WARNING: DATA RACE"
 
-// Get returns the agent of a layer and name (LayerCluster, "cloud-1").
+// Get returns the agent of a layer and name (LayerCluster, "cloud-1"); its
+// first replica when it has several.
 func (a *TestAgents) Get(layer, name string) *AgentProcess {
 	a.t.Helper()
 	ag := a.byName[layer+"/"+name]

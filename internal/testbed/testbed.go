@@ -49,6 +49,11 @@ type Options struct {
 	// Profile tunes the control planes and agents for the size of the
 	// continuum (profile.go); empty is ProfileDefault.
 	Profile Profile
+	// XMPPNodes is the number of ejabberd nodes, joined into one cluster
+	// when more than one (see services.NewEjabberdCluster); every agent
+	// and the northbound API get every node's address. Zero keeps what
+	// the state folder last ran (one node for a new one).
+	XMPPNodes int
 }
 
 // Defaults for Options.
@@ -73,6 +78,9 @@ func (o *Options) Validate() error {
 	}
 	if err := o.Profile.Validate(); err != nil {
 		errs = append(errs, err)
+	}
+	if o.XMPPNodes < 0 || o.XMPPNodes > services.MaxEjabberdNodes {
+		errs = append(errs, fmt.Errorf("XMPP nodes %d: want 1 to %d (0: as the state folder last ran)", o.XMPPNodes, services.MaxEjabberdNodes))
 	}
 	return errors.Join(errs...)
 }
@@ -110,9 +118,14 @@ type Testbed struct {
 	clusters []string // member cluster names, sorted
 	certs    *certs
 	redis    *services.Redis
-	ejabberd *services.Ejabberd
-	net      netPlan
-	real     []*realNode
+	// ejabberd is the first (or only) ejabberd node; ejabberdPeers are
+	// the other nodes of its cluster, ejabberdSpare the nodes a larger
+	// cluster of an earlier Up had, stopped when found running.
+	ejabberd      *services.Ejabberd
+	ejabberdPeers []*services.Ejabberd
+	ejabberdSpare []*services.Ejabberd
+	net           netPlan
+	real          []*realNode
 	// readyIn is how long each real node took from the start of its
 	// containerd to Ready, in the last Up.
 	readyMu sync.Mutex
@@ -163,9 +176,9 @@ func New(opts Options) (*Testbed, error) {
 		return nil, fmt.Errorf("descriptions in %s: %w", opts.Descriptions, err)
 	}
 	tb.redis = services.NewRedis(tb.l.path("redis"), tb.l.port(portRedis), "")
-	tb.ejabberd = services.NewEjabberd(tb.l.path("ejabberd"), tb.l.port(portEjabberd), opts.XMPPDomain)
-	// The agents' pods reach ejabberd and Redis on the bridge.
-	tb.ejabberd.AlsoListenOn(tb.net.HostIP())
+	if err := tb.planEjabberd(); err != nil {
+		return nil, err
+	}
 	return tb, nil
 }
 
@@ -330,8 +343,10 @@ func (tb *Testbed) Down(ctx context.Context, purge bool) error {
 	if err := tb.stopRealNodes(); err != nil {
 		errs = append(errs, fmt.Errorf("real nodes: %w", err))
 	}
-	if err := tb.ejabberd.Stop(ctx); err != nil {
-		errs = append(errs, err)
+	for _, e := range tb.ejabberdNodes(true) {
+		if err := e.Stop(ctx); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	files, _ := filepath.Glob(tb.l.path("pids", "*.pid"))
 	// Stop controllers before apiservers and etcd last, so nothing logs a
@@ -442,19 +457,29 @@ func (tb *Testbed) Status(ctx context.Context) ([]ComponentStatus, error) {
 	for _, pr := range p.all() {
 		out = append(out, tb.probe(ctx, pr.Name, pr.LogFile, pr.Pid, pr.Ready))
 	}
-	for _, svc := range []struct {
+	type service struct {
 		name    string
 		pid     func() (int, bool)
 		healthy func(context.Context) error
 		log     string
-	}{
+	}
+	svcs := []service{
 		{"redis", tb.redis.Pid, tb.redis.Healthy, tb.redis.LogFile()},
 		{"postgres", pg.Pid, pg.Healthy, pg.LogFile()},
 		{"ejabberd", tb.ejabberd.Pid, tb.ejabberd.Healthy, tb.ejabberd.LogFile()},
-		{northboundName, tb.northboundPid, tb.northboundHealthy, tb.l.path("logs", northboundName+".log")},
-		{"s3", s3.Pid, s3.Healthy, s3.LogFile()},
-		{mlconnectorName, tb.mlconnectorPid, tb.mlconnectorHealthy, tb.l.path("logs", mlconnectorName+".log")},
-	} {
+	}
+	for i, e := range tb.ejabberdPeers {
+		svcs = append(svcs, service{fmt.Sprintf("ejabberd-%d", i+2), e.Pid, e.Healthy, e.LogFile()})
+	}
+	svcs = append(svcs,
+		service{northboundName, tb.northboundPid, tb.northboundHealthy, tb.l.path("logs", northboundName+".log")},
+		service{"s3", s3.Pid, s3.Healthy, s3.LogFile()},
+		service{mlconnectorName, tb.mlconnectorPid, tb.mlconnectorHealthy, tb.l.path("logs", mlconnectorName+".log")},
+	)
+	for _, svc := range svcs {
+		if svc.name == mlconnectorName && tb.installsMLSysOps() {
+			continue // installed: `go run ./deployments status` reports it
+		}
 		out = append(out, tb.probe(ctx, svc.name, svc.log, svc.pid, svc.healthy))
 	}
 	for _, n := range tb.real {
@@ -502,7 +527,9 @@ func (tb *Testbed) Kill() error {
 		tb.redis = services.NewRedis(tb.l.path("redis"), tb.l.port(portRedis), string(pw))
 	}
 	_ = tb.redis.Kill()
-	_ = tb.ejabberd.Kill()
+	for _, e := range tb.ejabberdNodes(true) {
+		_ = e.Kill()
+	}
 	if pg, err := tb.newPostgres(); err == nil {
 		_ = pg.Kill()
 	}

@@ -33,6 +33,10 @@ const (
 	// EnvTestPortBase overrides its port base (default 17000, so that it
 	// runs beside a `make up` testbed on 16000).
 	EnvTestPortBase = "MLSYSOPS_TESTBED_PORT_BASE"
+	// EnvTestXMPPNodes sets the shared test testbed's ejabberd nodes
+	// (Options.XMPPNodes): 2 runs the integration tests against a
+	// two-node ejabberd cluster.
+	EnvTestXMPPNodes = "MLSYSOPS_TESTBED_XMPP_NODES"
 )
 
 // DefaultTestPortBase is the shared test testbed's port base.
@@ -184,6 +188,12 @@ func withShared(fn func(tb *Testbed) error) error {
 			return fmt.Errorf("%s=%q: %w", EnvTestPortBase, v, err)
 		}
 	}
+	xmppNodes := 0
+	if v := os.Getenv(EnvTestXMPPNodes); v != "" {
+		if xmppNodes, err = strconv.Atoi(v); err != nil {
+			return fmt.Errorf("%s=%q: %w", EnvTestXMPPNodes, v, err)
+		}
+	}
 	if err := os.MkdirAll(state, 0o755); err != nil {
 		return err
 	}
@@ -200,6 +210,7 @@ func withShared(fn func(tb *Testbed) error) error {
 	var out strings.Builder
 	tb, err := New(Options{
 		Descriptions: filepath.Join(root, "descriptions"), StateDir: state, PortBase: base, BinDir: bin, Out: &out,
+		XMPPNodes: xmppNodes,
 	})
 	if err != nil {
 		return err
@@ -301,9 +312,47 @@ func EjabberdOnPostgres(t testing.TB) *services.Ejabberd {
 	return startEjabberd(t, &db)
 }
 
-func startEjabberd(t testing.TB, db *services.EjabberdSQL) *services.Ejabberd {
+// EjabberdCluster starts an ejabberd cluster of n nodes private to the
+// test, its data in a PostgreSQL private to the test (see
+// services.NewEjabberdCluster). Every node is stopped and its folder
+// removed when the test ends.
+func EjabberdCluster(t testing.TB, n int) []*services.Ejabberd {
 	t.Helper()
-	// ejabberd runs as its own user, which must reach the folder.
+	pg := Postgres(t)
+	db := services.EjabberdSQL{Addr: pg.Addr(), Database: "ejabberd", User: "ejabberd", Password: services.RandomSecret()}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := pg.EnsureDatabase(ctx, db.Database, db.User, db.Password); err != nil {
+		t.Fatal(err)
+	}
+	dir := ejabberdDir(t)
+	nodes, err := services.NewEjabberdCluster(filepath.Join(dir, "ejabberd"), FreePorts(t, 10), DefaultXMPPDomain, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, e := range nodes {
+			_ = e.Stop(context.Background())
+			_ = e.Kill()
+			if t.Failed() {
+				t.Logf("last lines of %s:\n%s", e.LogFile(), proc.Tail(e.LogFile(), 30))
+			}
+		}
+		os.RemoveAll(dir)
+	})
+	for _, e := range nodes {
+		e.UseSQL(db)
+		if err := e.Start(ctx); err != nil {
+			t.Fatalf("ejabberd node %s: %v", e.Node(), err)
+		}
+	}
+	return nodes
+}
+
+// ejabberdDir makes a folder for a test's ejabberd, which runs as its own
+// user and must reach it.
+func ejabberdDir(t testing.TB) string {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "mlsysops-ejabberd-")
 	if err == nil {
 		err = os.Chmod(dir, 0o755)
@@ -311,6 +360,12 @@ func startEjabberd(t testing.TB, db *services.EjabberdSQL) *services.Ejabberd {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return dir
+}
+
+func startEjabberd(t testing.TB, db *services.EjabberdSQL) *services.Ejabberd {
+	t.Helper()
+	dir := ejabberdDir(t)
 	e := services.NewEjabberd(filepath.Join(dir, "ejabberd"), FreePorts(t, 10), DefaultXMPPDomain)
 	if db != nil {
 		e.UseSQL(*db)
@@ -442,5 +497,24 @@ func Eventually(t testing.TB, what string, timeout time.Duration, cond func() er
 			t.Fatalf("%s: %v", what, err)
 		}
 		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+// Poll calls cond every interval, with a context that ends at within,
+// until it returns nil; then the test fails with cond's last error.
+func Poll(t testing.TB, what string, interval, within time.Duration, cond func(ctx context.Context) error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	var last error
+	for {
+		if last = cond(ctx); last == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s: not after %s: %v", what, within, last)
+		case <-time.After(interval):
+		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/mlsysops-go/mlsysops/internal/auth"
 	"github.com/mlsysops-go/mlsysops/internal/httpapi"
+	"github.com/mlsysops-go/mlsysops/internal/logging"
 	"github.com/mlsysops-go/mlsysops/mlconnector/deploy"
 	"github.com/mlsysops-go/mlsysops/mlconnector/handlers"
 )
@@ -96,6 +97,11 @@ type Options struct {
 	RequestTimeout  time.Duration
 	UploadTimeout   time.Duration
 	ShutdownTimeout time.Duration
+	// ShutdownDelay is how long a replica keeps serving after SIGTERM
+	// while /readyz answers 503, so that the Service stops sending it
+	// requests before it closes its listener (a rolling restart drops
+	// none).
+	ShutdownDelay time.Duration
 
 	LogLevel  string
 	LogFormat string
@@ -112,7 +118,7 @@ func NewOptions() *Options {
 		DriftInterval: 24 * time.Hour, DriftWindow: 24 * time.Hour, DriftMaxSamples: 100_000,
 		SweepInterval: 5 * time.Minute, OrphanAge: time.Hour,
 		MaxBodyBytes: handlers.DefaultMaxBodyBytes, MaxUploadBytes: handlers.DefaultMaxUploadBytes,
-		RequestTimeout: httpapi.DefaultRequestTimeout, UploadTimeout: handlers.DefaultUploadTimeout, ShutdownTimeout: 20 * time.Second,
+		RequestTimeout: httpapi.DefaultRequestTimeout, UploadTimeout: handlers.DefaultUploadTimeout, ShutdownTimeout: 20 * time.Second, ShutdownDelay: 5 * time.Second,
 		LogLevel: "info", LogFormat: "json",
 	}
 	env := func(dst *string, keys ...string) {
@@ -193,6 +199,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.RequestTimeout, "request-timeout", o.RequestTimeout, "time limit of one request")
 	fs.DurationVar(&o.UploadTimeout, "upload-timeout", o.UploadTimeout, "time limit of uploads, downloads, drift checks and explanations")
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "how long in-flight requests may finish after SIGTERM")
+	fs.DurationVar(&o.ShutdownDelay, "shutdown-delay", o.ShutdownDelay, "how long to keep serving after SIGTERM with /readyz failing, so the Service stops routing here first")
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "json or text")
 }
@@ -255,6 +262,9 @@ func (o *Options) Validate() error {
 	if o.DriftInterval < 0 || o.SweepInterval < 0 {
 		add("--drift-interval and --sweep-interval must not be negative")
 	}
+	if o.ShutdownDelay < 0 {
+		add("--shutdown-delay must not be negative")
+	}
 	for _, d := range []struct {
 		name string
 		d    time.Duration
@@ -274,15 +284,6 @@ func (o *Options) Validate() error {
 	if o.MaxUploadBytes < 1024 {
 		add("--max-upload-bytes %d: at least 1024", o.MaxUploadBytes)
 	}
-	switch o.LogLevel {
-	case "debug", "info", "warn", "error":
-	default:
-		add("--log-level %q: want debug, info, warn or error", o.LogLevel)
-	}
-	switch o.LogFormat {
-	case "json", "text":
-	default:
-		add("--log-format %q: want json or text", o.LogFormat)
-	}
+	errs = append(errs, logging.CheckFlags(o.LogFormat, o.LogLevel)...)
 	return errors.Join(errs...)
 }

@@ -28,6 +28,7 @@ func TestValidate(t *testing.T) {
 		"bad download URL":         {change: func(o *Options) { o.DownloadURL = "10.0.0.1:8090" }, want: []string{"--download-url"}},
 		"zero timeouts":            {change: func(o *Options) { o.RequestTimeout, o.DBWait = 0, 0 }, want: []string{"--request-timeout", "--db-wait"}},
 		"negative drift interval":  {change: func(o *Options) { o.DriftInterval = -1 }, want: []string{"must not be negative"}},
+		"negative shutdown delay":  {change: func(o *Options) { o.ShutdownDelay = -1 }, want: []string{"--shutdown-delay must not be negative"}},
 		"tiny limits":              {change: func(o *Options) { o.MaxBodyBytes, o.MaxUploadBytes = 10, 10 }, want: []string{"--max-body-bytes", "--max-upload-bytes"}},
 		"bad log settings":         {change: func(o *Options) { o.LogLevel, o.LogFormat = "loud", "xml" }, want: []string{"--log-level", "--log-format"}},
 	}

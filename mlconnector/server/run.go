@@ -239,8 +239,15 @@ func Run(ctx context.Context, o *Options, base *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	return httpapi.Serve(ctx, httpapi.ServeOptions{
+	return httpapi.Serve(ctx, o.serveOptions(), h, log)
+}
+
+// serveOptions are how the API is served: HTTPS when the TLS files are
+// set.
+func (o *Options) serveOptions() httpapi.ServeOptions {
+	return httpapi.ServeOptions{
 		Listen: o.Listen, TLSCertFile: o.TLSCertFile, TLSKeyFile: o.TLSKeyFile,
 		RequestTimeout: max(o.RequestTimeout, o.UploadTimeout), ShutdownTimeout: o.ShutdownTimeout,
-	}, h, log)
+		ShutdownDelay: o.ShutdownDelay, ReadyzPath: httpapi.PathReadyz,
+	}
 }

@@ -109,6 +109,10 @@ func TestOptionsFromEnvironment(t *testing.T) {
 	if o := NewOptions(); o.RedisAddrs[0] != "127.0.0.1:16030" {
 		t.Errorf("REDIS_ADDR ignored: %v", o.RedisAddrs)
 	}
+	t.Setenv("REDIS_USERNAME", "mlsysops-northbound")
+	if c := NewOptions().redisConfig(); c.Username != "mlsysops-northbound" || c.Password != "pw" {
+		t.Errorf("REDIS_USERNAME: config %+v", c)
+	}
 }
 
 // TestGracefulShutdown: a request in flight when the server is told to

@@ -23,6 +23,7 @@ import (
 	"github.com/mlsysops-go/mlsysops/internal/logging"
 	"github.com/mlsysops-go/mlsysops/internal/messaging"
 	"github.com/mlsysops-go/mlsysops/internal/state"
+	"github.com/mlsysops-go/mlsysops/northbound/api"
 	"github.com/mlsysops-go/mlsysops/northbound/handlers"
 	"github.com/mlsysops-go/mlsysops/northbound/infra"
 	"github.com/mlsysops-go/mlsysops/northbound/policystore"
@@ -139,12 +140,22 @@ func Run(ctx context.Context, o *Options, base *slog.Logger) error {
 	go authn.Run(ctx, o.TokenReload)
 
 	// Redis.
-	if o.RedisPassword == "" && o.RedisPasswordFile != "" {
-		b, err := os.ReadFile(o.RedisPasswordFile)
-		if err != nil {
-			return fmt.Errorf("Redis password: %w", err)
+	for _, secret := range []struct {
+		what  string
+		value *string
+		file  string
+	}{
+		{"Redis password", &o.RedisPassword, o.RedisPasswordFile},
+		{"Redis Sentinel password", &o.RedisSentinelPassword, o.RedisSentinelPasswordFile},
+	} {
+		if *secret.value != "" || secret.file == "" {
+			continue
 		}
-		o.RedisPassword = strings.TrimSpace(string(b))
+		b, err := os.ReadFile(secret.file)
+		if err != nil {
+			return fmt.Errorf("%s: %w", secret.what, err)
+		}
+		*secret.value = strings.TrimSpace(string(b))
 	}
 	rdb, err := state.NewClient(o.redisConfig())
 	if err != nil {
@@ -211,8 +222,14 @@ func Run(ctx context.Context, o *Options, base *slog.Logger) error {
 			}
 			pw = strings.TrimSpace(string(b))
 		}
+		resource := o.XMPPResource
+		if resource == "" {
+			if resource, err = os.Hostname(); err != nil || resource == "" {
+				resource = "northbound"
+			}
+		}
 		mc, err := messaging.New(messaging.Config{
-			JID: o.XMPPJID, Password: pw, Layer: messaging.LayerService, Server: o.XMPPServer, CAFile: o.XMPPCAFile,
+			JID: o.XMPPJID, Password: pw, Layer: messaging.LayerService, Servers: o.XMPPServers, CAFile: o.XMPPCAFile, Resource: resource,
 			HeartbeatInterval: -1, Logger: base, Registerer: reg,
 		})
 		if err != nil {
@@ -251,5 +268,6 @@ func (o *Options) serveOptions() httpapi.ServeOptions {
 	return httpapi.ServeOptions{
 		Listen: o.Listen, TLSCertFile: o.TLSCertFile, TLSKeyFile: o.TLSKeyFile,
 		RequestTimeout: o.RequestTimeout, ShutdownTimeout: o.ShutdownTimeout,
+		ShutdownDelay: o.ShutdownDelay, ReadyzPath: api.PathReadyz,
 	}
 }

@@ -46,6 +46,11 @@ func ReadOverride(annotations map[string]string) (*Override, error) {
 	if err := json.Unmarshal([]byte(v), o); err != nil {
 		return nil, fmt.Errorf("annotation %s: %w", mlsysopsv1.AnnotationOverride, err)
 	}
+	if len(o.Nodes) == 0 {
+		// "nodes": [] and no nodes are one override (Encode writes
+		// neither), so that reading what Encode wrote gives it back.
+		o.Nodes = nil
+	}
 	return o, nil
 }
 

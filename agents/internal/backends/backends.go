@@ -15,15 +15,22 @@ import (
 	"github.com/mlsysops-go/mlsysops/internal/state"
 )
 
-// Store connects to the agent's Redis (Connection.RedisAddr, with the
-// password of agent.RedisPassword) and returns the store on it.
+// Store connects to the agent's Redis (Connection.RedisAddr and
+// RedisMode, with the passwords of agent.RedisPassword and
+// agent.RedisSentinelPassword) and returns the store on it.
 func Store(a *agent.Agent, env agentconfig.LookupEnv) (*state.Store, error) {
 	pw, err := agent.RedisPassword(a.Conn, env)
 	if err != nil {
 		return nil, err
 	}
-	return state.Open(state.Config{Addrs: []string{a.Conn.RedisAddr}, Password: pw, DB: a.Conn.RedisDB},
-		state.Options{Prefix: a.Conn.RedisPrefix, Logger: a.Log})
+	spw, err := agent.RedisSentinelPassword(a.Conn, env)
+	if err != nil {
+		return nil, err
+	}
+	return state.Open(state.Config{
+		Mode: state.Mode(a.Conn.RedisMode), Addrs: a.Conn.RedisAddrs(), MasterName: a.Conn.RedisMasterName,
+		Username: a.Conn.RedisUsername, Password: pw, SentinelPassword: spw, DB: a.Conn.RedisDB,
+	}, state.Options{Prefix: a.Conn.RedisPrefix, Logger: a.Log})
 }
 
 // Ready is the readiness of a layer on these backends: Redis answers and so

@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os/exec"
 	"strings"
+	"sync"
 	"time"
 
 	"mellium.im/xmpp/jid"
@@ -97,9 +98,12 @@ type RosterItem struct {
 // in api_permissions (most come from mod_admin_extra, which must be
 // enabled).
 type HTTPAPI struct {
-	base          string
+	bases         []string
 	admin, secret string
 	client        *http.Client
+
+	mu  sync.Mutex
+	cur int // the base that answered last
 }
 
 var _ Server = (*HTTPAPI)(nil)
@@ -110,7 +114,17 @@ func NewHTTPAPI(baseURL, adminJID, adminPassword string, client *http.Client) *H
 	if client == nil {
 		client = &http.Client{Timeout: 30 * time.Second}
 	}
-	return &HTTPAPI{base: strings.TrimRight(baseURL, "/"), admin: adminJID, secret: adminPassword, client: client}
+	return &HTTPAPI{bases: []string{strings.TrimRight(baseURL, "/")}, admin: adminJID, secret: adminPassword, client: client}
+}
+
+// AlsoAt adds the admin APIs of the other nodes of an ejabberd cluster:
+// accounts and rosters are the cluster's, so when the node that answered
+// last cannot be reached, a call goes to the next. It returns h.
+func (h *HTTPAPI) AlsoAt(baseURLs ...string) *HTTPAPI {
+	for _, u := range baseURLs {
+		h.bases = append(h.bases, strings.TrimRight(u, "/"))
+	}
+	return h
 }
 
 // APIError is a refusal from mod_http_api.
@@ -134,13 +148,32 @@ func (h *HTTPAPI) call(ctx context.Context, command string, args any) (json.RawM
 	if err != nil {
 		return nil, fmt.Errorf("encode %s arguments: %w", command, err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.base+"/"+command, bytes.NewReader(body))
-	if err != nil {
-		return nil, fmt.Errorf("ejabberd API %s: %w", command, err)
+	h.mu.Lock()
+	first := h.cur
+	h.mu.Unlock()
+	var resp *http.Response
+	// A node that cannot be reached makes the call go to the next one. A
+	// command may then run twice (its answer was lost, not the command):
+	// every command used here is idempotent, or (register) its repeat is
+	// handled as "already there".
+	for i := range h.bases {
+		n := (first + i) % len(h.bases)
+		req, rerr := http.NewRequestWithContext(ctx, http.MethodPost, h.bases[n]+"/"+command, bytes.NewReader(body))
+		if rerr != nil {
+			return nil, fmt.Errorf("ejabberd API %s: %w", command, rerr)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.SetBasicAuth(h.admin, h.secret)
+		if resp, err = h.client.Do(req); err == nil {
+			h.mu.Lock()
+			h.cur = n
+			h.mu.Unlock()
+			break
+		}
+		if ctx.Err() != nil {
+			break
+		}
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.SetBasicAuth(h.admin, h.secret)
-	resp, err := h.client.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("ejabberd API %s: %w", command, err)
 	}

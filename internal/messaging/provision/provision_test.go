@@ -117,6 +117,40 @@ func TestHTTPAPI(t *testing.T) {
 	}
 }
 
+// TestHTTPAPIMovesToAnotherNode: with the admin APIs of a cluster's
+// nodes, a call goes to the next node when one cannot be reached, and
+// stays there; an answer (even a refusal) is not a reason to move.
+func TestHTTPAPIMovesToAnotherNode(t *testing.T) {
+	dead := httptest.NewServer(http.NotFoundHandler())
+	dead.Close()
+	f := &fakeAPI{users: map[string]string{}}
+	live := httptest.NewServer(f)
+	defer live.Close()
+	api := NewHTTPAPI(dead.URL+"/api", "admin@d", "secret", nil).AlsoAt(live.URL + "/api/")
+	ctx := context.Background()
+	if err := api.EnsureAccount(ctx, "node-1@d", "pw1"); err != nil {
+		t.Fatalf("first node down: %v", err)
+	}
+	if err := api.EnsureAccount(ctx, "node-2@d", "pw2"); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]string{"node-1@d": "pw1", "node-2@d": "pw2"}, f.users); diff != "" {
+		t.Errorf("accounts (-want +got):\n%s", diff)
+	}
+	if api.cur != 1 {
+		t.Errorf("calls go to node %d, want the one that answered (1)", api.cur)
+	}
+	bad := NewHTTPAPI(live.URL+"/api", "admin@d", "wrong", nil).AlsoAt(dead.URL + "/api")
+	var apiErr *APIError
+	if err := bad.EnsureAccount(ctx, "x@d", "pw"); !errors.As(err, &apiErr) || apiErr.Status != http.StatusUnauthorized {
+		t.Errorf("a refusal moved on or got lost: %v", err)
+	}
+	allDead := NewHTTPAPI(dead.URL+"/api", "admin@d", "secret", nil).AlsoAt(dead.URL + "/api")
+	if err := allDead.EnsureAccount(ctx, "x@d", "pw"); err == nil || !strings.Contains(err.Error(), "ejabberd API register") {
+		t.Errorf("every node down: %v", err)
+	}
+}
+
 func TestCtl(t *testing.T) {
 	dir := t.TempDir()
 	log := filepath.Join(dir, "calls")

@@ -55,6 +55,12 @@ type Ejabberd struct {
 	// also are addresses its c2s listener serves besides 127.0.0.1 (the
 	// testbed bridge's, for pods); its certificate names them.
 	also []string
+	// index is the node's place in its cluster (0 for a single server);
+	// distIP is the loopback address of its Erlang distribution; seed is
+	// the cluster's first node, which the others join (nil for the first).
+	index  int
+	distIP string
+	seed   *Ejabberd
 }
 
 // AlsoListenOn makes the c2s listener and the admin API serve ip too (set
@@ -64,12 +70,12 @@ func (e *Ejabberd) AlsoListenOn(ip string) { e.also = append(e.also, ip) }
 // APIURLOn is the admin API's URL on one of the AlsoListenOn addresses
 // (where the accounts reconciler's pod reaches it).
 func (e *Ejabberd) APIURLOn(ip string) string {
-	return "https://" + net.JoinHostPort(ip, strconv.Itoa(e.portBase+ejAPIOffset)) + "/api"
+	return "https://" + net.JoinHostPort(ip, strconv.Itoa(e.apiPort())) + "/api"
 }
 
 // C2SAddrOn is the c2s address on one of the AlsoListenOn addresses.
 func (e *Ejabberd) C2SAddrOn(ip string) string {
-	return net.JoinHostPort(ip, strconv.Itoa(e.portBase+ejC2SOffset))
+	return net.JoinHostPort(ip, strconv.Itoa(e.c2sPort()))
 }
 
 // EjabberdSQL is the PostgreSQL database ejabberd keeps its data in.
@@ -85,11 +91,15 @@ type EjabberdSQL struct {
 // for its single-host ("old") SQL layout.
 const ejabberdSchema = "/usr/share/ejabberd/sql/pg.sql"
 
-// Ejabberd ports are offsets from the port base.
+// Ejabberd ports are offsets from the port base: node i of a cluster
+// serves c2s on 2i and the admin API on 2i+1; every node's Erlang
+// distribution listens on 9, each on a loopback address of its own.
 const (
 	ejC2SOffset  = 0
 	ejAPIOffset  = 1
 	ejDistOffset = 9
+	// MaxEjabberdNodes is the largest cluster one port base holds.
+	MaxEjabberdNodes = 4
 )
 
 // NewEjabberd describes a server for the XMPP domain whose state lives in dir
@@ -97,11 +107,50 @@ const (
 // portBase+9 (Erlang distribution, loopback).
 func NewEjabberd(dir string, portBase int, domain string) *Ejabberd {
 	sum := sha256.Sum256([]byte(dir))
+	return newEjabberd(dir, portBase, domain, "mlsysops-"+hex.EncodeToString(sum[:4])+"@localhost")
+}
+
+// NewEjabberdCluster describes an ejabberd cluster of n nodes (at most
+// MaxEjabberdNodes) for the XMPP domain. Node 1 keeps its state in dir,
+// node i in dir-i. The nodes keep their data in one SQL database (UseSQL
+// on every node, before Start), so accounts, passwords and rosters are
+// the cluster's; they are joined into one Erlang cluster (Mnesia) for the
+// rest: sessions and routes, so that a message reaches its recipient
+// whichever node it is logged in to. Start node 1 first: the others join
+// it.
+//
+// Ports: node i (from 0) serves c2s on portBase+2i and its admin API on
+// portBase+2i+1; the Erlang distribution of every node listens on
+// portBase+9 on 127.0.0.(i+1): Erlang without epmd expects every node of a
+// cluster on one port, so each gets a loopback address of its own.
+func NewEjabberdCluster(dir string, portBase int, domain string, n int) ([]*Ejabberd, error) {
+	if n < 1 || n > MaxEjabberdNodes {
+		return nil, fmt.Errorf("ejabberd cluster of %d nodes: want 1 to %d", n, MaxEjabberdNodes)
+	}
+	sum := sha256.Sum256([]byte(dir))
+	nodes := make([]*Ejabberd, n)
+	for i := range nodes {
+		d := dir
+		if i > 0 {
+			d = dir + "-" + strconv.Itoa(i+1)
+		}
+		ip := "127.0.0." + strconv.Itoa(i+1)
+		e := newEjabberd(d, portBase, domain, fmt.Sprintf("mlsysops-%s-%d@%s", hex.EncodeToString(sum[:4]), i+1, ip))
+		e.index, e.distIP = i, ip
+		if i > 0 {
+			e.seed = nodes[0]
+		}
+		nodes[i] = e
+	}
+	return nodes, nil
+}
+
+func newEjabberd(dir string, portBase int, domain, node string) *Ejabberd {
 	e := &Ejabberd{
 		dir:      dir,
 		portBase: portBase,
 		domain:   domain,
-		node:     "mlsysops-" + hex.EncodeToString(sum[:4]) + "@localhost",
+		node:     node,
 		ctl:      lookPath("ejabberdctl", "/usr/sbin/ejabberdctl"),
 	}
 	e.proc = &proc.Process{
@@ -139,6 +188,12 @@ func EjabberdOpenFiles() uint64 {
 	return want
 }
 
+func (e *Ejabberd) c2sPort() int { return e.portBase + ejC2SOffset + 2*e.index }
+func (e *Ejabberd) apiPort() int { return e.portBase + ejAPIOffset + 2*e.index }
+
+// Node is the Erlang node name of the server.
+func (e *Ejabberd) Node() string { return e.node }
+
 // ejabberdUser is the account Debian's ejabberd package runs the server as.
 const ejabberdUser = "ejabberd"
 
@@ -160,7 +215,7 @@ func (e *Ejabberd) UseSQL(db EjabberdSQL) { e.sql = &db }
 func (e *Ejabberd) SQL() *EjabberdSQL { return e.sql }
 
 // C2SAddr is the client-to-server address, "127.0.0.1:port".
-func (e *Ejabberd) C2SAddr() string { return "127.0.0.1:" + strconv.Itoa(e.portBase+ejC2SOffset) }
+func (e *Ejabberd) C2SAddr() string { return "127.0.0.1:" + strconv.Itoa(e.c2sPort()) }
 
 // Domain is the XMPP domain (virtual host) the server serves.
 func (e *Ejabberd) Domain() string { return e.domain }
@@ -168,7 +223,7 @@ func (e *Ejabberd) Domain() string { return e.domain }
 // APIURL is the base URL of mod_http_api, e.g. https://127.0.0.1:5281/api.
 // Requests authenticate with HTTP basic auth as AdminJID and trust CAFile.
 func (e *Ejabberd) APIURL() string {
-	return "https://127.0.0.1:" + strconv.Itoa(e.portBase+ejAPIOffset) + "/api"
+	return "https://127.0.0.1:" + strconv.Itoa(e.apiPort()) + "/api"
 }
 
 // AdminJID is the account allowed to use the admin API.
@@ -182,11 +237,22 @@ func (e *Ejabberd) AdminPassword() string { return e.adminPW }
 func (e *Ejabberd) AdminPasswordFile() string { return filepath.Join(e.dir, "admin.password") }
 
 // CAFile is the PEM file of the CA that signed the server certificate (SANs:
-// the domain, localhost and 127.0.0.1).
-func (e *Ejabberd) CAFile() string { return filepath.Join(e.dir, "tls", "ca.crt") }
+// the domain, localhost and 127.0.0.1). The nodes of a cluster share the
+// first node's CA.
+func (e *Ejabberd) CAFile() string { return filepath.Join(e.caDir(), "ca.crt") }
+
+func (e *Ejabberd) caDir() string {
+	if e.seed != nil {
+		return e.seed.caDir()
+	}
+	return filepath.Join(e.dir, "tls")
+}
 
 // LogFile is the server's main log.
 func (e *Ejabberd) LogFile() string { return filepath.Join(e.dir, "logs", "ejabberd.log") }
+
+// PIDFile is the file holding the server's process id.
+func (e *Ejabberd) PIDFile() string { return e.proc.PIDFile }
 
 // Pid returns the server's process id and whether it is alive.
 func (e *Ejabberd) Pid() (int, bool) { return e.proc.Pid() }
@@ -207,7 +273,7 @@ func (e *Ejabberd) Start(ctx context.Context) error {
 	}
 	if _, ok := e.proc.Pid(); ok {
 		if !changed && e.Healthy(ctx) == nil {
-			return nil
+			return e.ensureJoined(ctx)
 		}
 		// Running with another configuration (say, Mnesia where it now
 		// keeps its data in SQL), or not answering.
@@ -216,6 +282,10 @@ func (e *Ejabberd) Start(ctx context.Context) error {
 		}
 	}
 	_ = e.proc.Stop(5 * time.Second)
+	// Only now that it is stopped may its spool go.
+	if err := e.checkSpool(); err != nil {
+		return fmt.Errorf("ejabberd: %w", err)
+	}
 	if err := e.proc.Start(); err != nil {
 		return err
 	}
@@ -232,10 +302,49 @@ func (e *Ejabberd) Start(ctx context.Context) error {
 	}
 	wctx, cancel := context.WithTimeout(ctx, startupTimeout)
 	defer cancel()
+	if e.seed != nil {
+		// The admin account is the cluster's (in SQL), made by the first
+		// node.
+		if err := e.ensureJoined(wctx); err != nil {
+			return err
+		}
+		return e.proc.WaitReady(wctx)
+	}
 	if err := e.ensureAdmin(wctx); err != nil {
 		return err
 	}
 	return e.proc.WaitReady(wctx)
+}
+
+// ensureJoined makes a node other than the first a member of the first
+// node's cluster: ejabberdctl join_cluster copies the cluster's Mnesia
+// schema and restarts ejabberd on this node. A node that was a member
+// before finds the cluster again by itself when it starts.
+func (e *Ejabberd) ensureJoined(ctx context.Context) error {
+	if e.seed == nil {
+		return nil
+	}
+	var last string
+	for {
+		out, err := e.ctlRun(ctx, "list_cluster")
+		if err == nil && strings.Contains(out, e.seed.node) {
+			return nil
+		}
+		if err == nil {
+			out, err = e.ctlRun(ctx, "join_cluster", e.seed.node)
+		}
+		if err != nil {
+			last = out
+			if last == "" {
+				last = err.Error()
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("ejabberd: join node %s to the cluster of %s: %w (last answer: %s); see %s", e.node, e.seed.node, ctx.Err(), last, e.LogFile())
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }
 
 // startupTimeout bounds each of ejabberd's start-up steps: the boot until
@@ -251,7 +360,17 @@ func (e *Ejabberd) prepare() (bool, error) {
 		}
 	}
 	pwFile := filepath.Join(e.dir, "admin.password")
-	if b, err := os.ReadFile(pwFile); err == nil && len(bytes.TrimSpace(b)) > 0 {
+	if e.seed != nil {
+		// The cluster has one admin account.
+		b, err := os.ReadFile(e.seed.AdminPasswordFile())
+		if err != nil || len(bytes.TrimSpace(b)) == 0 {
+			return false, fmt.Errorf("the admin password of the cluster's first node (start it first): %v", err)
+		}
+		e.adminPW = string(bytes.TrimSpace(b))
+		if err := os.WriteFile(pwFile, []byte(e.adminPW), 0o600); err != nil {
+			return false, err
+		}
+	} else if b, err := os.ReadFile(pwFile); err == nil && len(bytes.TrimSpace(b)) > 0 {
 		e.adminPW = string(bytes.TrimSpace(b))
 	} else {
 		e.adminPW = RandomSecret()
@@ -260,7 +379,7 @@ func (e *Ejabberd) prepare() (bool, error) {
 		}
 	}
 	tlsDir := filepath.Join(e.dir, "tls")
-	ca, err := pki.LoadOrCreateCA(tlsDir, "ca", "mlsysops-xmpp-ca")
+	ca, err := pki.LoadOrCreateCA(e.caDir(), "ca", "mlsysops-xmpp-ca")
 	if err != nil {
 		return false, err
 	}
@@ -290,7 +409,7 @@ func (e *Ejabberd) prepare() (bool, error) {
 	}
 	var conf bytes.Buffer
 	vars := map[string]any{
-		"Domain": e.domain, "C2SPort": e.portBase + ejC2SOffset, "APIPort": e.portBase + ejAPIOffset,
+		"Domain": e.domain, "C2SPort": e.c2sPort(), "APIPort": e.apiPort(),
 		"Cert": filepath.Join(e.dir, "etc", "server.pem"), "Admin": e.AdminJID(), "Also": e.also,
 	}
 	if e.sql != nil {
@@ -312,16 +431,53 @@ func (e *Ejabberd) prepare() (bool, error) {
 	if err := os.WriteFile(confFile, conf.Bytes(), 0o640); err != nil {
 		return false, err
 	}
-	ctlCfg := fmt.Sprintf("# Written by the MLSysOps testbed.\nERLANG_NODE=%s\nERL_DIST_PORT=%d\nINET_DIST_INTERFACE=127.0.0.1\nERL_OPTIONS=\"-env ERL_CRASH_DUMP_BYTES 0\"\n",
-		e.node, e.portBase+ejDistOffset)
+	distIP := e.distIP
+	if distIP == "" {
+		distIP = "127.0.0.1"
+	}
+	ctlCfg := fmt.Sprintf("# Written by the MLSysOps testbed.\nERLANG_NODE=%s\nERL_DIST_PORT=%d\nINET_DIST_INTERFACE=%s\nERL_OPTIONS=\"-env ERL_CRASH_DUMP_BYTES 0\"\n",
+		e.node, e.portBase+ejDistOffset, distIP)
 	// Erlang reads inetrc from the config dir and complains when it is missing.
 	if err := os.WriteFile(filepath.Join(e.dir, "etc", "inetrc"), []byte("{lookup, [file, native]}.\n"), 0o644); err != nil {
 		return false, err
 	}
-	if err := os.WriteFile(filepath.Join(e.dir, "etc", "ejabberdctl.cfg"), []byte(ctlCfg), 0o640); err != nil {
+	// The node name is there: a server running under another name (one
+	// that became a cluster's node, or the reverse) is restarted.
+	ctlFile := filepath.Join(e.dir, "etc", "ejabberdctl.cfg")
+	if old, _ := os.ReadFile(ctlFile); !bytes.Equal(old, []byte(ctlCfg)) {
+		changed = true
+	}
+	if err := os.WriteFile(ctlFile, []byte(ctlCfg), 0o640); err != nil {
 		return false, err
 	}
 	return changed, chownTree(e.dir, ejabberdUser)
+}
+
+// checkSpool empties the Mnesia spool when it belongs to another Erlang
+// node name (a single server that becomes a cluster's first node):
+// Mnesia refuses a spool of another node. Only a server keeping its data
+// in SQL may lose its spool; its Mnesia holds nothing that outlives it.
+func (e *Ejabberd) checkSpool() error {
+	spool := filepath.Join(e.dir, "spool")
+	nodeFile := filepath.Join(e.dir, "node")
+	b, err := os.ReadFile(nodeFile)
+	// A spool from before the node was recorded: its node is unknown.
+	unknown := errors.Is(err, os.ErrNotExist) && e.sql != nil
+	if unknown || err == nil && string(bytes.TrimSpace(b)) != e.node {
+		if e.sql == nil {
+			return fmt.Errorf("the Mnesia spool %s belongs to the node %s, not %s: keep the data in SQL to change the node's name", spool, bytes.TrimSpace(b), e.node)
+		}
+		if err := os.RemoveAll(spool); err != nil {
+			return err
+		}
+		if err := os.MkdirAll(spool, 0o750); err != nil {
+			return err
+		}
+		if err := chownTree(spool, ejabberdUser); err != nil {
+			return err
+		}
+	}
+	return os.WriteFile(nodeFile, []byte(e.node+"\n"), 0o644)
 }
 
 // ensureSchema creates ejabberd's tables in its SQL database unless they
@@ -489,7 +645,11 @@ func (e *Ejabberd) Stop(ctx context.Context) error {
 	}
 	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	_, _ = e.ctlRun(cctx, "stop")
+	if _, err := e.ctlRun(cctx, "stop"); err != nil {
+		// ejabberdctl cannot reach it (say, it runs under the node name it
+		// had before): SIGTERM makes Erlang stop just as well.
+		return e.proc.Stop(20 * time.Second)
+	}
 	for cctx.Err() == nil {
 		if _, ok := e.proc.Pid(); !ok {
 			return nil

@@ -38,6 +38,8 @@ type Postgres struct {
 	password string
 	bin      string
 	proc     *proc.Process
+	// alsoIP and alsoFrom: AlsoListenOn's address and clients.
+	alsoIP, alsoFrom string
 }
 
 // NewPostgres describes a server keeping its cluster in dir, listening on
@@ -65,6 +67,38 @@ func NewPostgres(dir string, port int, password string) *Postgres {
 		User:    PostgresUser,
 	}
 	return p
+}
+
+// AlsoListenOn makes the server listen on ip too (set before Start) and
+// accept password logins from the range from (CIDR) there: pods on the
+// testbed's nodes reach it on the bridge.
+func (p *Postgres) AlsoListenOn(ip, from string) {
+	p.alsoIP, p.alsoFrom = ip, from
+	for i, a := range p.proc.Args {
+		if strings.HasPrefix(a, "listen_addresses=") {
+			p.proc.Args[i] = "listen_addresses=127.0.0.1," + ip
+		}
+	}
+	p.proc.Args = append(p.proc.Args, "-c", "hba_file="+p.hbaFile())
+}
+
+// AddrOn is the server's address on AlsoListenOn's ip.
+func (p *Postgres) AddrOn(ip string) string { return net.JoinHostPort(ip, strconv.Itoa(p.port)) }
+
+func (p *Postgres) hbaFile() string { return filepath.Join(p.dir, "pg_hba.conf") }
+
+// writeHBA writes the client authentication rules of AlsoListenOn: a
+// password (scram-sha-256) for every connection, from loopback, the
+// socket and the range given.
+func (p *Postgres) writeHBA() error {
+	if p.alsoIP == "" {
+		return nil
+	}
+	rules := "# Written by the testbed (services.Postgres.AlsoListenOn).\n" +
+		"local all all scram-sha-256\n" +
+		"host all all 127.0.0.1/32 scram-sha-256\n" +
+		"host all all " + p.alsoFrom + " scram-sha-256\n"
+	return os.WriteFile(p.hbaFile(), []byte(rules), 0o644)
 }
 
 // postgresBinDir finds the newest server installed by Debian's packages.
@@ -108,7 +142,7 @@ func (p *Postgres) SuperuserDSN(db string) string { return p.DSN(PostgresUser, p
 // Start creates the cluster on first use and starts the server unless it
 // is already running and healthy.
 func (p *Postgres) Start(ctx context.Context) error {
-	if _, ok := p.proc.Pid(); ok && p.Healthy(ctx) == nil {
+	if _, ok := p.proc.Pid(); ok && p.proc.SameCommand() && p.Healthy(ctx) == nil {
 		return nil
 	}
 	_ = p.stop(10 * time.Second)
@@ -116,6 +150,9 @@ func (p *Postgres) Start(ctx context.Context) error {
 		return fmt.Errorf("postgres: %s missing: install Debian's postgresql (make deps): %w", p.proc.Path, err)
 	}
 	if err := p.prepare(ctx); err != nil {
+		return fmt.Errorf("postgres: %w", err)
+	}
+	if err := p.writeHBA(); err != nil {
 		return fmt.Errorf("postgres: %w", err)
 	}
 	p.removeStaleLock()

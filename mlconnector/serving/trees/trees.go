@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 
 	"github.com/dmitryikh/leaves"
@@ -95,6 +96,9 @@ func Load(format, path string, opts model.Options) (m *Ensemble, err error) {
 		var e *leaves.Ensemble
 		switch format {
 		case LightGBM:
+			if err := checkLightGBMTrees(data); err != nil {
+				return nil, err
+			}
 			e, err = leaves.LGEnsembleFromReader(bufio.NewReader(bytes.NewReader(data)), true)
 			platform, features = "lightgbm", lightGBMFeatures(data)
 		case LightGBMJSON:
@@ -207,4 +211,68 @@ func (m *Ensemble) Infer(_ context.Context, inputs []*tensor.Tensor, outputs []s
 		{Name: "label", DataType: tensor.INT64, Shape: []int64{int64(rows)}, Int64: labels},
 		{Name: "probabilities", DataType: tensor.FP64, Shape: []int64{int64(rows), int64(k)}, FP64: probs},
 	}, outputs), nil
+}
+
+// checkLightGBMTrees checks the node links of every tree of a LightGBM text
+// model before leaves reads it: leaves follows left_child and right_child
+// as written, so a child that points back to its node or an ancestor made
+// every prediction loop forever (found by FuzzLoad). LightGBM numbers a
+// tree's internal nodes in the order it splits, so an internal child comes
+// after its parent, which rules out cycles; a leaf child is ~index, below
+// num_leaves.
+func checkLightGBMTrees(data []byte) error {
+	tree, nLeaves := "", 0
+	var left, right []string
+	check := func() error {
+		if tree == "" {
+			return nil
+		}
+		internal := nLeaves - 1
+		if nLeaves < 1 || len(left) != max(internal, 0) || len(right) != max(internal, 0) {
+			return fmt.Errorf("tree %s: num_leaves=%d with %d left and %d right children", tree, nLeaves, len(left), len(right))
+		}
+		for i := range internal {
+			for _, side := range []struct {
+				name string
+				v    string
+			}{{"left_child", left[i]}, {"right_child", right[i]}} {
+				c, err := strconv.Atoi(side.v)
+				switch {
+				case err != nil:
+					return fmt.Errorf("tree %s: %s %q: %w", tree, side.name, side.v, err)
+				case c >= 0 && (c <= i || c >= internal):
+					return fmt.Errorf("tree %s: node %d's %s is node %d: want a later node below %d (no cycles)", tree, i, side.name, c, internal)
+				case c < 0 && ^c >= nLeaves:
+					return fmt.Errorf("tree %s: node %d's %s is leaf %d of %d", tree, i, side.name, ^c, nLeaves)
+				}
+			}
+		}
+		return nil
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimRight(line, "\r")
+		key, v, ok := strings.Cut(line, "=")
+		switch {
+		case ok && key == "Tree" || line == "end of trees":
+			if err := check(); err != nil {
+				return err
+			}
+			tree, nLeaves, left, right = v, 0, nil, nil
+			if line == "end of trees" {
+				return nil
+			}
+		case tree == "" || !ok:
+		case key == "num_leaves":
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return fmt.Errorf("tree %s: num_leaves %q: %w", tree, v, err)
+			}
+			nLeaves = n
+		case key == "left_child":
+			left = strings.Fields(v)
+		case key == "right_child":
+			right = strings.Fields(v)
+		}
+	}
+	return check()
 }

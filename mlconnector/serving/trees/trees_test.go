@@ -144,3 +144,38 @@ func TestXGBoostJSONMissingValuesTakeTheDefault(t *testing.T) {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 }
+
+// TestLoadRefusesBadLightGBMTrees: a LightGBM model whose node links form
+// a cycle made every prediction loop forever inside leaves (found by
+// FuzzLoad); such models, and links out of range, are refused at load with
+// the tree and node named.
+func TestLoadRefusesBadLightGBMTrees(t *testing.T) {
+	good, err := os.ReadFile(filepath.Join("..", "testdata", "iris_gbm.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]struct{ from, to, want string }{
+		"child is its parent":  {"left_child=1 -1 -3", "left_child=0 -1 -3", "tree 1: node 0's left_child is node 0: want a later node below 3 (no cycles)"},
+		"child is an ancestor": {"right_child=2 -2 -4", "right_child=2 0 -4", "tree 1: node 1's right_child is node 0: want a later node below 3 (no cycles)"},
+		"child past the nodes": {"left_child=1 -1 -3", "left_child=7 -1 -3", "tree 1: node 0's left_child is node 7: want a later node below 3 (no cycles)"},
+		"leaf past the leaves": {"right_child=2 -2 -4", "right_child=2 -2 -9", "tree 1: node 2's right_child is leaf 8 of 4"},
+		"lists too short":      {"left_child=1 -1 -3", "left_child=1 -1", "tree 1: num_leaves=4 with 2 left and 3 right children"},
+		"not a number":         {"left_child=1 -1 -3", "left_child=1 x -3", `tree 1: left_child "x"`},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			bad := strings.Replace(string(good), tc.from, tc.to, 1)
+			if bad == string(good) {
+				t.Fatalf("%q not in the fixture", tc.from)
+			}
+			path := filepath.Join(t.TempDir(), "model.txt")
+			if err := os.WriteFile(path, []byte(bad), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Load(LightGBM, path, model.Options{Threads: 1})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Load: %v, want %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -495,7 +495,7 @@ func testModeAndPing(t *testing.T, h *hierarchy) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	tester, err := messaging.New(messaging.Config{
-		JID: h.tester, Password: h.testerPW, Layer: messaging.LayerService, Server: h.ej.C2SAddr(), CAFile: h.ej.CAFile(),
+		JID: h.tester, Password: h.testerPW, Layer: messaging.LayerService, Servers: []string{h.ej.C2SAddr()}, CAFile: h.ej.CAFile(),
 		HeartbeatInterval: -1,
 	})
 	if err != nil {
@@ -561,7 +561,7 @@ func testMalformed(t *testing.T, h *hierarchy) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	tester, err := messaging.New(messaging.Config{
-		JID: h.tester, Password: h.testerPW, Layer: messaging.LayerService, Server: h.ej.C2SAddr(), CAFile: h.ej.CAFile(),
+		JID: h.tester, Password: h.testerPW, Layer: messaging.LayerService, Servers: []string{h.ej.C2SAddr()}, CAFile: h.ej.CAFile(),
 		Parent: h.agents[clusterName].JID, HeartbeatInterval: -1,
 	})
 	if err != nil {

@@ -125,9 +125,21 @@ type hierarchy struct {
 // starts those named in only (all when only is empty).
 func startHierarchy(t testing.TB, only ...string) *hierarchy {
 	t.Helper()
+	return startHierarchyOn(t, []*services.Ejabberd{testbed.Ejabberd(t)}, only...)
+}
+
+// startHierarchyOn is startHierarchy on the given ejabberd nodes (the
+// nodes of one cluster): the agents and the accounts reconciler get every
+// node's address.
+func startHierarchyOn(t testing.TB, ejs []*services.Ejabberd, only ...string) *hierarchy {
+	t.Helper()
 	bin, nodeBin := agentBinaries(t)
 	env := testbed.Shared(t)
-	h := &hierarchy{t: t, env: env, ej: testbed.Ejabberd(t), redis: testbed.Redis(t), agents: map[string]*testbed.AgentProcess{}, sysfs: map[string]string{}}
+	h := &hierarchy{t: t, env: env, ej: ejs[0], redis: testbed.Redis(t), agents: map[string]*testbed.AgentProcess{}, sysfs: map[string]string{}}
+	var c2s, apis []string
+	for _, e := range ejs {
+		c2s, apis = append(c2s, e.C2SAddr()), append(apis, e.APIURL())
+	}
 	client, err := h.ej.HTTPClient()
 	if err != nil {
 		t.Fatal(err)
@@ -144,8 +156,8 @@ func startHierarchy(t testing.TB, only ...string) *hierarchy {
 	stateDir := t.TempDir()
 	h.cfg = testbed.AgentsConfig{
 		Binary: bin, NodeBinary: nodeBin, Descriptions: descs, StateDir: stateDir,
-		XMPPAddr: h.ej.C2SAddr(), XMPPDomain: h.ej.Domain(), XMPPCAFile: h.ej.CAFile(),
-		XMPPAdminURL: h.ej.APIURL(), XMPPAdminJID: h.ej.AdminJID(), XMPPAdminPasswordFile: h.ej.AdminPasswordFile(),
+		XMPPAddr: strings.Join(c2s, ","), XMPPDomain: h.ej.Domain(), XMPPCAFile: h.ej.CAFile(),
+		XMPPAdminURL: strings.Join(apis, ","), XMPPAdminJID: h.ej.AdminJID(), XMPPAdminPasswordFile: h.ej.AdminPasswordFile(),
 		AccountsBinary: testbed.TestAccountsBinary(t), AccountsListen: "127.0.0.1:" + strconv.Itoa(testbed.FreePorts(t, 1)),
 		// Only a start, a restart of ejabberd or an agent's report make
 		// the reconciler look at the accounts during the test.

@@ -27,6 +27,7 @@ import (
 
 	"github.com/mlsysops-go/mlsysops/deployments/deployer"
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
+	"github.com/mlsysops-go/mlsysops/internal/description"
 	"github.com/mlsysops-go/mlsysops/internal/messaging/authreport"
 	"github.com/mlsysops-go/mlsysops/internal/messaging/provision"
 	"github.com/mlsysops-go/mlsysops/internal/testbed"
@@ -119,7 +120,9 @@ func TestDryRun(t *testing.T) {
 					t.Fatal(err)
 				}
 				for _, obj := range objs {
-					if obj.GetKind() != "CustomResourceDefinition" && obj.GetKind() != "Namespace" {
+					// What an uninstall keeps (the API and the applications'
+					// namespace) may be there from an earlier install.
+					if obj.GetKind() != "CustomResourceDefinition" && obj.GetKind() != "Namespace" && obj.GetAnnotations()[deployer.PurgeKey] != "purge" {
 						t.Errorf("the dry run stored %s %s/%s in the %s API", obj.GetKind(), obj.GetNamespace(), obj.GetName(), c.Name)
 					}
 				}
@@ -153,6 +156,9 @@ func TestInstall(t *testing.T) {
 		}
 	})
 
+	// edge-1 is out of Karmada during the install and joins after it.
+	joinLater := leaveKarmada(t, cl, "edge-1")
+
 	var first *deployer.Report
 	t.Run("install", func(t *testing.T) {
 		// The install waits for every workload: the continuum agent and
@@ -166,6 +172,10 @@ func TestInstall(t *testing.T) {
 			t.Fatalf("%v\n%s", err, out.String())
 		}
 		t.Logf("install: %d objects (%d created, %d changed) in %s:\n%s", len(first.Results), first.Count(deployer.Created), first.Count(deployer.Changed), time.Since(start).Round(time.Millisecond), out.String())
+	})
+
+	t.Run("a member cluster joining after the install gets its agents", func(t *testing.T) {
+		testJoinLater(t, o, env, "edge-1", joinLater)
 	})
 
 	var app *mlsysopsv1.MLSysOpsApp
@@ -198,6 +208,7 @@ func TestInstall(t *testing.T) {
 		}
 	})
 
+	t.Run("ml connector", func(t *testing.T) { testMLConnector(t, env, cl) })
 	t.Run("node-system-descriptions replaced by hand", func(t *testing.T) { testDescriptionReplaced(t, env) })
 	t.Run("agents' secrets", func(t *testing.T) { testSecrets(t, env, cl) })
 	t.Run("xmpp accounts", func(t *testing.T) { testAccounts(t, env, true) })
@@ -205,13 +216,25 @@ func TestInstall(t *testing.T) {
 	t.Run("admission policy", func(t *testing.T) { testAdmission(t, env) })
 
 	t.Run("status", func(t *testing.T) {
+		// A node agent per node of cloud-1, as its descriptions say.
+		set, err := description.LoadDir("../../../descriptions")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cloud := 0
+		for _, n := range set.Nodes {
+			if n.Spec.ClusterID == "cloud-1" {
+				cloud++
+			}
+		}
 		var out bytes.Buffer
-		err := deployer.New(o, nil).Status(ctx, &out)
+		err = deployer.New(o, nil).Status(ctx, &out)
 		t.Logf("status:\n%s", out.String())
 		for _, want := range []string{
 			"ready     DaemonSet mlsysops-framework/mlsysops-cluster-agent: cloud-1 1/1 ready, 1 updated; edge-1 1/1 ready, 1 updated",
-			"ready     DaemonSet mlsysops-framework/mlsysops-node-agent: cloud-1 5/5 ready",
+			fmt.Sprintf("ready     DaemonSet mlsysops-framework/mlsysops-node-agent: cloud-1 %d/%d ready", cloud, cloud),
 			"ready     DaemonSet mlsysops-framework/mlsysops-continuum-agent: 1/1 ready",
+			"ready     Deployment mlsysops-framework/mlsysops-mlconnector: 1/1 ready",
 		} {
 			if !strings.Contains(out.String(), want) {
 				t.Errorf("status does not say %q", want)

@@ -53,12 +53,21 @@ type world struct {
 
 func start(t *testing.T) *world {
 	t.Helper()
+	return startWith(t, 0, nil)
+}
+
+// startWith runs the agents of every layer, the continuum and cluster
+// agents as that many replicas each (with replicaArgs) when replicas is
+// above 1, and the clients of the APIs the tests read.
+func startWith(t testing.TB, replicas int, replicaArgs []string) *world {
+	t.Helper()
 	ctrllog.SetLogger(logr.Discard())
 	env := testbed.Shared(t)
 	w := &world{env: env, members: map[string]kubernetes.Interface{}, memberApps: map[string]client.Client{}}
 	w.agents = testbed.StartTestAgents(t, env, testbed.TestAgentsOptions{
-		Nodes: true,
-		Args:  []string{"--child-grace-period", grace.String(), "--capacity-report-interval", "5s"},
+		Nodes:    true,
+		Args:     []string{"--child-grace-period", grace.String(), "--capacity-report-interval", "5s"},
+		Replicas: replicas, ReplicaArgs: replicaArgs,
 	})
 	scheme, err := continuum.Scheme()
 	if err != nil {
@@ -102,21 +111,9 @@ func (w *world) create(t *testing.T, a *mlsysopsv1.MLSysOpsApp) {
 }
 
 // poll calls cond every interval until it returns nil or within passes.
-func poll(t *testing.T, what string, interval, within time.Duration, cond func(ctx context.Context) error) {
+func poll(t testing.TB, what string, interval, within time.Duration, cond func(ctx context.Context) error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), within)
-	defer cancel()
-	var last error
-	for {
-		if last = cond(ctx); last == nil {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%s: not after %s: %v", what, within, last)
-		case <-time.After(interval):
-		}
-	}
+	testbed.Poll(t, what, interval, within, cond)
 }
 
 func (w *world) get(ctx context.Context, name string) (*mlsysopsv1.MLSysOpsApp, error) {

@@ -506,19 +506,7 @@ func readInt(t *testing.T, file string) int64 {
 // with cond's last error after within.
 func poll(t *testing.T, what string, within time.Duration, cond func(ctx context.Context) error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), within)
-	defer cancel()
-	var last error
-	for {
-		if last = cond(ctx); last == nil {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%s: not after %s: %v", what, within, last)
-		case <-time.After(time.Second):
-		}
-	}
+	testbed.Poll(t, what, time.Second, within, cond)
 }
 
 func repoRoot(t *testing.T) string {

@@ -117,8 +117,8 @@ func startAgentErr(t testing.TB, e *services.Ejabberd, cfg messaging.Config) (*a
 
 // launchAgent creates and runs a client without waiting for its session.
 func launchAgent(t testing.TB, e *services.Ejabberd, cfg messaging.Config) (*agent, error) {
-	if cfg.Server == "" {
-		cfg.Server = e.C2SAddr()
+	if len(cfg.Servers) == 0 {
+		cfg.Servers = []string{e.C2SAddr()}
 	}
 	cfg.CAFile = e.CAFile()
 	if cfg.Logger == nil {

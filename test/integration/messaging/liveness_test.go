@@ -132,7 +132,7 @@ func TestChildLiveness(t *testing.T) {
 	parent := startAgent(t, e, messaging.Config{JID: parentJID, Password: parentPW, Layer: messaging.LayerCluster,
 		Children: []string{childJID}, LivenessTimeout: timeout})
 	childCfg := messaging.Config{JID: childJID, Password: childPW, Layer: messaging.LayerNode, Parent: parentJID,
-		Server: px.addr(), HeartbeatInterval: 300 * time.Millisecond, MaxBackoff: 500 * time.Millisecond}
+		Servers: []string{px.addr()}, HeartbeatInterval: 300 * time.Millisecond, MaxBackoff: 500 * time.Millisecond}
 	child := startAgent(t, e, childCfg)
 	waitEvent(t, parent, childJID, true, time.Time{}, within)
 

@@ -3,9 +3,6 @@ package messaging_test
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -34,25 +31,8 @@ func TestExactlyOnceAcrossServerRestart(t *testing.T) {
 			child := startAgent(t, e, messaging.Config{JID: childJID, PasswordFile: rec.file(childJID), Layer: messaging.LayerNode,
 				Parent: parentJID, RetryInterval: time.Second})
 
-			var mu sync.Mutex
-			counts := make([]int, n)
-			var order []int
-			messaging.HandleFunc(child.Client, func(ctx context.Context, env *messaging.Envelope, m *messaging.ComponentPlaced) (messaging.Message, error) {
-				i, err := strconv.Atoi(strings.TrimPrefix(m.ComponentName, "c-"))
-				if err != nil || i < 0 || i >= n {
-					return nil, fmt.Errorf("unexpected component %q", m.ComponentName)
-				}
-				mu.Lock()
-				counts[i]++
-				order = append(order, i)
-				mu.Unlock()
-				return nil, nil
-			})
-			handled := func() int {
-				mu.Lock()
-				defer mu.Unlock()
-				return len(order)
-			}
+			cmds := handleCommands(child.Client, n)
+			handled := cmds.handled
 
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
@@ -61,7 +41,7 @@ func TestExactlyOnceAcrossServerRestart(t *testing.T) {
 			go func() {
 				defer close(deliveries)
 				for i := 0; i < n; i++ {
-					d, err := parent.SendAsync(ctx, childJID, &messaging.ComponentPlaced{Name: "app-1", ComponentName: fmt.Sprintf("c-%05d", i)})
+					d, err := parent.SendAsync(ctx, childJID, command(i))
 					if err != nil {
 						sendErr <- fmt.Errorf("SendAsync %d: %w", i, err)
 						return
@@ -98,35 +78,7 @@ func TestExactlyOnceAcrossServerRestart(t *testing.T) {
 			}
 			t.Logf("ejabberd %s+start with %d of %d handled, %v in flight and %d held by the parent took %v", mode, atRestart, n, inFlight, queued, time.Since(began).Round(time.Millisecond))
 
-			failed := 0
-			for d := range deliveries {
-				if err := d.Wait(ctx); err != nil {
-					if failed < 5 {
-						t.Errorf("delivery %s: %v", d.ID(), err)
-					}
-					failed++
-				}
-			}
-			select {
-			case err := <-sendErr:
-				t.Fatal(err)
-			default:
-			}
-			if failed > 0 {
-				t.Fatalf("%d of %d deliveries failed", failed, n)
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			for i, c := range counts {
-				if c != 1 {
-					t.Errorf("command %d handled %d times, want exactly once", i, c)
-				}
-			}
-			for k, i := range order {
-				if i != k {
-					t.Fatalf("handling order broken at position %d: got command %d", k, i)
-				}
-			}
+			cmds.check(t, ctx, deliveries, sendErr)
 			// The issue this guards: an account written a moment before a
 			// kill, lost, and its agent refused for good.
 			for _, a := range []*agent{parent, child} {

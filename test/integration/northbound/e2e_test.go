@@ -91,7 +91,11 @@ func background(t *testing.T, args ...string) (*syncBuffer, <-chan int) {
 // the application's own metric, written as its exporter would.
 func TestCLIEndToEnd(t *testing.T) {
 	tb := testbed.Shared(t)
-	testbed.StartTestAgents(t, tb, testbed.TestAgentsOptions{})
+	// No node agents run here: with no grace period the cluster agents
+	// never take the nodes out of placement for their absence. A pod the
+	// testbed's real nodes refuse (the gateway's foreign image) is placed
+	// elsewhere after --pending-settle.
+	testbed.StartTestAgents(t, tb, testbed.TestAgentsOptions{Args: []string{"--child-grace-period", "0", "--pending-settle", "10s"}})
 	ctx := ctxT(t)
 	rdb, err := state.NewClient(state.Config{Addrs: []string{tb.RedisAddr}, Password: tb.RedisPassword})
 	if err != nil {

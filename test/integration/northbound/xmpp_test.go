@@ -83,7 +83,7 @@ func TestPingAndModeOverXMPP(t *testing.T) {
 		modes []int
 	)
 	runClient(t, messaging.Config{
-		JID: agentJID, Password: agentPW, Layer: messaging.LayerContinuum, Server: tb.XMPPAddr, CAFile: tb.XMPPCAFile,
+		JID: agentJID, Password: agentPW, Layer: messaging.LayerContinuum, Servers: []string{tb.XMPPAddr}, CAFile: tb.XMPPCAFile,
 		Controllers: []string{nbJID}, HeartbeatInterval: -1,
 	}, func(c *messaging.Client) {
 		messaging.HandleFunc(c, func(_ context.Context, _ *messaging.Envelope, p *messaging.Ping) (messaging.Message, error) {
@@ -97,7 +97,7 @@ func TestPingAndModeOverXMPP(t *testing.T) {
 		})
 	})
 	nb := runClient(t, messaging.Config{
-		JID: nbJID, Password: nbPW, Layer: messaging.LayerService, Server: tb.XMPPAddr, CAFile: tb.XMPPCAFile, HeartbeatInterval: -1,
+		JID: nbJID, Password: nbPW, Layer: messaging.LayerService, Servers: []string{tb.XMPPAddr}, CAFile: tb.XMPPCAFile, HeartbeatInterval: -1,
 	}, nil)
 
 	e := newEnv(t, handlers.Config{Messenger: nb, PingTimeout: 5 * time.Second})

@@ -1,5 +1,7 @@
-// Package state_test runs the state library against a real redis-server
-// (Debian's, started privately per test by the testbed).
+// Package state_test runs the state library against a real Redis
+// (Debian's redis-server, started privately per test by the testbed): one
+// server, a Sentinel group or a Cluster, as $MLSYSOPS_TEST_REDIS_MODE says
+// (`make test` runs the package in all three).
 package state_test
 
 import (
@@ -8,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,19 +18,19 @@ import (
 
 	"github.com/mlsysops-go/mlsysops/internal/state"
 	"github.com/mlsysops-go/mlsysops/internal/testbed"
-	"github.com/mlsysops-go/mlsysops/internal/testbed/services"
 )
 
 type env struct {
-	redis *services.Redis
+	redis *testbed.RedisDeployment
 	rdb   redis.UniversalClient
 	store *state.Store
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	r := testbed.Redis(t)
-	rdb, err := state.NewClient(state.Config{Addrs: []string{r.Addr()}, Password: r.Password()})
+	r := testbed.RedisForTest(t)
+	t.Logf("redis: %s", r.Mode)
+	rdb, err := state.NewClient(r.Config())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,4 +66,28 @@ func waitHealthy(t *testing.T, e *env) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// scanKeys lists the keys matching pattern on every master: a Redis
+// Cluster client's SCAN asks one node only, which holds a third of the
+// slots.
+func scanKeys(ctx context.Context, rdb redis.UniversalClient, pattern string) ([]string, error) {
+	var (
+		mu   sync.Mutex
+		keys []string
+	)
+	scan := func(ctx context.Context, c redis.Cmdable) error {
+		iter := c.Scan(ctx, 0, pattern, 100).Iterator()
+		for iter.Next(ctx) {
+			mu.Lock()
+			keys = append(keys, iter.Val())
+			mu.Unlock()
+		}
+		return iter.Err()
+	}
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		err := cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return scan(ctx, c) })
+		return keys, err
+	}
+	return keys, scan(ctx, rdb)
 }

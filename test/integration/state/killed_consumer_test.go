@@ -3,6 +3,7 @@ package state_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -16,18 +17,15 @@ import (
 	"github.com/mlsysops-go/mlsysops/internal/state"
 )
 
-// Environment of the consumer child process started by
-// TestKilledConsumerProcess.
-const (
-	envConsumerAddr = "STATE_TEST_CONSUMER_ADDR"
-	envConsumerPW   = "STATE_TEST_CONSUMER_PASSWORD"
-)
+// envConsumerRedis is the Redis configuration (JSON) of the consumer
+// child process started by TestKilledConsumerProcess.
+const envConsumerRedis = "STATE_TEST_CONSUMER_REDIS"
 
 // TestMain turns the test binary into the consumer process of
 // TestKilledConsumerProcess when started as such.
 func TestMain(m *testing.M) {
-	if addr := os.Getenv(envConsumerAddr); addr != "" {
-		consumerChild(addr, os.Getenv(envConsumerPW))
+	if cfg := os.Getenv(envConsumerRedis); cfg != "" {
+		consumerChild(cfg)
 		return
 	}
 	os.Exit(m.Run())
@@ -35,8 +33,13 @@ func TestMain(m *testing.M) {
 
 // consumerChild reads submissions, prints their entry ids and then hangs
 // without acknowledging them, until it is killed.
-func consumerChild(addr, password string) {
-	rdb, err := state.NewClient(state.Config{Addrs: []string{addr}, Password: password})
+func consumerChild(cfgJSON string) {
+	var cfg state.Config
+	if err := json.Unmarshal([]byte(cfgJSON), &cfg); err != nil {
+		fmt.Println("ERROR", err)
+		os.Exit(1)
+	}
+	rdb, err := state.NewClient(cfg)
 	if err != nil {
 		fmt.Println("ERROR", err)
 		os.Exit(1)
@@ -72,8 +75,12 @@ func TestKilledConsumerProcess(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	cfg, err := json.Marshal(e.redis.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
 	child := exec.Command(os.Args[0])
-	child.Env = append(os.Environ(), envConsumerAddr+"="+e.redis.Addr(), envConsumerPW+"="+e.redis.Password())
+	child.Env = append(os.Environ(), envConsumerRedis+"="+string(cfg))
 	out, err := child.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

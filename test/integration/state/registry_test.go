@@ -91,12 +91,8 @@ func TestTelemetryExpires(t *testing.T) {
 		t.Errorf("GetMany = %v, %v; want node-1 and node-2", many, err)
 	}
 	// The key carries the TTL it was put with.
-	var keys []string
-	iter := e.rdb.Scan(ctx, 0, "*telemetry*node-1*", 100).Iterator()
-	for iter.Next(ctx) {
-		keys = append(keys, iter.Val())
-	}
-	if err := iter.Err(); err != nil || len(keys) != 1 {
+	keys, err := scanKeys(ctx, e.rdb, "*telemetry*node-1*")
+	if err != nil || len(keys) != 1 {
 		t.Fatalf("telemetry keys of node-1: %v, %v; want one", keys, err)
 	}
 	if ttl, err := e.rdb.PTTL(ctx, keys[0]).Result(); err != nil || ttl <= 59*time.Minute || ttl > time.Hour {

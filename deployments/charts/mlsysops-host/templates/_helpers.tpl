@@ -79,3 +79,63 @@ capabilities: {drop: [ALL]}
 {{- else }}{{ fail "xmpp.adminAPI: ejabberd's admin API URL (external services)" }}
 {{- end }}
 {{- end }}
+
+{{/*
+Replicas of a Deployment spread over nodes (preferred: one node still
+runs them all) and, with more than one, a PodDisruptionBudget that lets a
+drain take one at a time.
+*/}}
+{{- define "mlsysops.spread" -}}
+affinity:
+  podAntiAffinity:
+    preferredDuringSchedulingIgnoredDuringExecution:
+    - weight: 100
+      podAffinityTerm:
+        topologyKey: kubernetes.io/hostname
+        labelSelector:
+          matchLabels:
+            app.kubernetes.io/name: {{ . }}
+{{- end }}
+
+{{- define "mlsysops.pdb" -}}
+{{- if gt (int .replicas) 1 }}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: {{ .name }}
+  namespace: mlsysops-framework
+  labels:
+    {{- include "mlsysops.labels" .root | nindent 4 }}
+  annotations:
+    {{- include "mlsysops.stage" "continuum" | nindent 4 }}
+spec:
+  maxUnavailable: 1
+  selector:
+    matchLabels:
+      app.kubernetes.io/name: {{ .name }}
+{{- end }}
+{{- end }}
+
+{{/* The ML connector's S3 endpoint: given, or the bundled S3 server's Service. */}}
+{{- define "mlsysops.s3Endpoint" -}}
+{{- if .Values.mlconnector.s3.endpoint }}{{ .Values.mlconnector.s3.endpoint }}
+{{- else if include "mlsysops.bundled" . }}http://mlsysops-s3.mlsysops-framework.svc:7070
+{{- else }}{{ fail "mlconnector.s3.endpoint: the S3 endpoint of the ML connector's files, http(s)://host:port (external services)" }}
+{{- end }}
+{{- end }}
+
+{{/*
+The ML connector's URL as the model servers' pods in the member clusters
+reach it: given, or its NodePort on karmadaHostIP.
+*/}}
+{{- define "mlsysops.mlconnectorURL" -}}
+{{- $mlc := .Values.mlconnector }}
+{{- if $mlc.downloadURL }}{{ $mlc.downloadURL }}
+{{- else if and .Values.karmadaHostIP (eq $mlc.service.type "NodePort") $mlc.service.nodePort }}
+{{- $ip := .Values.karmadaHostIP }}
+{{- if contains ":" $ip }}{{ $ip = printf "[%s]" $ip }}{{ end -}}
+http://{{ $ip }}:{{ $mlc.service.nodePort }}
+{{- else }}{{ fail "mlconnector.downloadURL: the ML connector's URL as pods in the member clusters reach it (or karmadaHostIP with mlconnector.service.type NodePort and a nodePort)" }}
+{{- end }}
+{{- end }}
