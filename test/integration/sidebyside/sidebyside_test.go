@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -24,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/mlsysops-go/mlsysops/agents/cluster/fluidity"
 	"github.com/mlsysops-go/mlsysops/agents/continuum"
@@ -74,6 +76,7 @@ type harness struct {
 
 func newHarness(tb testing.TB, env *testbed.Env) *harness {
 	tb.Helper()
+	ctrllog.SetLogger(logr.Discard())
 	scheme, err := continuum.Scheme()
 	if err != nil {
 		tb.Fatal(err)
