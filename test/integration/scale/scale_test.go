@@ -13,7 +13,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -170,25 +169,14 @@ func (e *env) burst(t testing.TB, apps []*mlsysopsv1.MLSysOpsApp, timeout time.D
 		t.Fatal(err)
 	}
 	defer w.Stop()
-	var mu sync.Mutex
-	submitted := map[string]time.Time{}
-	start := time.Now()
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 16)
-	for _, a := range apps {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			mu.Lock()
-			submitted[a.Name] = time.Now()
-			mu.Unlock()
-			if err := e.karmada.Create(ctx, a); err != nil {
-				t.Errorf("create %s: %v", a.Name, err)
-			}
-		}()
+	byName := make(map[string]*mlsysopsv1.MLSysOpsApp, len(apps))
+	names := make([]string, len(apps))
+	for i, a := range apps {
+		byName[a.Name], names[i] = a, a.Name
 	}
+	burst := testbed.StartBurst(names, 16, func(name string) error { return e.karmada.Create(ctx, byName[name]) },
+		func(name string, err error) { t.Errorf("create %s: %v", name, err) })
+	defer burst.Wait()
 	lat := map[string]time.Duration{}
 	last := map[string]*mlsysopsv1.MLSysOpsApp{}
 	for len(lat) < len(apps) {
@@ -202,14 +190,12 @@ func (e *env) burst(t testing.TB, apps []*mlsysopsv1.MLSysOpsApp, timeout time.D
 			if a.Status.Phase != mlsysopsv1.AppRunning {
 				continue
 			}
-			mu.Lock()
-			at, ok := submitted[a.Name]
-			mu.Unlock()
+			since, ok := burst.Since(a.Name)
 			if _, done := lat[a.Name]; ok && !done {
-				lat[a.Name] = time.Since(at)
+				lat[a.Name] = since
 			}
 		case <-ctx.Done():
-			wg.Wait()
+			burst.Wait()
 			phases := map[string]int{}
 			var example string
 			for _, a := range last {
@@ -221,9 +207,7 @@ func (e *env) burst(t testing.TB, apps []*mlsysopsv1.MLSysOpsApp, timeout time.D
 			t.Fatalf("%d of %d applications Running after %v; others %v (e.g. %s)", len(lat), len(apps), timeout, phases, example)
 		}
 	}
-	total := time.Since(start)
-	wg.Wait()
-	return lat, total
+	return lat, time.Since(burst.Start)
 }
 
 // placedOn returns, for a Running application, its cluster and the node of

@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
-	"sync"
 	"testing"
 	"time"
 
@@ -205,45 +204,26 @@ func (h *harness) run(tb testing.TB, p Path, s Shape, n int, prefix string, time
 	watcher, running := h.watchRunning(ctx, tb, p, s)
 	defer watcher.Stop()
 
-	submitted := make(map[string]time.Time, n)
-	var mu sync.Mutex
-	start := time.Now()
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 16)
-	for _, name := range names {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			mu.Lock()
-			submitted[name] = time.Now()
-			mu.Unlock()
-			if err := h.submit(ctx, tb, p, s, name); err != nil {
-				tb.Errorf("submit %s by %s: %v", name, p, err)
-			}
-		}()
-	}
+	burst := testbed.StartBurst(names, 16, func(name string) error { return h.submit(ctx, tb, p, s, name) },
+		func(name string, err error) { tb.Errorf("submit %s by %s: %v", name, p, err) })
+	defer burst.Wait()
 	res := Result{Path: p, Shape: s.Name, N: n}
 	done := map[string]bool{}
 	for len(done) < n {
 		select {
 		case name := <-running:
-			mu.Lock()
-			at, ok := submitted[name]
-			mu.Unlock()
+			since, ok := burst.Since(name)
 			if !ok || done[name] {
 				continue
 			}
 			done[name] = true
-			res.Latencies = append(res.Latencies, time.Since(at))
+			res.Latencies = append(res.Latencies, since)
 		case <-ctx.Done():
-			wg.Wait()
+			burst.Wait()
 			tb.Fatalf("%s, %s: %d of %d applications Running after %v", p, s.Name, len(done), n, timeout)
 		}
 	}
-	res.Total = time.Since(start)
-	wg.Wait()
+	res.Total = time.Since(burst.Start)
 	return res
 }
 
