@@ -7,9 +7,11 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
 	"github.com/mlsysops-go/mlsysops/internal/testbed"
@@ -25,6 +27,8 @@ func firstApp(ctx context.Context, env *testbed.Env, file, name string) (time.Du
 	if err != nil {
 		return 0, err
 	}
+	// Its client's errors are returned; it logs nothing worth reading.
+	ctrllog.SetLogger(logr.Discard())
 	scheme := runtime.NewScheme()
 	if err := mlsysopsv1.AddToScheme(scheme); err != nil {
 		return 0, err

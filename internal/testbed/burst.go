@@ -1,7 +1,11 @@
 package testbed
 
 import (
+	"os"
+	"strconv"
+	"strings"
 	"sync"
+	"testing"
 	"time"
 )
 
@@ -58,3 +62,27 @@ func (b *Burst) Since(name string) (time.Duration, bool) {
 
 // Wait waits until every submission returned.
 func (b *Burst) Wait() { b.wg.Wait() }
+
+// EnvSizes reads the sizes a benchmark measures from the environment
+// variable name (positive integers, comma separated), or returns def when
+// it is unset; a malformed value fails the benchmark.
+func EnvSizes(tb testing.TB, name string, def ...int) []int {
+	tb.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	var out []int
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			like := make([]string, len(def))
+			for i, d := range def {
+				like[i] = strconv.Itoa(d)
+			}
+			tb.Fatalf("%s=%q: want positive sizes, comma separated, like %s", name, v, strings.Join(like, ","))
+		}
+		out = append(out, n)
+	}
+	return out
+}

@@ -6,11 +6,8 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"os"
 	"runtime"
 	"sort"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -21,19 +18,7 @@ import (
 // separated) or 8 (the shared testbed's node agents, all processes) and
 // 1,000 (a swarm of 999 and one process).
 func agentCounts(b *testing.B) []int {
-	v := os.Getenv("MLSYSOPS_NODE_AGENTS")
-	if v == "" {
-		return []int{8, 1000}
-	}
-	var out []int
-	for _, f := range strings.Split(v, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 {
-			b.Fatalf("MLSYSOPS_NODE_AGENTS=%q: want counts like 8,1000", v)
-		}
-		out = append(out, n)
-	}
-	return out
+	return testbed.EnvSizes(b, "MLSYSOPS_NODE_AGENTS", 8, 1000)
 }
 
 // victim is the node agent that runs as a process and is killed.

@@ -2,9 +2,6 @@ package sidebyside_test
 
 import (
 	"fmt"
-	"os"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -14,19 +11,7 @@ import (
 // benchSizes are the burst sizes: $MLSYSOPS_SIDE_BY_SIDE_N (comma
 // separated) or 50, 200 and 500.
 func benchSizes(b *testing.B) []int {
-	v := os.Getenv("MLSYSOPS_SIDE_BY_SIDE_N")
-	if v == "" {
-		return []int{50, 200, 500}
-	}
-	var out []int
-	for _, f := range strings.Split(v, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 {
-			b.Fatalf("MLSYSOPS_SIDE_BY_SIDE_N=%q: want sizes like 50,200,500", v)
-		}
-		out = append(out, n)
-	}
-	return out
+	return testbed.EnvSizes(b, "MLSYSOPS_SIDE_BY_SIDE_N", 50, 200, 500)
 }
 
 // BenchmarkSideBySide submits bursts of N applications, N = 50, 200 and
