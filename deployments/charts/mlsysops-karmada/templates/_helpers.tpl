@@ -27,7 +27,11 @@ mlsysops.eu/uninstall: purge
 {{ printf "%s/mlsysops/%s:%s" .root.Values.image.registry .name $tag }}
 {{- end }}
 
-{{/* Environment shared by the cluster and node agents. */}}
+{{/*
+Environment shared by the cluster and node agents. NODE_NAME stays first:
+the OverridePolicies of overrides.yaml replace the cluster agent's env/0
+with its cluster's name.
+*/}}
 {{- define "mlsysops.agentEnv" -}}
 - name: NODE_NAME
   valueFrom:
