@@ -185,6 +185,12 @@ func TestInstall(t *testing.T) {
 	if app == nil {
 		t.Fatal("no application running: the later steps need one")
 	}
+	t.Run("the member cluster that joined after the install receives an application", func(t *testing.T) {
+		testJoinedReceivesApp(t, env, "edge-1")
+	})
+	t.Run("cluster agent replicas: one leads, the other follows and takes over", func(t *testing.T) {
+		testAgentReplicas(t, env, "cloud-1")
+	})
 
 	t.Run("second run changes nothing", func(t *testing.T) {
 		again := *o
