@@ -30,6 +30,7 @@ import (
 	"github.com/mlsysops-go/mlsysops/internal/description"
 	"github.com/mlsysops-go/mlsysops/internal/messaging/authreport"
 	"github.com/mlsysops-go/mlsysops/internal/messaging/provision"
+	mlstate "github.com/mlsysops-go/mlsysops/internal/state"
 	"github.com/mlsysops-go/mlsysops/internal/testbed"
 )
 
@@ -217,6 +218,7 @@ func TestInstall(t *testing.T) {
 	t.Run("ml connector", func(t *testing.T) { testMLConnector(t, env, cl) })
 	t.Run("node-system-descriptions replaced by hand", func(t *testing.T) { testDescriptionReplaced(t, env) })
 	t.Run("agents' secrets", func(t *testing.T) { testSecrets(t, env, cl) })
+	t.Run("redis users per component", func(t *testing.T) { testRedisUsers(t, env, cl) })
 	t.Run("xmpp accounts", func(t *testing.T) { testAccounts(t, env, true) })
 	t.Run("rbac", func(t *testing.T) { testRBAC(t, env) })
 	t.Run("admission policy", func(t *testing.T) { testAdmission(t, env) })
@@ -334,7 +336,8 @@ func TestInstall(t *testing.T) {
 }
 
 // testSecrets: each member holds the passwords of its own agents only,
-// and the Redis password; the host holds the continuum's and the API's.
+// and their cluster agents' Redis user (never Redis's default password);
+// the host holds the continuum's and the API's.
 func testSecrets(t *testing.T, env *testbed.Env, cl *deployer.Clusters) {
 	ctx := context.Background()
 	for _, member := range env.Clusters {
@@ -351,7 +354,8 @@ func testSecrets(t *testing.T, env *testbed.Env, cl *deployer.Clusters) {
 				}
 			}
 			sort.Strings(names)
-			want := []string{deployer.SecretAgentsPrefix + member, deployer.SecretRedis}
+			redisUser, _ := deployer.RedisUserSecret(mlstate.ComponentCluster)
+			want := []string{deployer.SecretAgentsPrefix + member, redisUser}
 			if strings.Join(names, ",") != strings.Join(want, ",") {
 				return fmt.Errorf("secrets %v, want %v", names, want)
 			}

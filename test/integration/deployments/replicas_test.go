@@ -1,6 +1,7 @@
 package deployments_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -29,9 +29,10 @@ const (
 	clusterAgent = "mlsysops-cluster-agent"
 )
 
-// testAgentReplicas labels a second KWOK node of member for the cluster
-// layer: the DaemonSet runs a second replica of the member's cluster agent
-// there (the same agent, named after the cluster by the installer's
+// testAgentReplicas labels a second real node of member for the cluster
+// layer (a real node: on a KWOK node every pod shares the node's network
+// namespace, where the node agent holds the agents' port): the DaemonSet
+// runs a second replica of the member's cluster agent there (the same agent, named after the cluster by the installer's
 // OverridePolicy). Both pods become Ready, exactly one holds the Lease and
 // says it leads, the other says it follows that one. Then the leader is
 // lost as a node is (its process SIGKILLed, its pod removed at once): the
@@ -50,13 +51,13 @@ func testAgentReplicas(t *testing.T, env *testbed.Env, member string) {
 	}
 	var second string
 	for _, n := range nodes.Items {
-		if !real[n.Name] && n.Name != member {
+		if real[n.Name] && n.Name != member {
 			second = n.Name
 			break
 		}
 	}
 	if second == "" {
-		t.Fatalf("%s has no KWOK node labelled %s=node to run a second replica on", member, layerLabel)
+		t.Fatalf("%s has no real node labelled %s=node to run a second replica on", member, layerLabel)
 	}
 	setLayer(t, cs, second, "cluster")
 	t.Cleanup(func() { setLayer(t, cs, second, "node") })
@@ -125,17 +126,9 @@ func testAgentReplicas(t *testing.T, env *testbed.Env, member string) {
 	t.Logf("%s: %s on %s leads, the other replica follows", member, leader.Name, leader.Spec.NodeName)
 
 	// The leader is lost: its process dies and its pod goes.
-	pidFile := filepath.Join(env.Agents.KwokletState, member, "pids", string(leader.UID)+"_agent.pid")
-	b, err := os.ReadFile(pidFile)
-	if err != nil {
-		t.Fatalf("the leader's process: %v", err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || pid <= 1 {
-		t.Fatalf("%s: pid %q", pidFile, b)
-	}
+	pid := containerPID(t, &leader)
 	killed := time.Now()
-	if err := syscall.Kill(-pid, syscall.SIGKILL); err != nil {
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatalf("SIGKILL the leader (pid %d): %v", pid, err)
 	}
 	if err := cs.CoreV1().Pods(deployer.Namespace).Delete(ctx, leader.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
@@ -244,4 +237,35 @@ func testJoinedReceivesApp(t *testing.T, env *testbed.Env, member string) {
 		return nil
 	})
 	t.Logf("%s joined after the install and runs %s (%d components)", member, app.Name, len(app.Status.Components))
+}
+
+// containerPID finds the agent process of pod p (a container on a real
+// node of the testbed, a process of this machine) by the POD_NAME its
+// environment holds.
+func containerPID(t *testing.T, p *corev1.Pod) int {
+	t.Helper()
+	want := []byte("POD_NAME=" + p.Name + "\x00")
+	dirs, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found []int
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join("/proc", d.Name(), "environ"))
+		if err != nil || !bytes.Contains(env, want) {
+			continue
+		}
+		cmd, _ := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
+		if bytes.Contains(cmd, []byte("mlsysops-agent")) {
+			found = append(found, pid)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("pod %s on %s: want one agent process, found %v", p.Name, p.Spec.NodeName, found)
+	}
+	return found[0]
 }
