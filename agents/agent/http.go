@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"net/http"
 	"net/http/pprof"
+	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
