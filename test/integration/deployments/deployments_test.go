@@ -582,6 +582,12 @@ func testRBAC(t *testing.T, env *testbed.Env) {
 		{verb: "list", group: "cluster.karmada.io", resource: "clusters", allowed: true},
 		{verb: "get", group: "cluster.karmada.io", resource: "clusters", subresource: "proxy", name: "cloud-1", allowed: true},
 		{verb: "get", group: "apiextensions.k8s.io", resource: "customresourcedefinitions", name: "mlsysopsapps.mlsysops.eu", allowed: true},
+		// Its replicas' election: its own Lease only, in its namespace.
+		{verb: "create", group: "coordination.k8s.io", resource: "leases", namespace: fw, allowed: true},
+		{verb: "update", group: "coordination.k8s.io", resource: "leases", name: "mlsysops-continuum-agent", namespace: fw, allowed: true},
+		{verb: "update", group: "coordination.k8s.io", resource: "leases", name: "mlsysops-cluster-agent", namespace: fw},
+		{verb: "delete", group: "coordination.k8s.io", resource: "leases", name: "mlsysops-continuum-agent", namespace: fw},
+		{verb: "create", group: "coordination.k8s.io", resource: "leases", namespace: "kube-system"},
 		// Not: the API's installation, other namespaces' policies,
 		// cluster-wide policies.
 		{verb: "update", group: "apiextensions.k8s.io", resource: "customresourcedefinitions", name: "mlsysopsapps.mlsysops.eu"},
@@ -663,6 +669,13 @@ func testRBAC(t *testing.T, env *testbed.Env) {
 			{verb: "create", group: mgroup, resource: "mlsysopsnodes", namespace: "default"},
 			{verb: "get", resource: "secrets", namespace: fw},
 			{verb: "create", group: "apps", resource: "daemonsets", namespace: fw},
+			// Its replicas' election: its own Lease only, in its namespace.
+			{verb: "create", group: "coordination.k8s.io", resource: "leases", namespace: fw, allowed: true},
+			{verb: "get", group: "coordination.k8s.io", resource: "leases", name: "mlsysops-cluster-agent", namespace: fw, allowed: true},
+			{verb: "update", group: "coordination.k8s.io", resource: "leases", name: "mlsysops-cluster-agent", namespace: fw, allowed: true},
+			{verb: "update", group: "coordination.k8s.io", resource: "leases", name: "mlsysops-continuum-agent", namespace: fw},
+			{verb: "create", group: "coordination.k8s.io", resource: "leases", namespace: "kube-node-lease"},
+			{verb: "update", group: "coordination.k8s.io", resource: "leases", name: "cloud-1", namespace: "kube-node-lease"},
 		}, forbiddenEverywhere...))
 		user, groups = sa("mlsysops-node-agent")
 		checkAccess(t, cs, where, user, groups, append([]access{
