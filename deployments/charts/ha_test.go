@@ -102,6 +102,26 @@ func TestElectedAgents(t *testing.T) {
 		if diff := cmp.Diff(want, rules); diff != "" {
 			t.Errorf("override of %s (-want +got):\n%s", cluster, diff)
 		}
+		// Both agents mount the member's own Secret, required.
+		op = find(t, karmada, "OverridePolicy", "mlsysops-agents-"+cluster)
+		rules, _, _ = unstructured.NestedSlice(op.Object, "spec", "overrideRules")
+		want = []any{map[string]any{
+			"targetCluster": map[string]any{"clusterNames": []any{cluster}},
+			"overriders": map[string]any{"plaintext": []any{map[string]any{
+				"path": "/spec/template/spec/volumes/0", "operator": "replace",
+				"value": map[string]any{"name": "xmpp-credentials", "secret": map[string]any{"secretName": "mlsysops-agents-" + cluster, "defaultMode": float64(288)}},
+			}}},
+		}}
+		if diff := cmp.Diff(want, rules); diff != "" {
+			t.Errorf("credentials override of %s (-want +got):\n%s", cluster, diff)
+		}
+	}
+	for _, name := range []string{"mlsysops-cluster-agent", "mlsysops-node-agent"} {
+		var ds appsv1.DaemonSet
+		decode(t, find(t, karmada, "DaemonSet", name), &ds)
+		if v := ds.Spec.Template.Spec.Volumes[0]; v.Name != "xmpp-credentials" || v.Projected == nil {
+			t.Errorf("%s: volumes/0 is %s, the override replaces the projected xmpp-credentials there", name, v.Name)
+		}
 	}
 }
 
