@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -26,7 +25,7 @@ func (a *Agent) serve() (func(context.Context) error, error) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(a.Metrics, promhttp.HandlerOpts{Registry: a.Metrics}))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { healthz(w, a.Conn) })
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		if err := a.ready(r.Context()); err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
@@ -128,19 +127,4 @@ func writeJSON(w http.ResponseWriter, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)
-}
-
-// healthz answers the liveness probe. The agent is alive unless its XMPP
-// password file is a directory: a pod that started before its Secret held
-// the agent's key (a member cluster that just joined receives the
-// DaemonSet and the Secret in any order) gets an empty directory at the
-// subPath, which only a restart of the container replaces with the key.
-func healthz(w http.ResponseWriter, conn *Connection) {
-	if f := conn.XMPPPasswordFile; f != "" {
-		if st, err := os.Stat(f); err == nil && st.IsDir() {
-			http.Error(w, "the XMPP password file "+f+" is a directory: its Secret had no key for this agent when the container started; a restart mounts it", http.StatusServiceUnavailable)
-			return
-		}
-	}
-	_, _ = w.Write([]byte("ok\n"))
 }
