@@ -163,6 +163,7 @@ var ownedKinds = []schema.GroupVersionKind{
 	{Group: "policy", Version: "v1", Kind: "PodDisruptionBudget"},
 	{Group: "policy.karmada.io", Version: "v1alpha1", Kind: "PropagationPolicy"},
 	{Group: "policy.karmada.io", Version: "v1alpha1", Kind: "ClusterPropagationPolicy"},
+	{Group: "policy.karmada.io", Version: "v1alpha1", Kind: "OverridePolicy"},
 	{Group: "config.karmada.io", Version: "v1alpha1", Kind: "ResourceInterpreterCustomization"},
 	{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "ValidatingAdmissionPolicy"},
 	{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "ValidatingAdmissionPolicyBinding"},

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/mlsysops-go/mlsysops/internal/auth"
+	mlstate "github.com/mlsysops-go/mlsysops/internal/state"
 )
 
 // Service modes.
@@ -89,6 +91,12 @@ type Options struct {
 	RedisAddress string
 	// RedisPasswordFile holds its password; else $REDIS_PASSWORD.
 	RedisPasswordFile string
+	// RedisUserPasswordFiles hold the passwords of the components' Redis
+	// ACL users (external mode), by component (state.Components): each
+	// component logs in as mlstate.ACLUserName with the rules of
+	// state.ACLRules, which you define in your Redis. Bundled services
+	// get generated passwords and the users defined by the deployer.
+	RedisUserPasswordFiles map[string]string
 	// PostgresAddress, PostgresUser and PostgresDatabase locate
 	// PostgreSQL (external mode); PostgresPasswordFile holds its password,
 	// else $POSTGRES_PASSWORD.
@@ -174,6 +182,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.EjabberdAdminPasswordFile, "ejabberd-admin-password-file", o.EjabberdAdminPasswordFile, "external: file with the admin account's password (else $EJABBERD_ADMIN_PASSWORD)")
 	fs.StringVar(&o.RedisAddress, "redis-address", o.RedisAddress, "external: Redis host:port, as the agents reach it")
 	fs.StringVar(&o.RedisPasswordFile, "redis-password-file", o.RedisPasswordFile, "external: file with Redis's password (else $REDIS_PASSWORD)")
+	fs.StringToStringVar(&o.RedisUserPasswordFiles, "redis-user-password-file", o.RedisUserPasswordFiles, "external: COMPONENT=FILE, the password of a component's Redis ACL user mlsysops-COMPONENT, for each of "+componentList()+" (repeat the flag; docs/install.md, \"Redis users\")")
 	fs.StringVar(&o.PostgresAddress, "postgres-address", o.PostgresAddress, "external: PostgreSQL host:port")
 	fs.StringVar(&o.PostgresUser, "postgres-user", o.PostgresUser, "PostgreSQL user")
 	fs.StringVar(&o.PostgresDatabase, "postgres-database", o.PostgresDatabase, "PostgreSQL database")
@@ -242,6 +251,9 @@ func (o *Options) Validate(connect, install bool) error {
 				add("%s: only with --services=external (bundled services have their own)", flag)
 			}
 		}
+		if len(o.RedisUserPasswordFiles) > 0 {
+			add("--redis-user-password-file: only with --services=external (the deployer makes the bundled Redis's users)")
+		}
 	case ModeExternal:
 		for flag, v := range map[string]string{"--xmpp-server": o.XMPPServer, "--redis-address": o.RedisAddress, "--postgres-address": o.PostgresAddress} {
 			if v == "" {
@@ -268,6 +280,21 @@ func (o *Options) Validate(connect, install bool) error {
 		} {
 			if _, err := o.secret(v.file, v.env); err != nil {
 				add("%s: %v", flag, err)
+			}
+		}
+		for _, c := range mlstate.Components() {
+			f, ok := o.RedisUserPasswordFiles[string(c)]
+			if !ok {
+				add("--redis-user-password-file %s=FILE: required with --services=external: the %s logs in to Redis as its own ACL user %s", c, c, mlstate.ACLUserName(c))
+				continue
+			}
+			if _, err := o.secret(f, ""); err != nil {
+				add("--redis-user-password-file %s: %v", c, err)
+			}
+		}
+		for c := range o.RedisUserPasswordFiles {
+			if !slices.Contains(mlstate.Components(), mlstate.Component(c)) {
+				add("--redis-user-password-file %s: no component of that name (want %s)", c, componentList())
 			}
 		}
 		// Without S3 the ML connector cannot run: the chart says so
@@ -355,4 +382,13 @@ func validBucket(name string) bool {
 		}
 	}
 	return true
+}
+
+// componentList names the components with a Redis ACL user.
+func componentList() string {
+	var names []string
+	for _, c := range mlstate.Components() {
+		names = append(names, string(c))
+	}
+	return strings.Join(names, ", ")
 }

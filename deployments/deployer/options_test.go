@@ -20,6 +20,7 @@ func TestOptionsValidate(t *testing.T) {
 		o.XMPPServer, o.RedisAddress, o.PostgresAddress = "x:5222", "r:6379", "p:5432"
 		o.EjabberdAPI = "https://x:5443/api"
 		o.EjabberdAdminPasswordFile, o.RedisPasswordFile, o.PostgresPasswordFile = pwFile, pwFile, pwFile
+		o.RedisUserPasswordFiles = map[string]string{"continuum-agent": pwFile, "cluster-agent": pwFile, "northbound": pwFile}
 	}
 	cases := map[string]struct {
 		env  map[string]string
@@ -55,7 +56,26 @@ func TestOptionsValidate(t *testing.T) {
 				"--redis-password-file: give the file, or set $REDIS_PASSWORD",
 				"--postgres-password-file: give the file, or set $POSTGRES_PASSWORD",
 				"--ejabberd-admin-password-file: give the file, or set $EJABBERD_ADMIN_PASSWORD",
+				"--redis-user-password-file continuum-agent=FILE: required with --services=external",
+				"--redis-user-password-file cluster-agent=FILE: required with --services=external",
+				"--redis-user-password-file northbound=FILE: required with --services=external",
 			},
+		},
+		"external, a Redis user of no component and one empty": {
+			set: func(o *Options) {
+				external(o)
+				o.RedisUserPasswordFiles["node-agent"] = pwFile
+				o.RedisUserPasswordFiles["northbound"] = filepath.Join(dir, "none")
+			},
+			want: []string{
+				"--redis-user-password-file node-agent: no component of that name (want continuum-agent, cluster-agent, northbound)",
+				"--redis-user-password-file northbound: open ",
+			},
+		},
+		"bundled with Redis users": {
+			env:  map[string]string{"KARMADA_HOST_IP": "192.0.2.1"},
+			set:  func(o *Options) { o.RedisUserPasswordFiles = map[string]string{"northbound": pwFile} },
+			want: []string{"--redis-user-password-file: only with --services=external"},
 		},
 		"external with S3": {
 			set: func(o *Options) {

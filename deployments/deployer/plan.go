@@ -14,6 +14,7 @@ import (
 
 	"github.com/mlsysops-go/mlsysops/internal/description"
 	"github.com/mlsysops-go/mlsysops/internal/messaging/provision"
+	mlstate "github.com/mlsysops-go/mlsysops/internal/state"
 )
 
 // The description folders and the ConfigMaps made of them.
@@ -53,7 +54,12 @@ type Account struct {
 
 // Names of the Secrets the deployer writes.
 const (
+	// SecretRedis holds the bundled Redis's default user's password,
+	// which no component uses; SecretRedisACL its ACL users (users.acl,
+	// lines with the passwords' digests). Each component's own user and
+	// password are in RedisUserSecret.
 	SecretRedis         = "mlsysops-redis"
+	SecretRedisACL      = "mlsysops-redis-acl"
 	SecretPostgres      = "mlsysops-postgres"
 	SecretEjabberdAdmin = "mlsysops-ejabberd-admin"
 	SecretEjabberdTLS   = "mlsysops-ejabberd-tls"
@@ -203,6 +209,12 @@ func ConfigMapFiles(dir string) (map[string]string, error) {
 // or taken from the options (external services).
 type Material struct {
 	RedisPassword, PostgresPassword, EjabberdAdminPassword string
+	// RedisUsers are the passwords of the components' Redis ACL users,
+	// by component.
+	RedisUsers map[mlstate.Component]string
+	// RedisACL defines those users in the bundled Redis (ACL file
+	// lines, with the passwords' SHA-256 digests).
+	RedisACL []byte
 	// Passwords of the XMPP accounts, by JID.
 	Passwords map[string]string
 	// NorthboundTokens is the API's token list; OperatorToken is the
@@ -307,4 +319,16 @@ func (p *Plan) clusterNames() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// RedisUserSecret is the Secret with component c's Redis ACL user name
+// and password (keys username and password), and the API it is in:
+// "karmada" for the cluster agents' (propagated to every member), "host"
+// for the others.
+func RedisUserSecret(c mlstate.Component) (name, cluster string) {
+	name = "mlsysops-redis-" + string(c)
+	if c == mlstate.ComponentCluster {
+		return name, "karmada"
+	}
+	return name, "host"
 }

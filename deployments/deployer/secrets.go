@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -19,6 +20,7 @@ import (
 	"github.com/mlsysops-go/mlsysops/deployments/charts"
 	"github.com/mlsysops-go/mlsysops/internal/auth"
 	"github.com/mlsysops-go/mlsysops/internal/messaging/provision"
+	mlstate "github.com/mlsysops-go/mlsysops/internal/state"
 	"github.com/mlsysops-go/mlsysops/internal/testbed/pki"
 	"github.com/mlsysops-go/mlsysops/northbound/api"
 )
@@ -76,6 +78,43 @@ func LoadMaterial(ctx context.Context, cl *Clusters, o *Options, p *Plan) (*Mate
 				return nil, err
 			}
 		}
+	}
+
+	// The components' Redis users: yours (external), else kept or made.
+	m.RedisUsers = map[mlstate.Component]string{}
+	for _, c := range mlstate.Components() {
+		if o.Services == ModeExternal {
+			if m.RedisUsers[c], err = o.secret(o.RedisUserPasswordFiles[string(c)], ""); err != nil {
+				return nil, fmt.Errorf("password of the Redis user of the %s: %w", c, err)
+			}
+			continue
+		}
+		name, where := RedisUserSecret(c)
+		from := cl.Host
+		if where == "karmada" {
+			from = cl.Karmada
+		}
+		stored, err := readSecret(ctx, from, name)
+		if err != nil {
+			return nil, err
+		}
+		if m.RedisUsers[c], err = keep(stored, "password", gen); err != nil {
+			return nil, err
+		}
+	}
+
+	if o.Services == ModeBundled {
+		// The bundled Redis's users, as lines of its configuration: the
+		// passwords' digests only.
+		var lines []string
+		for _, c := range mlstate.Components() {
+			l, err := mlstate.ACLUserLine(mlstate.ACLUserName(c), c, "", m.RedisUsers[c])
+			if err != nil {
+				return nil, err
+			}
+			lines = append(lines, l)
+		}
+		m.RedisACL = []byte(strings.Join(lines, "\n") + "\n")
 	}
 
 	// XMPP passwords, grouped by Secret.
@@ -297,8 +336,20 @@ func (p *Plan) SecretObjects(o *Options, m *Material) (host, karmada []*unstruct
 	if o.Services == ModeExternal {
 		admin["api"] = []byte(o.EjabberdAPI)
 	}
+	if o.Services == ModeBundled {
+		host = append(host, secretObject(SecretRedis, "services", pw(m.RedisPassword)),
+			secretObject(SecretRedisACL, "services", map[string][]byte{"users.acl": m.RedisACL}))
+	}
+	for _, c := range mlstate.Components() {
+		name, where := RedisUserSecret(c)
+		data := map[string][]byte{"username": []byte(mlstate.ACLUserName(c)), "password": []byte(m.RedisUsers[c])}
+		if where == "karmada" {
+			karmada = append(karmada, secretObject(name, "clusters", data))
+		} else {
+			host = append(host, secretObject(name, "continuum", data))
+		}
+	}
 	host = append(host,
-		secretObject(SecretRedis, "services", pw(m.RedisPassword)),
 		secretObject(SecretPostgres, "services", map[string][]byte{"username": []byte(o.PostgresUser), "password": []byte(m.PostgresPassword)}),
 		secretObject(SecretEjabberdAdmin, "services", admin),
 		secretObject(SecretNorthboundToken, "continuum", map[string][]byte{"tokens": m.NorthboundTokens}),
@@ -314,7 +365,6 @@ func (p *Plan) SecretObjects(o *Options, m *Material) (host, karmada []*unstruct
 			secretObject(SecretEjabberdTLS, "services", map[string][]byte{"tls.crt": m.ServerCert, "tls.key": m.ServerKey}),
 			secretObject(SecretEjabberdSQL, "services", map[string][]byte{"sql.yml": ejabberdSQLConfig(m.PostgresPassword)}))
 	}
-	karmada = append(karmada, secretObject(SecretRedis, "clusters", pw(m.RedisPassword)))
 	perSecret := map[string]map[string][]byte{}
 	var order []string
 	all := map[string][]byte{}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/mlsysops-go/mlsysops/deployments/deployer"
 	"github.com/mlsysops-go/mlsysops/internal/images"
+	"github.com/mlsysops-go/mlsysops/internal/state"
 	"github.com/mlsysops-go/mlsysops/internal/testbed/kwoklet"
 	"github.com/mlsysops-go/mlsysops/internal/testbed/proc"
 )
@@ -198,6 +199,13 @@ func InstallOptions(env *Env) (*deployer.Options, error) {
 	// host's real node uses it, and so does the deployer.
 	o.EjabberdAPI, o.EjabberdAdmin, o.EjabberdAdminPasswordFile = env.Agents.XMPPAdminURL, env.XMPPAdminJID, env.Agents.AdminPasswordFile
 	o.RedisAddress, o.RedisPasswordFile = env.Agents.RedisAddr, env.Agents.RedisPasswordFile
+	// Each component logs in as its own ACL user, which the testbed's
+	// Redis defines (redisACLUsers), with the password kept beside
+	// Redis's own in the pki folder.
+	o.RedisUserPasswordFiles = map[string]string{}
+	for _, c := range state.Components() {
+		o.RedisUserPasswordFiles[string(c)] = RedisUserPasswordFile(filepath.Dir(env.Agents.RedisPasswordFile), c)
+	}
 	// The ML connector's database, role and bucket on the testbed's
 	// PostgreSQL and S3 server, on the bridge. Its download URL is its
 	// NodePort on the host cluster's node (KARMADA_HOST_IP: no bundled

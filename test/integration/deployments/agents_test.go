@@ -120,7 +120,22 @@ func testAgentsRun(t *testing.T, env *testbed.Env) *mlsysopsv1.MLSysOpsApp {
 	}
 
 	// The example GPU application, as `mls apps deploy-app` submits it.
-	data, err := os.ReadFile(filepath.Join("..", "..", "..", "examples", "apps", "gpu-inference.yaml"))
+	app := deployExample(t, env, "gpu-inference.yaml")
+	for _, c := range app.Status.Components {
+		if c.Name == "llm-server" && (c.Cluster != "cloud-1" || strings.Join(c.Nodes, ",") != "cloud-gpu-h100-1") {
+			t.Errorf("llm-server placed on %s %v, want cloud-1 [cloud-gpu-h100-1]", c.Cluster, c.Nodes)
+		}
+	}
+	return app
+}
+
+// deployExample submits the example application in examples/apps/file
+// under a fresh name, as `mls apps deploy-app` does, waits until it is
+// Running and returns it; the test's end removes it.
+func deployExample(t *testing.T, env *testbed.Env, file string) *mlsysopsv1.MLSysOpsApp {
+	t.Helper()
+	ctx := context.Background()
+	data, err := os.ReadFile(filepath.Join("..", "..", "..", "examples", "apps", file))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +143,7 @@ func testAgentsRun(t *testing.T, env *testbed.Env) *mlsysopsv1.MLSysOpsApp {
 	if len(errs) > 0 {
 		t.Fatal(errs.ToAggregate())
 	}
-	app.Name = "gpu-inference-" + rand.String(4)
+	app.Name = strings.TrimSuffix(file, ".yaml") + "-" + rand.String(4)
 	app.Spec.Name = app.Name
 	app.Namespace = mlsysopsv1.Namespace
 	kc := karmadaClient(t, env, testbed.ContextKarmada)
@@ -145,11 +160,6 @@ func testAgentsRun(t *testing.T, env *testbed.Env) *mlsysopsv1.MLSysOpsApp {
 		}
 		return nil
 	})
-	for _, c := range app.Status.Components {
-		if c.Name == "llm-server" && (c.Cluster != "cloud-1" || strings.Join(c.Nodes, ",") != "cloud-gpu-h100-1") {
-			t.Errorf("llm-server placed on %s %v, want cloud-1 [cloud-gpu-h100-1]", c.Cluster, c.Nodes)
-		}
-	}
 	return app
 }
 

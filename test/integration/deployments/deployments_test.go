@@ -30,6 +30,7 @@ import (
 	"github.com/mlsysops-go/mlsysops/internal/description"
 	"github.com/mlsysops-go/mlsysops/internal/messaging/authreport"
 	"github.com/mlsysops-go/mlsysops/internal/messaging/provision"
+	mlstate "github.com/mlsysops-go/mlsysops/internal/state"
 	"github.com/mlsysops-go/mlsysops/internal/testbed"
 )
 
@@ -185,6 +186,12 @@ func TestInstall(t *testing.T) {
 	if app == nil {
 		t.Fatal("no application running: the later steps need one")
 	}
+	t.Run("the member cluster that joined after the install receives an application", func(t *testing.T) {
+		testJoinedReceivesApp(t, env, "edge-1")
+	})
+	t.Run("cluster agent replicas: one leads, the other follows and takes over", func(t *testing.T) {
+		testAgentReplicas(t, env, "cloud-1")
+	})
 
 	t.Run("second run changes nothing", func(t *testing.T) {
 		again := *o
@@ -211,6 +218,7 @@ func TestInstall(t *testing.T) {
 	t.Run("ml connector", func(t *testing.T) { testMLConnector(t, env, cl) })
 	t.Run("node-system-descriptions replaced by hand", func(t *testing.T) { testDescriptionReplaced(t, env) })
 	t.Run("agents' secrets", func(t *testing.T) { testSecrets(t, env, cl) })
+	t.Run("redis users per component", func(t *testing.T) { testRedisUsers(t, env, cl) })
 	t.Run("xmpp accounts", func(t *testing.T) { testAccounts(t, env, true) })
 	t.Run("rbac", func(t *testing.T) { testRBAC(t, env) })
 	t.Run("admission policy", func(t *testing.T) { testAdmission(t, env) })
@@ -328,7 +336,8 @@ func TestInstall(t *testing.T) {
 }
 
 // testSecrets: each member holds the passwords of its own agents only,
-// and the Redis password; the host holds the continuum's and the API's.
+// and their cluster agents' Redis user (never Redis's default password);
+// the host holds the continuum's and the API's.
 func testSecrets(t *testing.T, env *testbed.Env, cl *deployer.Clusters) {
 	ctx := context.Background()
 	for _, member := range env.Clusters {
@@ -345,7 +354,8 @@ func testSecrets(t *testing.T, env *testbed.Env, cl *deployer.Clusters) {
 				}
 			}
 			sort.Strings(names)
-			want := []string{deployer.SecretAgentsPrefix + member, deployer.SecretRedis}
+			redisUser, _ := deployer.RedisUserSecret(mlstate.ComponentCluster)
+			want := []string{deployer.SecretAgentsPrefix + member, redisUser}
 			if strings.Join(names, ",") != strings.Join(want, ",") {
 				return fmt.Errorf("secrets %v, want %v", names, want)
 			}
@@ -572,6 +582,12 @@ func testRBAC(t *testing.T, env *testbed.Env) {
 		{verb: "list", group: "cluster.karmada.io", resource: "clusters", allowed: true},
 		{verb: "get", group: "cluster.karmada.io", resource: "clusters", subresource: "proxy", name: "cloud-1", allowed: true},
 		{verb: "get", group: "apiextensions.k8s.io", resource: "customresourcedefinitions", name: "mlsysopsapps.mlsysops.eu", allowed: true},
+		// Its replicas' election: its own Lease only, in its namespace.
+		{verb: "create", group: "coordination.k8s.io", resource: "leases", namespace: fw, allowed: true},
+		{verb: "update", group: "coordination.k8s.io", resource: "leases", name: "mlsysops-continuum-agent", namespace: fw, allowed: true},
+		{verb: "update", group: "coordination.k8s.io", resource: "leases", name: "mlsysops-cluster-agent", namespace: fw},
+		{verb: "delete", group: "coordination.k8s.io", resource: "leases", name: "mlsysops-continuum-agent", namespace: fw},
+		{verb: "create", group: "coordination.k8s.io", resource: "leases", namespace: "kube-system"},
 		// Not: the API's installation, other namespaces' policies,
 		// cluster-wide policies.
 		{verb: "update", group: "apiextensions.k8s.io", resource: "customresourcedefinitions", name: "mlsysopsapps.mlsysops.eu"},
@@ -653,6 +669,13 @@ func testRBAC(t *testing.T, env *testbed.Env) {
 			{verb: "create", group: mgroup, resource: "mlsysopsnodes", namespace: "default"},
 			{verb: "get", resource: "secrets", namespace: fw},
 			{verb: "create", group: "apps", resource: "daemonsets", namespace: fw},
+			// Its replicas' election: its own Lease only, in its namespace.
+			{verb: "create", group: "coordination.k8s.io", resource: "leases", namespace: fw, allowed: true},
+			{verb: "get", group: "coordination.k8s.io", resource: "leases", name: "mlsysops-cluster-agent", namespace: fw, allowed: true},
+			{verb: "update", group: "coordination.k8s.io", resource: "leases", name: "mlsysops-cluster-agent", namespace: fw, allowed: true},
+			{verb: "update", group: "coordination.k8s.io", resource: "leases", name: "mlsysops-continuum-agent", namespace: fw},
+			{verb: "create", group: "coordination.k8s.io", resource: "leases", namespace: "kube-node-lease"},
+			{verb: "update", group: "coordination.k8s.io", resource: "leases", name: "cloud-1", namespace: "kube-node-lease"},
 		}, forbiddenEverywhere...))
 		user, groups = sa("mlsysops-node-agent")
 		checkAccess(t, cs, where, user, groups, append([]access{

@@ -27,7 +27,11 @@ mlsysops.eu/uninstall: purge
 {{ printf "%s/mlsysops/%s:%s" .root.Values.image.registry .name $tag }}
 {{- end }}
 
-{{/* Environment shared by the cluster and node agents. */}}
+{{/*
+Environment shared by the cluster and node agents. NODE_NAME stays first:
+the OverridePolicies of overrides.yaml replace the cluster agent's env/0
+with its cluster's name.
+*/}}
 {{- define "mlsysops.agentEnv" -}}
 - name: NODE_NAME
   valueFrom:
@@ -64,7 +68,11 @@ mlsysops.eu/uninstall: purge
 The agents' XMPP passwords: the Secret mlsysops-agents-<cluster> of every
 described cluster, all optional. Each member cluster receives only its own
 (see propagation.yaml), so in a member exactly one source resolves; each
-container then mounts only its own key (subPathExpr).
+container then mounts only its own key (subPathExpr). In a described
+member the OverridePolicy mlsysops-agents-<cluster> (overrides.yaml)
+replaces this volume with that cluster's Secret, required, so that no pod
+starts before its Secret is there (a missing key would be mounted as an
+empty directory, for good). It is the DaemonSets' volumes/0.
 */}}
 {{- define "mlsysops.credentialsVolume" -}}
 - name: xmpp-credentials
