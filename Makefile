@@ -27,7 +27,7 @@ TESTCOUNT := $(GO) run ./cmd/testcount
 # Documents whose marked tables come from $(BENCH_RESULTS) and the test counts.
 BENCH_DOCS := README.md docs/api.md
 
-.PHONY: all deps images up down status build test test-unit test-integration test-redis-modes test-count bench bench-readme generate manifests verify vulncheck lint clean
+.PHONY: all deps images up down status build test test-unit test-integration test-redis-modes test-count chaos bench bench-readme generate manifests verify vulncheck lint clean
 
 all: build
 
@@ -94,6 +94,22 @@ test-redis-modes:
 	  MLSYSOPS_TEST_REDIS_MODE=$$mode MLSYSOPS_TESTBED_STATE=$(abspath $(TEST_STATE)) MLSYSOPS_TESTBED_PORT_BASE=$(TEST_PORT_BASE) \
 	    $(GO) test -race -count=1 -p 1 -timeout $(TEST_TIMEOUT) $(REDIS_MODE_E2E) || status=$$?; \
 	done; \
+	exit $$status
+
+## chaos: the soak (test/integration/chaos): a steady workload through the
+## test testbed while seeded faults kill, pause and restart agents and the
+## testbed's components, make nodes NotReady and remove them, for
+## CHAOS_DURATION (default 30m); the invariants are checked throughout and at
+## the end, and every violation names the seed. SEED=N replays a run's plan of
+## operations and faults. `make test` runs it for 5 minutes.
+CHAOS_DURATION ?= 30m
+SEED ?=
+chaos:
+	@status=0; \
+	MLSYSOPS_CHAOS_DURATION=$(CHAOS_DURATION) MLSYSOPS_CHAOS_SEED=$(SEED) \
+	MLSYSOPS_TESTBED_STATE=$(abspath $(TEST_STATE)) MLSYSOPS_TESTBED_PORT_BASE=$(TEST_PORT_BASE) \
+	  $(GO) test -race -count=1 -p 1 -v -run '^TestChaos$$' -timeout 24h ./test/integration/chaos/ || status=$$?; \
+	$(TESTBED) down --state $(TEST_STATE) --port-base $(TEST_PORT_BASE) >/dev/null || true; \
 	exit $$status
 
 ## test-unit: tests that need no testbed
