@@ -137,6 +137,12 @@ func RestoreSharedContext(ctx context.Context) error {
 	})
 }
 
+// RestartShared starts one component of the shared testbed again when it
+// is not running (Testbed.Restart).
+func RestartShared(ctx context.Context, name string) error {
+	return withShared(func(tb *Testbed) error { return tb.Restart(ctx, name) })
+}
+
 // SignalShared sends sig to one component of the shared testbed (a name
 // SharedComponents lists) and its descendants, and returns the pid
 // signalled: SIGKILL crashes it until RestoreShared, SIGSTOP pauses it

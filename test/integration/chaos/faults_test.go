@@ -47,9 +47,6 @@ type injector struct {
 	busy   map[string]bool
 	counts map[string]int
 	wg     sync.WaitGroup
-	// restoreMu serialises restores of the testbed (Up starts every
-	// component that is not running).
-	restoreMu sync.Mutex
 	last      time.Time
 }
 
@@ -75,7 +72,11 @@ func (in *injector) loop(ctx context.Context) {
 		}
 	}
 	in.wg.Wait()
-	in.restore()
+	// Whatever a fault left down (a restart that failed) comes back.
+	for _, c := range in.components {
+		in.restore(c)
+	}
+	in.restore(testbed.RestartNodes)
 }
 
 // lastFault is when the last fault ended.
@@ -188,7 +189,7 @@ func (in *injector) run(kind, target string, d time.Duration) {
 			in.r.logf("fault %s %s: %v", kind, target, err)
 		}
 		time.Sleep(d)
-		in.restore()
+		in.restore(target)
 	case faultComponentPause, faultNodesNotReady:
 		pid, err := testbed.SignalShared(target, syscall.SIGSTOP)
 		if err != nil {
@@ -207,8 +208,7 @@ func (in *injector) run(kind, target string, d time.Duration) {
 			in.r.logf("fault %s %s: %v", kind, target, err)
 		}
 		time.Sleep(d)
-		// Up creates the described nodes that are missing.
-		in.restore()
+		in.restore(testbed.RestartNodes)
 	}
 }
 
@@ -233,20 +233,21 @@ func (in *injector) startAgent(target string) {
 	in.r.expectDown(target, false)
 }
 
-// restore starts whatever of the testbed is not running.
-func (in *injector) restore() {
-	in.restoreMu.Lock()
-	defer in.restoreMu.Unlock()
+// restore starts a component of the testbed again (testbed.Restart).
+func (in *injector) restore(name string) {
 	for attempt := 1; ; attempt++ {
-		err := testbed.RestoreSharedContext(context.Background())
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		err := testbed.RestartShared(ctx, name)
+		cancel()
 		if err == nil {
 			return
 		}
 		if attempt == 3 {
-			in.r.violate("restore the testbed: %v", err)
+			in.r.violate("restart %s: %v", name, err)
 			return
 		}
-		in.r.logf("restore the testbed (attempt %d): %v", attempt, err)
+		in.r.logf("restart %s (attempt %d): %v", name, attempt, err)
+		time.Sleep(5 * time.Second)
 	}
 }
 
@@ -273,4 +274,3 @@ func sortBy[T any](s []T, key func(T) string) {
 		return 0
 	})
 }
-

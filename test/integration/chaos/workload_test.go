@@ -171,6 +171,7 @@ func (w *workload) newApp(k kind) (*mlsysopsv1.MLSysOpsApp, error) {
 		a.Spec.Components = a.Spec.Components[1:]
 		a.Spec.Components[0].DependsOn = nil
 		a.Spec.ComponentInteractions = nil
+		a.Spec.GlobalSatisfaction = nil
 	}
 	if k == kindBig {
 		q := resource.MustParse("4096")
@@ -369,6 +370,9 @@ func (w *workload) retry(ctx context.Context, op string, fn func(ctx context.Con
 		if c := nbclient.StatusCode(err); c >= 400 && c < 500 && c != 408 && c != 429 {
 			w.reject(op, err)
 			return false
+		}
+		if last == nil || attempt%30 == 0 {
+			w.r.logf("workload: %s: retrying (attempt %d): %v", op, attempt+1, err)
 		}
 		last = err
 		if time.Now().After(deadline) {
