@@ -120,8 +120,44 @@ func (q *Queue) Read(ctx context.Context) ([]Entry, error) {
 }
 
 func (q *Queue) read(ctx context.Context) ([]Entry, error) {
+	if q.c.s.replicaAcks <= 0 {
+		return q.readOn(ctx, q.c.s.rdb)
+	}
+	// Entries are read on a connection of their own to the master of the
+	// stream and handed out only once the replicas hold them: an entry
+	// read from a master that dies before its replica has it would be
+	// handled, then vanish with the failover, and its submission, retried
+	// by the user, would be handled a second time.
+	node, err := q.c.s.masterFor(ctx, q.c.k.stream())
+	if err != nil {
+		return nil, err
+	}
+	conn := node.Conn()
+	defer conn.Close()
+	replicas, err := connectedReplicas(ctx, conn)
+	if err == nil {
+		var es []Entry
+		es, err = q.readOn(ctx, conn)
+		if err == nil && len(es) > 0 && replicas > 0 {
+			err = q.c.s.awaitReplicas(ctx, conn, q.c.k.stream(), replicas)
+		}
+		if err == nil {
+			return es, nil
+		}
+	}
+	// The entries read, if any, stay pending for this consumer: take them
+	// back first on the next read.
+	q.ownDone = false
+	if cc, ok := q.c.s.rdb.(*redis.ClusterClient); ok && notExecuted(err) {
+		cc.ReloadState(ctx)
+	}
+	return nil, err
+}
+
+// readOn reads the next entries through c (see Read).
+func (q *Queue) readOn(ctx context.Context, c redis.Cmdable) ([]Entry, error) {
 	if !q.ownDone {
-		es, err := q.readOwn(ctx)
+		es, err := q.readOwn(ctx, c)
 		if err != nil {
 			return nil, err
 		}
@@ -130,11 +166,11 @@ func (q *Queue) read(ctx context.Context) ([]Entry, error) {
 		}
 		q.ownDone = true
 	}
-	es, err := q.claimIdle(ctx)
+	es, err := q.claimIdle(ctx, c)
 	if err != nil || len(es) > 0 {
 		return es, err
 	}
-	streams, err := q.c.s.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
+	streams, err := c.XReadGroup(ctx, &redis.XReadGroupArgs{
 		Group: q.group, Consumer: q.consumer, Streams: []string{q.c.k.stream(), ">"},
 		Count: q.opts.Count, Block: q.opts.Block,
 	}).Result()
@@ -158,8 +194,8 @@ func (q *Queue) read(ctx context.Context) ([]Entry, error) {
 // readOwn takes back this consumer's pending entries. XCLAIM (rather than
 // re-reading the history) counts the delivery, so an entry that crashes
 // its consumer every time ends in the dead-letter stream.
-func (q *Queue) readOwn(ctx context.Context) ([]Entry, error) {
-	pend, err := q.c.s.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
+func (q *Queue) readOwn(ctx context.Context, c redis.Cmdable) ([]Entry, error) {
+	pend, err := c.XPendingExt(ctx, &redis.XPendingExtArgs{
 		Stream: q.c.k.stream(), Group: q.group, Start: "-", End: "+", Count: q.opts.Count, Consumer: q.consumer,
 	}).Result()
 	if err != nil {
@@ -174,7 +210,7 @@ func (q *Queue) readOwn(ctx context.Context) ([]Entry, error) {
 		ids[i] = p.ID
 		counts[p.ID] = p.RetryCount + 1
 	}
-	msgs, err := q.c.s.rdb.XClaim(ctx, &redis.XClaimArgs{
+	msgs, err := c.XClaim(ctx, &redis.XClaimArgs{
 		Stream: q.c.k.stream(), Group: q.group, Consumer: q.consumer, MinIdle: 0, Messages: ids,
 	}).Result()
 	if err != nil {
@@ -184,8 +220,8 @@ func (q *Queue) readOwn(ctx context.Context) ([]Entry, error) {
 }
 
 // claimIdle takes over entries idle for longer than ClaimIdle.
-func (q *Queue) claimIdle(ctx context.Context) ([]Entry, error) {
-	msgs, _, err := q.c.s.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
+func (q *Queue) claimIdle(ctx context.Context, c redis.Cmdable) ([]Entry, error) {
+	msgs, _, err := c.XAutoClaim(ctx, &redis.XAutoClaimArgs{
 		Stream: q.c.k.stream(), Group: q.group, Consumer: q.consumer,
 		MinIdle: q.opts.ClaimIdle, Start: "0-0", Count: q.opts.Count,
 	}).Result()
@@ -197,7 +233,7 @@ func (q *Queue) claimIdle(ctx context.Context) ([]Entry, error) {
 	}
 	// XAUTOCLAIM does not say how often an entry was delivered; XPENDING
 	// over the claimed range does.
-	pend, err := q.c.s.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
+	pend, err := c.XPendingExt(ctx, &redis.XPendingExtArgs{
 		Stream: q.c.k.stream(), Group: q.group, Start: msgs[0].ID, End: msgs[len(msgs)-1].ID,
 		Count: max(int64(len(msgs))*4, 1000), Consumer: q.consumer,
 	}).Result()

@@ -106,6 +106,33 @@ func (s *Store) tryReplicated(ctx context.Context, script *redis.Script, keys []
 	return res, false, nil
 }
 
+// awaitReplicas waits until the master on conn has sent everything conn
+// read or wrote to min(replicas, ReplicaAcks) replicas. It waits as long
+// as ctx lets it while replicas stay connected (a replica that lags is
+// waited for, not skipped); it gives up when the master has no replica
+// left, or fails when the master is gone.
+func (s *Store) awaitReplicas(ctx context.Context, conn *redis.Conn, key string, replicas int) error {
+	for {
+		want := min(replicas, s.replicaAcks)
+		wait := redis.NewIntCmd(ctx, "WAIT", want, s.replicaTimeout.Milliseconds())
+		_ = conn.Process(ctx, wait)
+		got, err := wait.Result()
+		if err != nil {
+			return fmt.Errorf("%w: WAIT: %w", ErrNotReplicated, err)
+		}
+		if int(got) >= want {
+			return nil
+		}
+		s.log.Warn("entries read but not yet held by the replicas; waiting before handling them", "key", key, "replicas", got, "want", want)
+		if replicas, err = connectedReplicas(ctx, conn); err != nil {
+			return err
+		}
+		if replicas == 0 {
+			return nil
+		}
+	}
+}
+
 // masterFor returns a client of the master serving key: the client itself
 // for a single server or a Sentinel-backed client, the slot's master for a
 // cluster.

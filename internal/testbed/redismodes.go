@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -74,7 +75,7 @@ func StartRedisDeployment(t testing.TB, mode state.Mode) *RedisDeployment {
 	t.Cleanup(func() {
 		if t.Failed() {
 			for _, r := range d.processes() {
-				t.Logf("--- last lines of %s (%s):\n%s", r.Name(), r.Addr(), proc.Tail(r.LogFile(), 30))
+				t.Logf("--- last lines of %s (%s):\n%s", r.Name(), r.Addr(), proc.Tail(r.LogFile(), 10))
 			}
 		}
 		if err := d.Stop(context.Background()); err != nil {
@@ -170,6 +171,24 @@ func (d *RedisDeployment) WaitHealthy(ctx context.Context) error {
 		return d.Cluster.WaitHealthy(ctx)
 	}
 	return d.Single.Healthy(ctx)
+}
+
+// ReplicasOf returns the running servers that replicate master.
+func (d *RedisDeployment) ReplicasOf(ctx context.Context, master *services.Redis) ([]*services.Redis, error) {
+	var out []*services.Redis
+	for _, s := range d.Servers() {
+		if s == master || !s.Running() {
+			continue
+		}
+		f, err := s.Info(ctx, "replication")
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", s.Addr(), err)
+		}
+		if f["role"] == "slave" && f["master_port"] == strconv.Itoa(master.Port()) {
+			out = append(out, s)
+		}
+	}
+	return out, nil
 }
 
 // processes are the servers and the sentinels.

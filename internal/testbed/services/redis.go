@@ -159,6 +159,17 @@ func (r *Redis) Healthy(ctx context.Context) error {
 	return c.Ping(ctx).Err()
 }
 
+// Info returns the fields of one INFO section of the server.
+func (r *Redis) Info(ctx context.Context, section string) (map[string]string, error) {
+	c := redis.NewClient(&redis.Options{Addr: r.Addr(), Password: r.password, MaxRetries: -1, DialTimeout: time.Second})
+	defer c.Close()
+	s, err := c.Info(ctx, section).Result()
+	if err != nil {
+		return nil, err
+	}
+	return infoFields(s), nil
+}
+
 // Stop shuts the server down gracefully (it flushes the AOF).
 func (r *Redis) Stop(ctx context.Context) error { return r.proc.Stop(10 * time.Second) }
 

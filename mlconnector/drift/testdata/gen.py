@@ -91,6 +91,26 @@ for n in [1, 2, 5, 30, 140, 141, 500, 5000, 50000, 100001]:
     for x in [0.001, 0.01, 0.03, 0.05, 0.1, 0.2, 0.3, 0.45, 0.5, 0.7, 0.95]:
         kolmogorov.append({"n": n, "x": x, "sf": float(stats.kstwo.sf(x, n))})
 
+# End to end (test/integration/mlconnector): the iris training data against
+# the LightGBM fixture's reference inputs with petal_length shifted by 3, the
+# inputs a model's operations hold when the connector checks its drift.
+SERVING = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "serving", "testdata")
+with open(os.path.join(SERVING, "iris.train.csv")) as f:
+    header = f.readline().strip().split(",")
+    train = [[float(v) for v in line.strip().split(",")] for line in f if line.strip()]
+with open(os.path.join(SERVING, "iris_gbm.reference.json")) as f:
+    ref = json.load(f)
+shifted = []
+for row in ref["inputs"]["input"]:
+    shifted.append([v + 3.0 if name == "petal_length" else v for name, v in zip(ref["features"], row)])
+iris = {"shift": {"feature": "petal_length", "by": 3.0}, "features": {}}
+for j, name in enumerate(ref["features"]):
+    a = [row[header.index(name)] for row in train]
+    b = [row[j] for row in shifted]
+    iris["features"][name] = {"welch_t": welch(a, b), "ks": ks(a, b)}
+with open(os.path.join(os.path.dirname(OUT), "iris_shifted.scipy.json"), "w") as f:
+    json.dump({"scipy": scipy.__version__, "numpy": np.__version__, **iris}, f, indent=1)
+
 with open(OUT, "w") as f:
     json.dump({"scipy": scipy.__version__, "numpy": np.__version__,
                "continuous": continuous, "categorical": categorical,

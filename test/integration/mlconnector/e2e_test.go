@@ -328,6 +328,8 @@ func TestServingEndToEnd(t *testing.T) {
 		t.Errorf("drift results %+v: petal_length not drifting", res.Items)
 	}
 
+	checkDriftAgainstSciPy(t, e, refGBM)
+
 	// Delete: nothing left in the member, the connector or the store.
 	cloud := kubernetes.NewForConfigOrDie(e.tb.RESTConfig(t, "cloud-1"))
 	for _, id := range []string{gpuID, cpuID, badID, lostID} {
@@ -466,6 +468,80 @@ func waitNotFound(ctx context.Context, what string, get func() error) error {
 		case <-ctx.Done():
 			return fmt.Errorf("%s still there: %v", what, err)
 		case <-time.After(time.Second):
+		}
+	}
+}
+
+// checkDriftAgainstSciPy: the drift check of a model whose recent inputs
+// are exactly the LightGBM reference rows with petal_length shifted by 3
+// (recorded as an inference service records its operations, through
+// POST /deployment/add/operation, on a deployment that runs nowhere)
+// stores, per feature, the statistic and p-value SciPy computes from the
+// same training data file and inputs (mlconnector/drift/testdata/gen.py),
+// within 1e-6: Welch's t-test, then Kolmogorov–Smirnov once the model is
+// switched to it.
+func checkDriftAgainstSciPy(t *testing.T, e *env, ref reference) {
+	t.Helper()
+	ctx := ctxT(t)
+	var want struct {
+		SciPy    string `json:"scipy"`
+		Features map[string]map[string]struct {
+			Statistic float64 `json:"statistic"`
+			PValue    float64 `json:"p_value"`
+		} `json:"features"`
+	}
+	b, err := os.ReadFile("../../../mlconnector/drift/testdata/iris_shifted.scipy.json")
+	if err == nil {
+		err = json.Unmarshal(b, &want)
+	}
+	if err != nil || len(want.Features) != 4 {
+		t.Fatalf("SciPy's figures: %v (%d features)", err, len(want.Features))
+	}
+	spec := irisSpec(uniq("iris-drift"))
+	spec.DriftDetection = api.DriftList{{IsTrue: 1, Method: api.DriftMeanShift}}
+	m := e.model(t, spec, "iris_gbm.txt", fixture(t, "iris_gbm.txt"), fixture(t, "iris.train.csv"))
+	id := uniq("iris-drift")
+	if _, err := e.op.CreateDeployment(ctx, api.DeploymentSpec{DeploymentID: id, ModelID: m.ModelID, OwnerID: "carol",
+		Resources: api.Resources{GPU: &api.GPU{Count: 1, Model: "NVIDIA-B200"}}}); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := json.Marshal(ref.rows("petal_length", 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.op.RecordOperation(ctx, api.OperationCreate{OwnerID: "carol", DeploymentID: id, ModelID: m.ModelID, Data: rows}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		method int
+		name   string
+	}{{api.DriftMeanShift, "welch_t"}, {api.DriftKS, "ks"}} {
+		if c.method != api.DriftMeanShift {
+			patch := fmt.Sprintf(`{"drift_detection":[{"is_true":1,"method":%d}]}`, c.method)
+			if _, err := e.op.PatchModel(ctx, m.ModelID, []byte(patch)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		run, err := e.op.RunDrift(ctx, m.ModelID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if run.SampleSize != len(ref.Inputs.Input) || len(run.Results) != len(want.Features) {
+			t.Fatalf("%s: drift run over %d inputs with %d results: %+v", c.name, run.SampleSize, len(run.Results), run)
+		}
+		for _, r := range run.Results {
+			w := want.Features[r.Feature][c.name]
+			if r.Method != c.name || r.PValue == nil || math.Abs(r.Statistic-w.Statistic) > 1e-6 || math.Abs(*r.PValue-w.PValue) > 1e-6 {
+				t.Errorf("%s of %s: %s statistic %g p-value %v; SciPy %s says %g, %g", c.name, r.Feature, r.Method, r.Statistic, r.PValue, want.SciPy, w.Statistic, w.PValue)
+			}
+			if r.Drift != (w.PValue < 0.05) {
+				t.Errorf("%s of %s: drift %v at p = %g", c.name, r.Feature, r.Drift, w.PValue)
+			}
+		}
+		// The stored results are the run's.
+		stored, err := e.view.DriftResults(ctx, m.ModelID, 4, "")
+		if err != nil || len(stored.Items) != 4 || stored.Items[0].RunID != run.ID || stored.Items[0].Method != c.name {
+			t.Errorf("%s: stored results %+v, %v; want run %d's", c.name, stored.Items, err, run.ID)
 		}
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/mlsysops-go/mlsysops/internal/testbed/services"
 	"github.com/mlsysops-go/mlsysops/mlconnector/api"
 	mlclient "github.com/mlsysops-go/mlsysops/mlconnector/client"
+	nbclient "github.com/mlsysops-go/mlsysops/northbound/client"
 )
 
 // TestReplicasRollingRestartAndKill runs two ML connector processes on one
@@ -42,7 +43,7 @@ import (
 func TestReplicasRollingRestartAndKill(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	rs := connectorReplicas(t, ctx, 2)
+	rs, _ := connectorReplicas(t, ctx, 2)
 	var addrs []string
 	for _, r := range rs {
 		addrs = append(addrs, r.addr)
@@ -100,29 +101,7 @@ func TestReplicasRollingRestartAndKill(t *testing.T) {
 
 	// Nothing lost, nothing doubled: ask each replica directly.
 	for _, r := range rs {
-		rc, err := mlclient.New(mlclient.Config{URL: "http://" + r.addr, Token: r.token, Timeout: time.Minute})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for name, m := range l.done {
-			page, err := rc.Models(ctx, mlclient.ModelFilter{Name: name})
-			if err != nil {
-				t.Fatalf("%s: list %s: %v", r.p.Name, name, err)
-			}
-			if len(page.Items) != 1 {
-				t.Errorf("%s: %d models named %s, want 1", r.p.Name, len(page.Items), name)
-				continue
-			}
-			files, err := rc.Files(ctx, m.id)
-			if err != nil || len(files) != 1 || files[0].SHA256 != m.sha {
-				t.Errorf("%s: files of %s: %v %+v, want one with sha256 %s", r.p.Name, name, err, files, m.sha)
-				continue
-			}
-			b, err := rc.Download(ctx, m.id, files[0].ID)
-			if sum := sha256.Sum256(b); err != nil || hex.EncodeToString(sum[:]) != m.sha {
-				t.Errorf("%s: download of %s: %v, content differs", r.p.Name, name, err)
-			}
-		}
+		l.check(t, ctx, r)
 	}
 	if l.count() < 40 {
 		t.Fatalf("only %d models registered", l.count())
@@ -136,9 +115,16 @@ type connectorReplica struct {
 	token string
 }
 
+// connectorBackends are the connector replicas' private PostgreSQL and S3
+// server.
+type connectorBackends struct {
+	pg *services.Postgres
+	s3 *services.S3
+}
+
 // connectorReplicas starts n connector processes built from this checkout
 // on a private PostgreSQL and S3 server, with one token file.
-func connectorReplicas(t *testing.T, ctx context.Context, n int) []*connectorReplica {
+func connectorReplicas(t *testing.T, ctx context.Context, n int) ([]*connectorReplica, connectorBackends) {
 	t.Helper()
 	root, err := testbed.RepoRoot()
 	if err != nil {
@@ -205,7 +191,7 @@ func connectorReplicas(t *testing.T, ctx context.Context, n int) []*connectorRep
 	for _, r := range out {
 		startReplica(t, r.p)
 	}
-	return out
+	return out, connectorBackends{pg: pg, s3: s3}
 }
 
 func startReplica(t *testing.T, p *proc.Process) {
@@ -230,6 +216,7 @@ type modelLoad struct {
 	mu       sync.Mutex
 	done     map[string]loadedModel
 	failed   []string
+	statuses map[int]int // HTTP status of each failure (0: no answer)
 }
 
 type loadedModel struct{ id, sha string }
@@ -256,6 +243,35 @@ func (l *modelLoad) waitFor(t *testing.T, n int) {
 		}
 		return nil
 	})
+}
+
+// check asks replica r for every model the load registered: each exists
+// once, with its one file, byte for byte.
+func (l *modelLoad) check(t *testing.T, ctx context.Context, r *connectorReplica) {
+	t.Helper()
+	rc, err := mlclient.New(mlclient.Config{URL: "http://" + r.addr, Token: r.token, Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, m := range l.done {
+		page, err := rc.Models(ctx, mlclient.ModelFilter{Name: name})
+		if err != nil {
+			t.Fatalf("%s: list %s: %v", r.p.Name, name, err)
+		}
+		if len(page.Items) != 1 {
+			t.Errorf("%s: %d models named %s, want 1", r.p.Name, len(page.Items), name)
+			continue
+		}
+		files, err := rc.Files(ctx, m.id)
+		if err != nil || len(files) != 1 || files[0].SHA256 != m.sha {
+			t.Errorf("%s: files of %s: %v %+v, want one with sha256 %s", r.p.Name, name, err, files, m.sha)
+			continue
+		}
+		b, err := rc.Download(ctx, m.id, files[0].ID)
+		if sum := sha256.Sum256(b); err != nil || hex.EncodeToString(sum[:]) != m.sha {
+			t.Errorf("%s: download of %s: %v, content differs", r.p.Name, name, err)
+		}
+	}
 }
 
 // run starts workers registering models until the returned stop is
@@ -288,6 +304,10 @@ func (l *modelLoad) step(what string, f func(ctx context.Context) error) bool {
 		}
 		l.mu.Lock()
 		l.failed = append(l.failed, what+": "+err.Error())
+		if l.statuses == nil {
+			l.statuses = map[int]int{}
+		}
+		l.statuses[nbclient.StatusCode(err)]++
 		l.mu.Unlock()
 		if !l.retry.Load() || attempt > 20 {
 			return false
@@ -353,4 +373,61 @@ func (l *modelLoad) one(name string) {
 	l.mu.Lock()
 	l.done[name] = loadedModel{id: id, sha: sha}
 	l.mu.Unlock()
+}
+
+// TestBackendsRestartedMidway: a connector under a steady load of
+// registrations and uploads (clients that retry what failed, after
+// looking up whether it happened) while its PostgreSQL, then its S3
+// server, is killed and started again a few seconds later. The connector
+// stays up; what it could not do it refuses with 503 and the dependency's
+// name, never a 500; afterwards every model exists once with its file,
+// byte for byte.
+func TestBackendsRestartedMidway(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	rs, b := connectorReplicas(t, ctx, 1)
+	c, err := mlclient.New(mlclient.Config{URL: "http://" + rs[0].addr, Token: rs[0].token, Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &modelLoad{c: c, done: map[string]loadedModel{}}
+	l.retry.Store(true)
+	stop := l.run(4)
+	defer stop()
+	l.waitFor(t, 10)
+	for _, backend := range []struct {
+		name  string
+		kill  func() error
+		start func(context.Context) error
+	}{{"PostgreSQL", b.pg.Kill, b.pg.Start}, {"S3", b.s3.Kill, b.s3.Start}} {
+		before := len(l.failures())
+		if err := backend.kill(); err != nil {
+			t.Fatal(err)
+		}
+		// The outage lasts a few seconds: long enough for requests to meet it.
+		time.Sleep(3 * time.Second)
+		if err := backend.start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		l.waitFor(t, 10)
+		f := l.failures()[before:]
+		t.Logf("%s killed and started again: %d requests failed meanwhile", backend.name, len(f))
+		if len(f) > 0 {
+			t.Logf("the first: %s", f[0])
+		}
+		if !rs[0].p.Alive() {
+			t.Fatalf("the connector died with %s", backend.name)
+		}
+	}
+	stop()
+	l.mu.Lock()
+	statuses := l.statuses
+	l.mu.Unlock()
+	for code, n := range statuses {
+		if code != 503 {
+			t.Errorf("%d failures answered %d (want 503): %v", n, code, l.failures())
+		}
+	}
+	t.Logf("%d requests, %d failed and were retried; statuses %v; %d models", l.requests.Load(), len(l.failures()), statuses, l.count())
+	l.check(t, ctx, rs[0])
 }

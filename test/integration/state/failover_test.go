@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
 	"github.com/mlsysops-go/mlsysops/internal/state"
+	"github.com/mlsysops-go/mlsysops/internal/testbed"
 )
 
 // TestMasterKilledMidBurst: clients submit a burst of applications (each
@@ -198,5 +200,101 @@ func TestMasterKilledMidBurst(t *testing.T) {
 		e.redis.Mode, accepted.Load(), lost, doubled, retries.Load(), notReplicated.Load(), deliveries, redelivered)
 	if p, err := q.Pending(ctx); err != nil || p != 0 {
 		t.Errorf("pending after handling everything: %d, %v", p, err)
+	}
+}
+
+// TestEntryHandedOutOnceReplicated: the consumer reads a submission from
+// the master while the master's replica is paused (SIGSTOP), so the
+// replica does not hold it. Had the consumer handled it then, a failover
+// at that moment would promote the replica without the entry, and the
+// user's retry of the unconfirmed submission would be handled a second
+// time. The entry is handed out only once the replica has it: while the
+// replica is paused the entry is delivered (pending) but not handled;
+// resumed, the replica catches up and the entry is handled, once.
+// Runs against a Sentinel group when the package runs on a single server.
+func TestEntryHandedOutOnceReplicated(t *testing.T) {
+	mode := testbed.TestRedisMode(t)
+	if mode == state.ModeSingle {
+		mode = state.ModeSentinel
+	}
+	e := envOn(t, testbed.StartRedisDeployment(t, mode))
+	ctx := ctxT(t)
+	apps := e.store.Applications()
+	master, err := e.redis.MasterFor(ctx, "{apps}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	replicas, err := e.redis.ReplicasOf(ctx, master)
+	if err != nil || len(replicas) != 1 {
+		t.Fatalf("replicas of the master %s: %v, %v; want one", master.Addr(), replicas, err)
+	}
+	pid, ok := replicas[0].Pid()
+	if !ok {
+		t.Fatal("the replica does not run")
+	}
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	t.Cleanup(resume)
+
+	sub := state.Submission{ID: "paused-replica", Kind: state.KindDeploy, Spec: appSpec(1), RequestID: "req-paused"}
+	if _, err := apps.Submit(ctx, sub); !errors.Is(err, state.ErrNotReplicated) {
+		t.Fatalf("submit with the replica paused: %v; want %v", err, state.ErrNotReplicated)
+	}
+
+	q, err := apps.Queue(ctx, "", "continuum-0", state.QueueOptions{Block: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var handled atomic.Int64
+	var mu sync.Mutex
+	var entries []string
+	cctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = q.Run(cctx, func(_ context.Context, en state.Entry) error {
+			mu.Lock()
+			entries = append(entries, en.ID)
+			mu.Unlock()
+			handled.Add(1)
+			return nil
+		})
+	}()
+	t.Cleanup(func() { stop(); <-done })
+
+	// The consumer has read the entry from the master (it is pending)...
+	testbed.Poll(t, "the entry delivered", 50*time.Millisecond, time.Minute, func(ctx context.Context) error {
+		if n, err := q.Pending(ctx); err != nil || n == 0 && handled.Load() == 0 {
+			return fmt.Errorf("%d pending, %v", n, err)
+		}
+		return nil
+	})
+	// ...and has not handled it while the replica lacks it.
+	if n := handled.Load(); n != 0 {
+		t.Fatalf("the entry was handled %d time(s) while the replica did not hold it", n)
+	}
+	resume()
+	testbed.Poll(t, "the entry handled after the replica resumed", 50*time.Millisecond, time.Minute, func(context.Context) error {
+		if handled.Load() == 0 {
+			return errors.New("not handled")
+		}
+		return nil
+	})
+	stop()
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	if len(entries) != 1 {
+		t.Errorf("handled entries %v; want one", entries)
 	}
 }

@@ -28,7 +28,12 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	r := testbed.RedisForTest(t)
+	return envOn(t, testbed.RedisForTest(t))
+}
+
+// envOn is an env on the Redis deployment r.
+func envOn(t *testing.T, r *testbed.RedisDeployment) *env {
+	t.Helper()
 	t.Logf("redis: %s", r.Mode)
 	rdb, err := state.NewClient(r.Config())
 	if err != nil {
