@@ -536,9 +536,14 @@ func (tb *Testbed) Restart(ctx context.Context, name string) error {
 	case "postgres", "ejabberd":
 		return tb.startXMPP(ctx)
 	case northboundName:
+		// Its XMPP account needs ejabberd's admin, which startXMPP
+		// loads (and starts, when down).
+		if err := tb.startXMPP(ctx); err != nil {
+			return err
+		}
 		return tb.startNorthbound(ctx)
 	case mlconnectorName:
-		return tb.startMLConnector(ctx, tb.ensureImages(ctx))
+		return tb.startMLConnector(ctx, tb.builtImagesAsIs(ctx))
 	case RestartNodes:
 		return tb.createNodes(ctx)
 	}

@@ -47,7 +47,7 @@ type injector struct {
 	busy   map[string]bool
 	counts map[string]int
 	wg     sync.WaitGroup
-	last      time.Time
+	last   time.Time
 }
 
 func newInjector(r *run, seed uint64) *injector {
