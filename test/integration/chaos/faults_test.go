@@ -121,10 +121,16 @@ func (in *injector) start() {
 	case faultComponentKill, faultComponentPause:
 		candidates = in.components
 	case faultNodesNotReady:
-		// KWOK keeps the simulated nodes of a cluster Ready: paused, it
-		// stops, and the node lifecycle controller marks them NotReady.
-		for _, c := range in.r.env.Clusters {
-			candidates = append(candidates, c+"-kwok")
+		// A real node's kubelet paused stops its heartbeats: the node
+		// lifecycle controller marks the node NotReady and its pods not
+		// ready, and the kubelet makes them ready again once it runs.
+		// (KWOK's simulated nodes cannot be used: KWOK makes a pod ready
+		// once, on its start, and never again after the node lifecycle
+		// controller marked it not ready.)
+		for _, n := range in.r.env.RealNodes {
+			if slices.Contains(in.r.env.Clusters, n.Context) {
+				candidates = append(candidates, "node-"+n.Name+"-kubelet")
+			}
 		}
 	case faultNodeRemoved:
 		for _, n := range in.r.kwokNodes {
