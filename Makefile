@@ -26,6 +26,20 @@ BENCHFIG := $(GO) run ./cmd/benchfig
 TESTCOUNT := $(GO) run ./cmd/testcount
 # Documents whose marked tables come from $(BENCH_RESULTS) and the test counts.
 BENCH_DOCS := README.md docs/api.md
+# The scale testbed of the benchmarks on generated continua and of their
+# smoke tests (test/integration/sidebyside, test/integration/scale).
+SCALE_STATE ?= .testbed-scale
+SCALE_PORT_BASE ?= 19000
+# PROFILE=scale: `make up` on generated descriptions (SCALE_CLUSTERS
+# clusters of SCALE_NODES KWOK nodes, written once into $(STATE)/descriptions)
+# with light member control planes and no node agents.
+PROFILE ?= default
+SCALE_CLUSTERS ?= 10
+SCALE_NODES ?= 1000
+ifeq ($(PROFILE),scale)
+DESCRIPTIONS = $(STATE)/descriptions
+endif
+SCALE_ENV := MLSYSOPS_SCALE_STATE=$(abspath $(SCALE_STATE)) MLSYSOPS_SCALE_PORT_BASE=$(SCALE_PORT_BASE)
 
 .PHONY: all deps images up down status build test test-unit test-integration test-redis-modes test-count chaos bench bench-readme generate manifests verify vulncheck lint clean
 
@@ -46,8 +60,12 @@ images:
 	$(GO) run ./cmd/images --out $(BIN)/images $(if $(PUSH),--push $(PUSH)) $(if $(PLATFORMS),--platforms $(PLATFORMS))
 
 ## up: start (or reuse) the local continuum and the MLSysOps components
+## (PROFILE=scale: a generated continuum of SCALE_CLUSTERS x SCALE_NODES)
 up:
-	$(TESTBED) up --descriptions $(DESCRIPTIONS) --state $(STATE) --port-base $(PORT_BASE) $(if $(XMPP_NODES),--xmpp-nodes $(XMPP_NODES))
+ifeq ($(PROFILE),scale)
+	@test -d $(DESCRIPTIONS)/nodes || $(TESTBED) gen-descriptions --out $(DESCRIPTIONS) --clusters $(SCALE_CLUSTERS) --nodes $(SCALE_NODES)
+endif
+	$(TESTBED) up --profile $(PROFILE) --descriptions $(DESCRIPTIONS) --state $(STATE) --port-base $(PORT_BASE) $(if $(XMPP_NODES),--xmpp-nodes $(XMPP_NODES))
 
 ## down: stop everything `make up` started
 down:
@@ -55,7 +73,7 @@ down:
 
 ## status: one line per component
 status:
-	$(TESTBED) status --descriptions $(DESCRIPTIONS) --state $(STATE) --port-base $(PORT_BASE)
+	$(TESTBED) status --profile $(PROFILE) --descriptions $(DESCRIPTIONS) --state $(STATE) --port-base $(PORT_BASE)
 
 ## build: compile every package, and build the agents into $(BIN): mlsysops-agent
 ## (every layer), mlsysops-agent-node (node layer only, static, for node agents)
@@ -73,10 +91,11 @@ build:
 test: lint verify
 	@status=0; \
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v /test/integration) || status=$$?; \
-	MLSYSOPS_TESTBED_STATE=$(abspath $(TEST_STATE)) MLSYSOPS_TESTBED_PORT_BASE=$(TEST_PORT_BASE) \
+	MLSYSOPS_TESTBED_STATE=$(abspath $(TEST_STATE)) MLSYSOPS_TESTBED_PORT_BASE=$(TEST_PORT_BASE) $(SCALE_ENV) \
 	  $(GO) test -race -count=1 -p 1 -timeout $(TEST_TIMEOUT) ./test/integration/... || status=$$?; \
 	$(MAKE) --no-print-directory test-redis-modes || status=$$?; \
 	$(TESTBED) down --state $(TEST_STATE) --port-base $(TEST_PORT_BASE) >/dev/null || true; \
+	$(TESTBED) down --state $(SCALE_STATE) --port-base $(SCALE_PORT_BASE) >/dev/null || true; \
 	exit $$status
 
 ## test-redis-modes: the state package's integration tests and the end-to-end
@@ -124,9 +143,10 @@ test-count:
 ## test-integration: tests against the shared testbed (real apiservers, Karmada, ejabberd, Redis)
 test-integration:
 	@status=0; \
-	MLSYSOPS_TESTBED_STATE=$(abspath $(TEST_STATE)) MLSYSOPS_TESTBED_PORT_BASE=$(TEST_PORT_BASE) \
+	MLSYSOPS_TESTBED_STATE=$(abspath $(TEST_STATE)) MLSYSOPS_TESTBED_PORT_BASE=$(TEST_PORT_BASE) $(SCALE_ENV) \
 	  $(GO) test -race -count=1 -p 1 -timeout $(TEST_TIMEOUT) ./test/integration/... ./internal/testbed/... || status=$$?; \
 	$(TESTBED) down --state $(TEST_STATE) --port-base $(TEST_PORT_BASE) >/dev/null || true; \
+	$(TESTBED) down --state $(SCALE_STATE) --port-base $(SCALE_PORT_BASE) >/dev/null || true; \
 	exit $$status
 
 ## vulncheck: govulncheck (pinned, built from the module proxy) over every
@@ -136,17 +156,20 @@ test-integration:
 vulncheck:
 	bash hack/vulncheck.sh
 
-## bench: Go benchmarks (some on the shared test testbed) and the testbed's time
-## to ready and memory; every figure goes to $(BENCH_RESULTS) with its command,
+## bench: Go benchmarks (some on the shared test testbed, the side-by-side and
+## the 500-application burst on the scale testbed), the testbed's time to ready
+## and memory, and the scale profile's at several sizes; every figure goes to $(BENCH_RESULTS) with its command,
 ## time and the machine's load, and the tables of $(BENCH_DOCS) are rewritten
 ## from it. One run of each benchmark (-count=1), one package at a time (-p 1:
 ## the integration ones share a testbed, and two at once would measure each other).
 bench:
 	@status=0; mkdir -p $(dir $(BENCH_RESULTS)); \
-	MLSYSOPS_TESTBED_STATE=$(abspath $(TEST_STATE)) MLSYSOPS_TESTBED_PORT_BASE=$(TEST_PORT_BASE) \
+	MLSYSOPS_TESTBED_STATE=$(abspath $(TEST_STATE)) MLSYSOPS_TESTBED_PORT_BASE=$(TEST_PORT_BASE) $(SCALE_ENV) \
 	  $(BENCHFIG) run --out $(BENCH_RESULTS) -- $(GO) test -json -p 1 -run '^$$' -bench . -benchmem -count=1 -timeout 120m ./... || status=$$?; \
 	$(TESTBED) down --state $(TEST_STATE) --port-base $(TEST_PORT_BASE) >/dev/null || true; \
+	$(TESTBED) down --state $(SCALE_STATE) --port-base $(SCALE_PORT_BASE) >/dev/null || true; \
 	$(BENCHFIG) run --append --out $(BENCH_RESULTS) -- $(TESTBED) bench --descriptions $(DESCRIPTIONS) --state $(BENCH_STATE) --port-base $(BENCH_PORT_BASE) || status=$$?; \
+	$(BENCHFIG) run --append --out $(BENCH_RESULTS) -- $(TESTBED) scale-bench --state .testbed-scale-bench --port-base 18500 || status=$$?; \
 	$(BENCHFIG) render --results $(BENCH_RESULTS) $(BENCH_DOCS) || status=$$?; \
 	exit $$status
 
@@ -181,4 +204,4 @@ lint:
 
 clean:
 	-$(TESTBED) down --state $(STATE) --port-base $(PORT_BASE)
-	rm -rf bin $(TEST_STATE) $(BENCH_STATE)
+	rm -rf bin $(TEST_STATE) $(BENCH_STATE) $(SCALE_STATE) .testbed-scale-bench .testbed-scale-bench-descriptions

@@ -6,12 +6,11 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"github.com/mlsysops-go/mlsysops/agents/agent"
 	"github.com/mlsysops-go/mlsysops/internal/messaging"
@@ -46,29 +45,21 @@ func (r *capacityReporter) poke() {
 
 // run watches nodes and the pods that hold resources until ctx ends.
 func (r *capacityReporter) run(ctx context.Context) {
-	nodesF := informers.NewSharedInformerFactory(r.cs, 0)
-	podsF := informers.NewSharedInformerFactoryWithOptions(r.cs, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.FieldSelector = "status.phase!=Succeeded,status.phase!=Failed"
-	}))
-	nodes, pods := nodesF.Core().V1().Nodes(), podsF.Core().V1().Pods()
-	poke := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { r.poke() },
-		UpdateFunc: func(any, any) { r.poke() },
-		DeleteFunc: func(any) { r.poke() },
-	}
-	if _, err := nodes.Informer().AddEventHandler(poke); err != nil {
-		r.a.Log.Warn("capacity reports off: node watch", "err", err)
-		return
-	}
-	if _, err := pods.Informer().AddEventHandler(poke); err != nil {
-		r.a.Log.Warn("capacity reports off: pod watch", "err", err)
+	nodesF := informers.NewSharedInformerFactoryWithOptions(r.cs, 0, informers.WithTransform(crcache.TransformStripManagedFields()))
+	podsF := informers.NewSharedInformerFactoryWithOptions(r.cs, 0, informers.WithTransform(crcache.TransformStripManagedFields()),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = "status.phase!=Succeeded,status.phase!=Failed"
+		}))
+	feed := &indexFeed{index: placement.NewIndex(), changed: r.poke}
+	if err := feed.feed(nodesF.Core().V1().Nodes().Informer(), podsF.Core().V1().Pods().Informer(), nil); err != nil {
+		r.a.Log.Warn("capacity reports off: node and pod watches", "err", err)
 		return
 	}
 	nodesF.Start(ctx.Done())
 	podsF.Start(ctx.Done())
 	defer nodesF.Shutdown()
 	defer podsF.Shutdown()
-	if !cache.WaitForCacheSync(ctx.Done(), nodes.Informer().HasSynced, pods.Informer().HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), feed.synced) {
 		return
 	}
 	t := time.NewTicker(r.interval)
@@ -86,32 +77,16 @@ func (r *capacityReporter) run(ctx context.Context) {
 			case <-time.After(time.Second):
 			}
 		}
-		r.report(ctx, nodes.Lister().List, pods.Lister().List)
+		r.report(ctx, feed.index)
 	}
 }
 
 // report sends the current capacity if it changed or is due.
-func (r *capacityReporter) report(ctx context.Context, listNodes func(labels.Selector) ([]*corev1.Node, error), listPods func(labels.Selector) ([]*corev1.Pod, error)) {
+func (r *capacityReporter) report(ctx context.Context, idx *placement.Index) {
 	if !r.a.Registered.Load() {
 		return
 	}
-	ns, err := listNodes(labels.Everything())
-	if err != nil {
-		return
-	}
-	ps, err := listPods(labels.Everything())
-	if err != nil {
-		return
-	}
-	nodes := make([]corev1.Node, len(ns))
-	for i, n := range ns {
-		nodes[i] = *n
-	}
-	pods := make([]corev1.Pod, len(ps))
-	for i, p := range ps {
-		pods[i] = *p
-	}
-	rep := placement.Report(r.a.Name, nodes, pods, time.Now())
+	rep := idx.Report(r.a.Name, time.Now())
 	r.mu.Lock()
 	due := r.last == nil || time.Since(r.lastSent) >= r.interval || !sameCapacity(r.last, rep)
 	r.mu.Unlock()

@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -68,6 +69,8 @@ type AppReconciler struct {
 
 	resync  kube.Resyncer
 	assumed assumed
+	// feed keeps the placement index of the cluster's nodes and pods.
+	feed indexFeed
 	// refused remembers the nodes found full for each component.
 	refused refusals
 	// passes records what each successful pass read.
@@ -79,7 +82,8 @@ var _ reconcile.Reconciler = (*AppReconciler)(nil)
 // NewAppReconciler returns a reconciler for the member cluster named
 // cluster.
 func NewAppReconciler(c client.Client, cluster string, log *slog.Logger) *AppReconciler {
-	return &AppReconciler{client: c, cluster: cluster, log: log, resync: kube.NewResyncer(), passes: kube.NewPasses(), PendingSettle: DefaultPendingSettle}
+	return &AppReconciler{client: c, cluster: cluster, log: log, resync: kube.NewResyncer(), passes: kube.NewPasses(), PendingSettle: DefaultPendingSettle,
+		feed: indexFeed{index: placement.NewIndex()}}
 }
 
 // SetupWithManager watches applications, the Deployments made for them
@@ -182,14 +186,12 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (_
 		return reconcile.Result{}, fmt.Errorf("namespace for %s: %w", app.Name, err)
 	}
 
-	nodes, err := listNodes(ctx, r.client)
-	if err != nil {
-		return reconcile.Result{}, err
+	// Placement reads the index: wait until it holds every node and pod
+	// (the first pass after a start).
+	if !cache.WaitForCacheSync(ctx.Done(), r.feed.synced) {
+		return reconcile.Result{}, ctx.Err()
 	}
-	byName := make(map[string]*corev1.Node, len(nodes))
-	for i := range nodes {
-		byName[nodes[i].Name()] = nodes[i].Node
-	}
+	nodes := r.feed.index
 	existing := map[string]*appsv1.Deployment{}
 	var deps appsv1.DeploymentList
 	if err := r.client.List(ctx, &deps, client.InNamespace(ns.Name), client.MatchingLabels{mlsysopsv1.LabelManagedBy: mlsysopsv1.ManagedByValue}); err != nil {
@@ -219,7 +221,7 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (_
 		if err != nil {
 			return reconcile.Result{}, err
 		}
-		full, recheck := unschedulableOn(pods, prev, byName, r.PendingSettle, time.Now())
+		full, recheck := unschedulableOn(pods, prev, nodes.Node, r.PendingSettle, time.Now())
 		// Nodes found full for it before stay avoided for a while.
 		full = r.refused.note(app.Name, comp.Metadata.Name, full, time.Now())
 		if recheck > 0 && (requeue == 0 || recheck < requeue) {

@@ -4,14 +4,17 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
@@ -57,15 +60,57 @@ func NewControllers(ctx context.Context, cfg *rest.Config, cluster string, log *
 		// rights on them can be a Role there. Deployments, Services and
 		// pods are in each application's own namespace, nodes are
 		// cluster-scoped: those are cached cluster-wide.
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&mlsysopsv1.MLSysOpsApp{}:  {Namespaces: map[string]cache.Config{mlsysopsv1.Namespace: {}}},
-			&mlsysopsv1.MLSysOpsNode{}: {Namespaces: map[string]cache.Config{mlsysopsv1.Namespace: {}}},
-		}},
+		// Nothing here reads managed fields; a cluster of a thousand
+		// nodes and their pods holds them twice over otherwise.
+		Cache: cache.Options{
+			DefaultTransform: cache.TransformStripManagedFields(),
+			ByObject: map[client.Object]cache.ByObject{
+				&mlsysopsv1.MLSysOpsApp{}:  {Namespaces: map[string]cache.Config{mlsysopsv1.Namespace: {}}},
+				&mlsysopsv1.MLSysOpsNode{}: {Namespaces: map[string]cache.Config{mlsysopsv1.Namespace: {}}},
+			},
+		},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("controller manager for %s: %w", cluster, err)
 	}
 	apps := NewAppReconciler(mgr.GetClient(), cluster, log)
+	// The placement index follows the manager's own informers: no watch
+	// beyond those the controller reads anyway.
+	informer := func(obj client.Object) (handlerAdder, error) {
+		return mgr.GetCache().GetInformer(context.Background(), obj, cache.BlockUntilSynced(false))
+	}
+	nodes, err := informer(&corev1.Node{})
+	if err != nil {
+		return nil, fmt.Errorf("placement index of %s: %w", cluster, err)
+	}
+	pods, err := informer(&corev1.Pod{})
+	if err != nil {
+		return nil, fmt.Errorf("placement index of %s: %w", cluster, err)
+	}
+	if err := apps.feed.feed(nodes, pods, nil); err != nil {
+		return nil, fmt.Errorf("placement index of %s: %w", cluster, err)
+	}
+	// Node descriptions add CPU frequencies and container runtimes; their
+	// API may come later than the controller (the cluster agent installs
+	// it), so they are followed once it exists.
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		for {
+			descs, err := informer(&mlsysopsv1.MLSysOpsNode{})
+			if err == nil {
+				if err := apps.feed.feedDescriptions(descs); err != nil {
+					log.Warn("placement without node descriptions", "err", err)
+				}
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(10 * time.Second):
+			}
+		}
+	})); err != nil {
+		return nil, err
+	}
 	if err := apps.SetupWithManager(mgr); err != nil {
 		return nil, err
 	}

@@ -136,7 +136,7 @@ func (f *Fluidity) Apply(ctx context.Context, cmd map[string]any) (mechanism.Res
 		}
 		return mechanism.Result{}, fmt.Errorf("fluidity: read application %s: %w", p.App, err)
 	}
-	nodes, err := listNodes(ctx, f.client)
+	nodes, err := readIndex(ctx, f.client)
 	if err != nil {
 		return mechanism.Result{}, fmt.Errorf("fluidity: read the nodes of %s: %w", f.cluster, err)
 	}
@@ -197,7 +197,7 @@ func (f *Fluidity) Apply(ctx context.Context, cmd map[string]any) (mechanism.Res
 // returns a nil target when the component already is as the plan wants;
 // write says whether an override must be recorded (else the target is an
 // initial deploy waiting for the controller).
-func (f *Fluidity) plan(ctx context.Context, app *mlsysopsv1.MLSysOpsApp, p *fluidity.Plan, name string, nodes []placement.Node, gone map[string]string) (*target, bool, error) {
+func (f *Fluidity) plan(ctx context.Context, app *mlsysopsv1.MLSysOpsApp, p *fluidity.Plan, name string, nodes *placement.Index, gone map[string]string) (*target, bool, error) {
 	var comp *mlsysopsv1.Component
 	for i := range app.Spec.Components {
 		if app.Spec.Components[i].Metadata.Name == name {
@@ -279,13 +279,13 @@ func (f *Fluidity) plan(ctx context.Context, app *mlsysopsv1.MLSysOpsApp, p *flu
 	replicas := ov.Replicas(&app.Spec, run)
 	switch {
 	case ov.Pinned():
-		if why := pinProblem(app, run, ov.Nodes, replicas, nodes, gone); why != "" {
+		if why := pinProblem(app, run, ov.Nodes, replicas, nodes, nil, gone); why != "" {
 			return nil, false, fmt.Errorf("cannot run on %v: %s", ov.Nodes, why)
 		}
 	case ov != nil && ov.Stopped:
 	default:
 		// The controller places the component: somewhere must fit it.
-		d, err := placement.PlaceComponent(placement.Request{App: &app.Spec, Component: run, Exclude: gone}, withoutComponent(nodes, app.Name, name))
+		d, err := nodes.Place(placement.Request{App: &app.Spec, Component: run, Exclude: gone, Own: placement.ComponentKey{App: app.Name, Component: name}})
 		if err != nil {
 			return nil, false, err
 		}
@@ -525,6 +525,7 @@ func (f *Fluidity) State(ctx context.Context) (map[string]any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}
+	index := placement.NewIndexOf(pnodes)
 	var al mlsysopsv1.MLSysOpsAppList
 	if err := f.client.List(ctx, &al, client.InNamespace(mlsysopsv1.Namespace)); err != nil {
 		return nil, fmt.Errorf("list applications: %w", err)
@@ -559,7 +560,7 @@ func (f *Fluidity) State(ctx context.Context) (map[string]any, error) {
 		}
 		if a := specs[app]; a != nil {
 			if c := componentOf(a, comp); c != nil {
-				info["candidates"] = toAny(candidates(a, ov.Effective(c), pnodes, gone))
+				info["candidates"] = toAny(candidates(a, ov.Effective(c), index, gone))
 			}
 		}
 		a, _ := apps[app].(map[string]any)
@@ -601,9 +602,9 @@ func componentOf(app *mlsysopsv1.MLSysOpsApp, name string) *mlsysopsv1.Component
 // candidates are the nodes that could take one replica of the component
 // (as it runs, run), with its own pods' requests set aside, best score
 // first, then by name.
-func candidates(app *mlsysopsv1.MLSysOpsApp, run *mlsysopsv1.Component, nodes []placement.Node, gone map[string]string) []string {
-	d, err := placement.PlaceComponent(placement.Request{App: &app.Spec, Component: run, Replicas: 1, Exclude: gone},
-		withoutComponent(nodes, app.Name, run.Metadata.Name))
+func candidates(app *mlsysopsv1.MLSysOpsApp, run *mlsysopsv1.Component, nodes *placement.Index, gone map[string]string) []string {
+	d, err := nodes.Place(placement.Request{App: &app.Spec, Component: run, Replicas: 1, Exclude: gone, Explain: true,
+		Own: placement.ComponentKey{App: app.Name, Component: run.Metadata.Name}})
 	if err != nil {
 		return nil
 	}
@@ -637,4 +638,28 @@ func toAny(list []string) []any {
 		out[i] = s
 	}
 	return out
+}
+
+// listNodes reads the cluster's nodes with their pods and descriptions.
+func listNodes(ctx context.Context, c client.Reader) ([]placement.Node, error) {
+	var nl corev1.NodeList
+	if err := c.List(ctx, &nl, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, err
+	}
+	var pl corev1.PodList
+	if err := c.List(ctx, &pl, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, err
+	}
+	descs := map[string]*mlsysopsv1.MLSysOpsNodeSpec{}
+	var ml mlsysopsv1.MLSysOpsNodeList
+	if err := c.List(ctx, &ml, client.InNamespace(mlsysopsv1.Namespace), client.UnsafeDisableDeepCopy); err == nil {
+		for i := range ml.Items {
+			descs[ml.Items[i].Name] = &ml.Items[i].Spec
+		}
+	}
+	out := placement.NodesWithPods(nl.Items, pl.Items)
+	for i := range out {
+		out[i].Description = descs[out[i].Name()]
+	}
+	return out, nil
 }

@@ -370,12 +370,12 @@ func TestFluidityState(t *testing.T) {
 	}
 }
 
-func placementNodes(ns ...*corev1.Node) []placement.Node {
-	out := make([]placement.Node, len(ns))
-	for i, n := range ns {
-		out[i] = placement.Node{Node: n}
+func indexOf(ns ...*corev1.Node) *placement.Index {
+	idx := placement.NewIndex()
+	for _, n := range ns {
+		idx.UpsertNode(n)
 	}
-	return out
+	return idx
 }
 
 // The controller keeps a pinned component on its nodes while they fit,
@@ -385,18 +385,18 @@ func TestChooseHonoursPins(t *testing.T) {
 	comp := &app.Spec.Components[0]
 	r := NewAppReconciler(nil, "c1", quiet())
 	cur := placedDeployment(t, app, "n1")
-	healthy := placementNodes(node("n1", true), node("n2", true), node("n3", true))
+	healthy := indexOf(node("n1", true), node("n2", true), node("n3", true))
 
-	got, why, unpinned := r.choose(app, comp, cur, healthy, &fluidity.Override{Plan: "p", Nodes: []string{"n3"}}, nil)
+	got, why, unpinned := r.choose(app, comp, cur, healthy, nil, &fluidity.Override{Plan: "p", Nodes: []string{"n3"}}, nil)
 	if !cmp.Equal(got, []string{"n3"}) || why != "" || unpinned != "" {
 		t.Errorf("pinned to n3: %v %q %q", got, why, unpinned)
 	}
-	got, _, _ = r.choose(app, comp, cur, healthy, &fluidity.Override{Plan: "p", Nodes: []string{"n1"}, Stopped: true}, nil)
+	got, _, _ = r.choose(app, comp, cur, healthy, nil, &fluidity.Override{Plan: "p", Nodes: []string{"n1"}, Stopped: true}, nil)
 	if !cmp.Equal(got, []string{"n1"}) {
 		t.Errorf("stopped: %v, want its last nodes", got)
 	}
-	failed := placementNodes(node("n1", true), node("n2", true), node("n3", false))
-	got, _, unpinned = r.choose(app, comp, cur, failed, &fluidity.Override{Plan: "p", Nodes: []string{"n3"}}, nil)
+	failed := indexOf(node("n1", true), node("n2", true), node("n3", false))
+	got, _, unpinned = r.choose(app, comp, cur, failed, nil, &fluidity.Override{Plan: "p", Nodes: []string{"n3"}}, nil)
 	if !cmp.Equal(got, []string{"n1"}) || unpinned != "node n3 is not eligible: no node fits: 1 node(s) are not Ready" {
 		t.Errorf("pinned to a failed node: %v, unpinned %q; want kept on n1", got, unpinned)
 	}

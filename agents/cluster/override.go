@@ -15,13 +15,10 @@ import (
 	"github.com/mlsysops-go/mlsysops/internal/placement"
 )
 
-// listNodes returns the cluster's nodes with what their pods request; the
-// MLSysOpsNode descriptions, where present, add CPU frequencies and
-// container runtimes.
-//
-// Reads from a cache are not copied: placement never modifies nodes or
-// pods, and a cluster's pods are many.
-func listNodes(ctx context.Context, c client.Reader) ([]placement.Node, error) {
+// readIndex reads the cluster's nodes, pods and MLSysOpsNode descriptions
+// (CPU frequencies, container runtimes) into a placement index, for checks
+// that must see the latest state rather than a cache's.
+func readIndex(ctx context.Context, c client.Reader) (*placement.Index, error) {
 	var nl corev1.NodeList
 	if err := c.List(ctx, &nl, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
@@ -30,39 +27,45 @@ func listNodes(ctx context.Context, c client.Reader) ([]placement.Node, error) {
 	if err := c.List(ctx, &pl, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
-	descs := map[string]*mlsysopsv1.MLSysOpsNodeSpec{}
+	idx := placement.NewIndex()
+	for i := range nl.Items {
+		idx.UpsertNode(&nl.Items[i])
+	}
+	for i := range pl.Items {
+		idx.UpsertPod(&pl.Items[i])
+	}
 	var ml mlsysopsv1.MLSysOpsNodeList
 	if err := c.List(ctx, &ml, client.InNamespace(mlsysopsv1.Namespace), client.UnsafeDisableDeepCopy); err == nil {
 		for i := range ml.Items {
-			descs[ml.Items[i].Name] = &ml.Items[i].Spec
+			if ml.Items[i].Namespace == mlsysopsv1.Namespace {
+				idx.SetDescription(ml.Items[i].Name, &ml.Items[i].Spec)
+			}
 		}
 	}
-	out := placement.NodesWithPods(nl.Items, pl.Items)
-	for i := range out {
-		out[i].Description = descs[out[i].Name()]
-	}
-	return out, nil
+	return idx, nil
 }
 
 // pinProblem says why a component (as it runs, comp) cannot run on the
 // pinned nodes, or "" when it can: every node must exist, have a live
 // agent (gone lists those that do not), pass placement's filters and have
 // room for a replica, and together they must hold all its replicas. The
-// component's own pods do not count against the nodes they run on.
-func pinProblem(app *mlsysopsv1.MLSysOpsApp, comp *mlsysopsv1.Component, pinned []string, replicas int32, nodes []placement.Node, gone map[string]string) string {
-	own := withoutComponent(nodes, app.Name, comp.Metadata.Name)
+// component's own pods do not count against the nodes they run on;
+// assumed counts beyond the nodes' pods.
+func pinProblem(app *mlsysopsv1.MLSysOpsApp, comp *mlsysopsv1.Component, pinned []string, replicas int32, nodes *placement.Index, assumed placement.Usage, gone map[string]string) string {
+	req := placement.Request{App: &app.Spec, Component: comp, Own: placement.ComponentKey{App: app.Name, Component: comp.Metadata.Name}, Extra: []placement.Usage{assumed}}
 	var problems []string
 	for _, n := range pinned {
 		if why, ok := gone[n]; ok {
 			problems = append(problems, fmt.Sprintf("node %s: %s", n, why))
 			continue
 		}
-		one := restrict(own, []string{n})
-		if len(one) == 0 {
+		if !nodes.Has(n) {
 			problems = append(problems, fmt.Sprintf("node %s is not a node of this cluster", n))
 			continue
 		}
-		d, err := placement.PlaceComponent(placement.Request{App: &app.Spec, Component: comp, Replicas: 1}, one)
+		one := req
+		one.Replicas, one.Within = 1, []string{n}
+		d, err := nodes.Place(one)
 		if err != nil {
 			return err.Error()
 		}
@@ -73,7 +76,9 @@ func pinProblem(app *mlsysopsv1.MLSysOpsApp, comp *mlsysopsv1.Component, pinned 
 	if len(problems) > 0 {
 		return strings.Join(problems, "; ")
 	}
-	d, err := placement.PlaceComponent(placement.Request{App: &app.Spec, Component: comp, Replicas: replicas}, restrict(own, pinned))
+	all := req
+	all.Replicas, all.Within = replicas, pinned
+	d, err := nodes.Place(all)
 	if err != nil {
 		return err.Error()
 	}

@@ -60,19 +60,11 @@ func (a *assumed) add(app, comp string, nodes []string, replicas int32, perPod c
 	a.entries[app+"/"+comp] = e
 }
 
-// onto returns nodes with the replicas assumed for components other than
-// app/comp, and not yet visible, added to what the nodes' pods request.
-// Entries whose pods all show, or that are too old, go. The caller holds
-// mu; nodes are not modified.
-func (a *assumed) onto(nodes []placement.Node, app, comp string, now time.Time) []placement.Node {
-	if len(a.entries) == 0 {
-		return nodes
-	}
-	index := make(map[string]int, len(nodes))
-	for i := range nodes {
-		index[nodes[i].Name()] = i
-	}
-	out := slices.Clone(nodes)
+// usage returns what the replicas assumed for components other than
+// app/comp, and not yet visible on their nodes, take there. Entries whose
+// pods all show, or that are too old, go. The caller holds mu.
+func (a *assumed) usage(nodes *placement.Index, app, comp string, now time.Time) placement.Usage {
+	out := placement.Usage{}
 	for key, e := range a.entries {
 		if now.After(e.until) {
 			delete(a.entries, key)
@@ -80,11 +72,10 @@ func (a *assumed) onto(nodes []placement.Node, app, comp string, now time.Time) 
 		}
 		shown := true
 		for node, want := range e.perNode {
-			i, ok := index[node]
-			if !ok {
+			if !nodes.Has(node) {
 				continue
 			}
-			missing := want - visible(out[i].Pods, e.app, e.comp)
+			missing := want - nodes.LivePods(node, e.app, e.comp)
 			if missing <= 0 {
 				continue
 			}
@@ -92,18 +83,7 @@ func (a *assumed) onto(nodes []placement.Node, app, comp string, now time.Time) 
 			if e.app == app && e.comp == comp {
 				continue
 			}
-			req := corev1.ResourceList{}
-			for name, q := range out[i].Requested {
-				req[name] = q.DeepCopy()
-			}
-			for range missing {
-				for name, q := range e.perPod {
-					cur := req[name]
-					cur.Add(q)
-					req[name] = cur
-				}
-			}
-			out[i].Requested = req
+			out.Add(node, e.perPod, int64(missing))
 		}
 		if shown {
 			delete(a.entries, key)
@@ -123,17 +103,6 @@ func (a *assumed) forget(app string) {
 	}
 }
 
-// visible counts the live pods of a component among pods.
-func visible(pods []*corev1.Pod, app, comp string) int32 {
-	var n int32
-	for _, p := range pods {
-		if p.DeletionTimestamp.IsZero() && p.Labels[mlsysopsv1.LabelApp] == app && p.Labels[mlsysopsv1.LabelComponent] == comp {
-			n++
-		}
-	}
-	return n
-}
-
 // unschedulableOn returns the nodes chosen for a component (as its
 // Deployment cur says) on which kube-scheduler has left one of its pods
 // Pending as Unschedulable for at least settle, with the scheduler's
@@ -143,11 +112,11 @@ func visible(pods []*corev1.Pod, app, comp string) int32 {
 // admission webhook or policy engine added a node affinity, a node
 // selector or took a toleration away that the node does not satisfy) is
 // returned at once, without waiting for settle: no freed capacity will
-// change that. nodes holds the cluster's nodes by name (nil: none
+// change that. nodes looks the cluster's nodes up by name (nil: none
 // known). recheck is how soon to look again: when a pod Pending for less
 // than that settles, or after settle while the component is not ready;
 // zero when it is.
-func unschedulableOn(pods []corev1.Pod, cur *appsv1.Deployment, nodes map[string]*corev1.Node, settle time.Duration, now time.Time) (full map[string]string, recheck time.Duration) {
+func unschedulableOn(pods []corev1.Pod, cur *appsv1.Deployment, nodes func(name string) *corev1.Node, settle time.Duration, now time.Time) (full map[string]string, recheck time.Duration) {
 	chosen := runningOn(cur)
 	if len(chosen) == 0 {
 		return nil, 0
@@ -207,11 +176,14 @@ func unschedulableOn(pods []corev1.Pod, cur *appsv1.Deployment, nodes map[string
 // the controller rendered, and whatever admission added) do not match
 // the node's labels, or the node has a NoSchedule or NoExecute taint the
 // pod does not tolerate.
-func refusedAtAdmission(p *corev1.Pod, chosen []string, nodes map[string]*corev1.Node) map[string]string {
+func refusedAtAdmission(p *corev1.Pod, chosen []string, nodes func(name string) *corev1.Node) map[string]string {
+	if nodes == nil {
+		return nil
+	}
 	var out map[string]string
 	affinity := nodeaffinity.GetRequiredNodeAffinity(p)
 	for _, name := range chosen {
-		n := nodes[name]
+		n := nodes(name)
 		if n == nil {
 			continue
 		}

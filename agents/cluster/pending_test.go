@@ -87,7 +87,8 @@ func TestUnschedulableOnRefusedAtAdmission(t *testing.T) {
 	fake.Labels["type"] = "kwok"
 	tainted.Labels["type"] = "kwok"
 	tainted.Spec.Taints = []corev1.Taint{{Key: "nvidia.com/gpu", Value: "present", Effect: corev1.TaintEffectNoSchedule}}
-	byName := map[string]*corev1.Node{"n1": real, "n2": fake, "n3": tainted}
+	nodes := map[string]*corev1.Node{"n1": real, "n2": fake, "n3": tainted}
+	byName := func(name string) *corev1.Node { return nodes[name] }
 
 	full, _ := unschedulableOn([]corev1.Pod{admitted("n1")}, placedDeployment(t, app, "n1"), byName, settle, now)
 	if want := "the pod as admitted cannot go there: its required node affinity or node selector does not match the node's labels"; full["n1"] != want || len(full) != 1 {
@@ -117,16 +118,16 @@ func TestChooseAvoidsNodesTheSchedulerFoundFull(t *testing.T) {
 	cur := placedDeployment(t, app, "n1")
 	full := map[string]string{"n1": "could not take a replica (kube-scheduler: 1 Insufficient cpu)"}
 
-	got, why, _ := r.choose(app, comp, cur, placementNodes(node("n1", true), node("n2", true)), nil, full)
+	got, why, _ := r.choose(app, comp, cur, indexOf(node("n1", true), node("n2", true)), nil, nil, full)
 	if !cmp.Equal(got, []string{"n2"}) || why != "" {
 		t.Errorf("choose = %v, %q; want n2", got, why)
 	}
-	got, why, _ = r.choose(app, comp, cur, placementNodes(node("n1", true)), nil, full)
+	got, why, _ = r.choose(app, comp, cur, indexOf(node("n1", true)), nil, nil, full)
 	if got != nil || !strings.Contains(why, "kube-scheduler: 1 Insufficient cpu") {
 		t.Errorf("choose = %v, %q; want none, with the scheduler's reason", got, why)
 	}
 	// A plan's pin on such a node goes, saying why.
-	got, _, unpinned := r.choose(app, comp, cur, placementNodes(node("n1", true), node("n2", true)), &fluidity.Override{Plan: "p", Nodes: []string{"n1"}}, full)
+	got, _, unpinned := r.choose(app, comp, cur, indexOf(node("n1", true), node("n2", true)), nil, &fluidity.Override{Plan: "p", Nodes: []string{"n1"}}, full)
 	if !cmp.Equal(got, []string{"n2"}) || unpinned != "node n1: "+full["n1"] {
 		t.Errorf("pinned to a full node: %v, unpinned %q; want n2", got, unpinned)
 	}
@@ -139,12 +140,12 @@ func TestRefusalsRemembered(t *testing.T) {
 	app := demoApp()
 	comp := &app.Spec.Components[0]
 	r := NewAppReconciler(nil, "c1", quiet())
-	nodes := placementNodes(node("n1", true), node("n2", true), node("n3", true))
+	nodes := indexOf(node("n1", true), node("n2", true), node("n3", true))
 	now := time.Now()
 	place := func(on string, full map[string]string, at time.Time) []string {
 		t.Helper()
 		remembered := r.refused.note(app.Name, comp.Metadata.Name, full, at)
-		got, why, _ := r.choose(app, comp, placedDeployment(t, app, on), nodes, nil, remembered)
+		got, why, _ := r.choose(app, comp, placedDeployment(t, app, on), nodes, nil, nil, remembered)
 		if why != "" {
 			t.Fatalf("choose from %s: %s", on, why)
 		}
@@ -182,7 +183,7 @@ func TestAssumedPlacements(t *testing.T) {
 		return n
 	}
 	a, b := withCPU("a", "900m"), withCPU("b", "1")
-	nodes := placementNodes(a, b)
+	nodes := indexOf(a, b)
 
 	// The worker (500m) goes on the node with most room left.
 	got, _, _ := r.decide(app, comp, nil, nodes, nil, nil)
@@ -200,28 +201,31 @@ func TestAssumedPlacements(t *testing.T) {
 		t.Errorf("second placement on %v, want a (b holds the assumed worker)", got)
 	}
 	// A component does not count against itself.
-	view := r.assumed.onto(nodes, app.Name, "worker", time.Now())
-	if q := view[1].Requested[corev1.ResourceCPU]; !q.IsZero() {
-		t.Errorf("worker's own view of b: %s requested, want nothing", q.String())
+	r.assumed.mu.Lock()
+	view := r.assumed.usage(nodes, app.Name, "worker", time.Now())
+	r.assumed.mu.Unlock()
+	if q := view.List("b")[corev1.ResourceCPU]; !q.IsZero() {
+		t.Errorf("worker's own view of b: %s assumed, want nothing", q.String())
 	}
 
 	// Once the worker's pod shows on b, it counts as a pod, not twice.
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "w", Labels: map[string]string{mlsysopsv1.LabelApp: app.Name, mlsysopsv1.LabelComponent: "worker"}}}
-	shown := placementNodes(a, b)
-	shown[1].Pods = []*corev1.Pod{pod}
+	nodes.UpsertPod(&corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "mls-x", Name: "w", Labels: map[string]string{mlsysopsv1.LabelApp: app.Name, mlsysopsv1.LabelComponent: "worker"}},
+		Spec:       corev1.PodSpec{NodeName: "b"},
+	})
 	r.assumed.mu.Lock()
-	view = r.assumed.onto(shown, app.Name, "third", time.Now())
+	view = r.assumed.usage(nodes, app.Name, "third", time.Now())
 	_, stillWorker := r.assumed.entries[app.Name+"/worker"]
 	r.assumed.mu.Unlock()
-	if q := view[1].Requested[corev1.ResourceCPU]; !q.IsZero() || stillWorker {
+	if q := view.List("b")[corev1.ResourceCPU]; !q.IsZero() || stillWorker {
 		t.Errorf("after the pod shows: b has %s assumed (entry kept: %v), want nothing", q.String(), stillWorker)
 	}
 	// Too old, an assumption goes.
 	r.assumed.mu.Lock()
-	view = r.assumed.onto(nodes, app.Name, "third", time.Now().Add(2*assumeFor))
+	view = r.assumed.usage(nodes, app.Name, "third", time.Now().Add(2*assumeFor))
 	left := len(r.assumed.entries)
 	r.assumed.mu.Unlock()
-	if q := view[0].Requested[corev1.ResourceCPU]; !q.IsZero() || left != 0 {
+	if q := view.List("a")[corev1.ResourceCPU]; !q.IsZero() || left != 0 {
 		t.Errorf("after %v: a has %s assumed, %d entries left; want none", 2*assumeFor, q.String(), left)
 	}
 }

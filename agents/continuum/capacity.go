@@ -79,6 +79,14 @@ func (p *ProxyCapacity) Clusters(ctx context.Context) ([]placement.Cluster, erro
 	return out, nil
 }
 
+// Invalidate makes the next Clusters read the members again (a member
+// became Ready or started serving the MLSysOps API).
+func (p *ProxyCapacity) Invalidate() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cached = nil
+}
+
 func (p *ProxyCapacity) read(ctx context.Context) ([]placement.Cluster, error) {
 	list, err := p.karmada.ClusterV1alpha1().Clusters().List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -97,17 +105,18 @@ func (p *ProxyCapacity) read(ctx context.Context) ([]placement.Cluster, error) {
 		if c.Spec.Provider != "" {
 			pc.CloudProvider = c.Spec.Provider
 		}
-		// AsOf is when the report arrived (the continuum's clock, not the
-		// cluster agent's) or when the read began.
-		if nodes, at, ok := p.Reports.nodes(c.Name); ok && pc.Ready {
-			pc.Nodes, pc.AsOf = nodes, at
+		// The index's AsOf is when the report arrived (the continuum's
+		// clock, not the cluster agent's) or when the read began.
+		if idx, ok := p.Reports.index(c.Name); ok && pc.Ready {
+			pc.Index = idx
 		} else if pc.Ready {
 			start := time.Now()
 			nodes, err := p.members.Nodes(ctx, c.Name)
 			if err != nil {
 				pc.Ready = false
 			} else {
-				pc.Nodes, pc.AsOf = nodes, start
+				pc.Index = placement.NewIndexOf(nodes)
+				pc.Index.SetAsOf(start)
 			}
 		}
 		out = append(out, pc)

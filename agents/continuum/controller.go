@@ -8,9 +8,9 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
+	clusterv1alpha1 "github.com/karmada-io/karmada/pkg/apis/cluster/v1alpha1"
 	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
 	workv1alpha2 "github.com/karmada-io/karmada/pkg/apis/work/v1alpha2"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -74,9 +75,8 @@ type AppReconciler struct {
 	// retry is how soon an Unschedulable application is tried again.
 	retry time.Duration
 	// assumed holds the placements the capacity reports do not show yet;
-	// decide serialises the decisions, so each sees those before it.
+	// it serialises the decisions, so each sees those before it.
 	assumed *placement.Assumed
-	decide  sync.Mutex
 }
 
 // DefaultSweepInterval is AppReconciler.SweepInterval's default.
@@ -152,6 +152,16 @@ func (r *AppReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}))).
 		Owns(&policyv1alpha1.PropagationPolicy{}).
 		Watches(&workv1alpha2.ResourceBinding{}, byBinding).
+		// A member that becomes Ready, or starts serving the MLSysOps API,
+		// can take the applications that fit nowhere: they are tried at
+		// once rather than at their next retry (the first application
+		// after start-up used to wait for it).
+		Watches(&clusterv1alpha1.Cluster{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			if inv, ok := r.capacity.(interface{ Invalidate() }); ok {
+				inv.Invalidate()
+			}
+			return kube.EveryAppRequest(mgr.GetClient(), mlsysopsv1.Namespace)(ctx, o)
+		}), builder.WithPredicates(clusterPlaceable)).
 		// Resync reconciles every application on demand.
 		WatchesRawSource(source.Channel(r.resync.C, kube.EveryApp(mgr.GetClient(), mlsysopsv1.Namespace))).
 		Named("continuum-placement").
@@ -287,13 +297,7 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (_
 // less what earlier placements, not reported yet, take, and assumes what
 // this one takes.
 func (r *AppReconciler) place(name string, req placement.AppRequest, clusters []placement.Cluster) (placement.ClusterDecision, error) {
-	r.decide.Lock()
-	defer r.decide.Unlock()
-	d, err := placement.PlaceApp(req, r.assumed.Apply(clusters))
-	if err == nil && d.Feasible() {
-		r.assumed.Assume(name, d)
-	}
-	return d, err
+	return r.assumed.PlaceApp(name, req, clusters)
 }
 
 // sweep forgets the mirrored statuses of the applications that are no
@@ -332,6 +336,23 @@ func (r *AppReconciler) sweep(ctx context.Context, reader client.Reader) {
 		case <-time.After(r.retry):
 		}
 	}
+}
+
+// clusterPlaceable passes the cluster events that change whether
+// applications can be placed there: creation, deletion, and updates of
+// readiness or of the MLSysOps API's presence.
+var clusterPlaceable = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		a, okA := e.ObjectOld.(*clusterv1alpha1.Cluster)
+		b, okB := e.ObjectNew.(*clusterv1alpha1.Cluster)
+		if !okA || !okB {
+			return true
+		}
+		ready := func(c *clusterv1alpha1.Cluster) bool {
+			return meta.IsStatusConditionTrue(c.Status.Conditions, clusterv1alpha1.ClusterConditionReady)
+		}
+		return ready(a) != ready(b) || HasAppAPI(a) != HasAppAPI(b)
+	},
 }
 
 func currentClusters(pp *policyv1alpha1.PropagationPolicy) []string {
@@ -394,7 +415,7 @@ func (r *AppReconciler) setPlaced(ctx context.Context, app *mlsysopsv1.MLSysOpsA
 	sort.Strings(sorted)
 	// Written as the next pass would derive it before any member reports
 	// (see updateRunningPhase), so that pass writes nothing.
-	msg := fmt.Sprintf("placed on %v; 0 of %d components ready", sorted, len(app.Spec.Components))
+	msg := fmt.Sprintf("placed on %v; 0 of %d components ready", sorted, len(app.Spec.Components)*len(sorted))
 	return r.updateStatus(ctx, app, func(st *mlsysopsv1.MLSysOpsAppStatus) {
 		st.Phase, st.Message = mlsysopsv1.AppDeploying, msg
 		st.Components = nil
@@ -461,7 +482,9 @@ func (r *AppReconciler) memberComponents(ctx context.Context, app *mlsysopsv1.ML
 // updateRunningPhase derives the phase of a placed application from the
 // component status its clusters report.
 func (r *AppReconciler) updateRunningPhase(ctx context.Context, app *mlsysopsv1.MLSysOpsApp, clusters []string, comps []mlsysopsv1.ComponentStatus) error {
-	want := len(app.Spec.Components)
+	// Every component runs on every cluster of the placement, and each
+	// cluster reports its own.
+	want := len(app.Spec.Components) * len(clusters)
 	ready, reported, stopped := 0, 0, 0
 	for _, c := range comps {
 		reported++

@@ -84,7 +84,7 @@ func cluster(name string, ready, gpu bool) placement.Cluster {
 	}
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name + "-n1", Labels: labels},
 		Status: corev1.NodeStatus{Allocatable: capacity, Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
-	return placement.Cluster{Name: name, Ready: ready, Nodes: []placement.Node{{Node: n}}}
+	return placement.Cluster{Name: name, Ready: ready, Index: placement.NewIndexOf([]placement.Node{{Node: n}})}
 }
 
 type fixedCapacity []placement.Cluster

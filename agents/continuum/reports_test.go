@@ -19,7 +19,7 @@ func TestReportsFreshnessAndBadReports(t *testing.T) {
 		t.Fatal(err)
 	}
 	nodes, ok := r.Nodes("cloud-1")
-	if !ok || len(nodes) != 1 || nodes[0].Name() != "n1" {
+	if !ok || len(nodes) != 1 || nodes[0].Name != "n1" {
 		t.Fatalf("nodes %v ok %v", nodes, ok)
 	}
 	if _, ok := r.Nodes("edge-1"); ok {
@@ -52,7 +52,7 @@ func TestReportsFreshnessAndBadReports(t *testing.T) {
 		t.Errorf("latest: %+v", info)
 	}
 	var nilStore *Reports
-	if _, _, ok := nilStore.nodes("cloud-1"); ok {
+	if _, ok := nilStore.index("cloud-1"); ok {
 		t.Error("a nil store has nodes")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sort"
 	"text/tabwriter"
 	"time"
@@ -22,6 +23,7 @@ type options struct {
 	portBase     int
 	binDir       string
 	purge        bool
+	profile      string
 	kwokOnly     bool
 	xmppNodes    int
 }
@@ -31,6 +33,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.state, "state", testbed.DefaultStateDir, "folder for data, certificates, logs, pid files, the kubeconfig and the env file")
 	fs.IntVar(&o.portBase, "port-base", testbed.DefaultPortBase, "first loopback port; the testbed uses ports from here up to port-base+100+10*clusters")
 	fs.StringVar(&o.binDir, "bin", "bin", "folder with the binaries `make deps` builds")
+	fs.StringVar(&o.profile, "profile", string(testbed.ProfileDefault), "default (quick failure detection, a node agent per node) or scale (thousands of KWOK nodes: slow heartbeats, light member control planes, no node agents, KWOK nodes only)")
 	fs.BoolVar(&o.kwokOnly, "kwok-only", false, "no real node (containerd + kubelet): KWOK simulates every node")
 	fs.IntVar(&o.xmppNodes, "xmpp-nodes", 0, "ejabberd nodes, joined into one cluster when more than one (at most 4); 0 keeps what the state folder last ran, 1 for a new one")
 }
@@ -38,6 +41,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 func (o *options) testbed() (*testbed.Testbed, error) {
 	return testbed.New(testbed.Options{
 		Descriptions: o.descriptions, StateDir: o.state, PortBase: o.portBase, BinDir: o.binDir, Out: os.Stdout, KWOKOnly: o.kwokOnly, XMPPNodes: o.xmppNodes,
+		Profile: testbed.Profile(o.profile),
 	})
 }
 
@@ -114,6 +118,8 @@ func newCommand() *cobra.Command {
 		},
 	})
 	root.AddCommand(newBenchCommand(o))
+	root.AddCommand(newGenCommand())
+	root.AddCommand(newScaleBenchCommand(o))
 	root.AddCommand(newAdmissionCommand())
 	root.AddCommand(newKwokletCommand())
 	return root
@@ -190,6 +196,13 @@ func newBenchCommand(o *options) *cobra.Command {
 			// Each real node's time to Ready in the cold up (the warm up
 			// below measures reused nodes).
 			readyIn := tb.RealNodeReadyTimes()
+			// The first application after start-up, at once, as a user
+			// following the README would.
+			first, err := firstApp(ctx, env, filepath.Join(filepath.Dir(o.descriptions), "examples", "apps", "gpu-inference.yaml"), "llm-inference")
+			if err != nil {
+				return fmt.Errorf("first application: %w", err)
+			}
+			fmt.Printf("BenchmarkFirstApp app=llm-inference path=northbound submit_to_running_s=%.2f\n", first.Seconds())
 			// Let start-up transients settle before reading memory.
 			time.Sleep(10 * time.Second)
 			mem, err := tb.Memory()

@@ -16,7 +16,13 @@ import (
 // EveryApp maps any event to a reconcile request for every MLSysOpsApp in
 // namespace: for changes that concern all applications (a node, an agent).
 func EveryApp(c client.Client, namespace string) handler.EventHandler {
-	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
+	return handler.EnqueueRequestsFromMapFunc(EveryAppRequest(c, namespace))
+}
+
+// EveryAppRequest returns a map function to a request for every
+// MLSysOpsApp in namespace.
+func EveryAppRequest(c client.Client, namespace string) handler.MapFunc {
+	return func(ctx context.Context, _ client.Object) []reconcile.Request {
 		var list mlsysopsv1.MLSysOpsAppList
 		if err := c.List(ctx, &list, client.InNamespace(namespace)); err != nil {
 			return nil
@@ -26,7 +32,7 @@ func EveryApp(c client.Client, namespace string) handler.EventHandler {
 			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: a.Namespace, Name: a.Name}})
 		}
 		return out
-	})
+	}
 }
 
 // Resyncer wakes a controller for changes it cannot watch; feed C to

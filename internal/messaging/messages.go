@@ -234,10 +234,23 @@ type CapacityReport struct {
 	MemoryBytes Quantity `json:"memory_bytes"`
 	// GPUs maps a GPU model (the nvidia.com/gpu.product label) to its counts.
 	GPUs map[string]GPUCapacity `json:"gpus,omitempty"`
+	// Shapes are what groups of nodes have in common: labels but the host
+	// name, allocatable resources and taints. A node that names its shape
+	// leaves them out, so a report of a thousand nodes of a few kinds
+	// stays small.
+	Shapes []NodeShape `json:"shapes,omitempty"`
 	// Nodes lists every node with what cluster placement filters on. It is
 	// left out when the list would make the report too large; the
 	// continuum then reads the nodes through Karmada.
 	Nodes []NodeCapacity `json:"nodes,omitempty"`
+}
+
+// NodeShape is what the nodes of a CapacityReport that name it share.
+type NodeShape struct {
+	// Labels but kubernetes.io/hostname, which is each node's name.
+	Labels      map[string]string `json:"labels,omitempty"`
+	Allocatable map[string]string `json:"allocatable"`
+	Taints      []string          `json:"taints,omitempty"`
 }
 
 // NodeCapacity is one node of a CapacityReport.
@@ -253,8 +266,13 @@ type NodeCapacity struct {
 	Labels map[string]string `json:"labels,omitempty"`
 	// Allocatable and Requested map resource names to quantities
 	// ("4", "16Gi", "1"): what the node offers and what its pods request.
-	Allocatable map[string]string `json:"allocatable"`
+	Allocatable map[string]string `json:"allocatable,omitempty"`
 	Requested   map[string]string `json:"requested,omitempty"`
+	// Shape, when not zero, is the 1-based position in the report's
+	// Shapes of the node's shape: the node has its labels plus
+	// kubernetes.io/hostname set to the node's name, its allocatable
+	// resources and its taints, and leaves out its own.
+	Shape int `json:"shape,omitempty"`
 }
 
 // ComponentStatus is the status of one component of an application.
@@ -560,6 +578,9 @@ func (m *CapacityReport) Validate() error {
 	for i, n := range m.Nodes {
 		if n.Name == "" {
 			return fmt.Errorf("nodes[%d].name: required", i)
+		}
+		if n.Shape < 0 || n.Shape > len(m.Shapes) {
+			return fmt.Errorf("nodes[%d].shape: %d is not one of the %d shapes", i, n.Shape, len(m.Shapes))
 		}
 	}
 	return required("cluster", m.Cluster)

@@ -25,6 +25,7 @@ type metrics struct {
 	handlerErrors       *prometheus.CounterVec
 	peerEvents          *prometheus.CounterVec
 	queueDepth          prometheus.GaugeFunc
+	transit             *prometheus.HistogramVec
 }
 
 func newMetrics(agent string, depth func() float64) *metrics {
@@ -55,12 +56,19 @@ func newMetrics(agent string, depth func() float64) *metrics {
 		peerEvents:          vec("peer_events_total", "Liveness transitions of parents and children.", "state"),
 		queueDepth: prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("queue_depth",
 			"Messages held: queued, in flight or awaiting acknowledgement.")), depth),
+		transit: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "mlsysops", Subsystem: "messaging", Name: "transit_seconds",
+			Help: "Time from a message's creation (the sender's clock, re-sends included) to its receipt, by type.",
+			// 0.5 ms to 2 minutes.
+			Buckets:     prometheus.ExponentialBuckets(0.0005, 2, 19),
+			ConstLabels: prometheus.Labels{"agent": agent},
+		}, []string{"type"}),
 	}
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.sent, m.received, m.acked, m.retried, m.failed, m.droppedUnauthorized,
-		m.dropped, m.duplicates, m.reconnects, m.connected, m.authFailures, m.authFailing, m.handlerErrors, m.peerEvents, m.queueDepth}
+		m.dropped, m.duplicates, m.reconnects, m.connected, m.authFailures, m.authFailing, m.handlerErrors, m.peerEvents, m.queueDepth, m.transit}
 }
 
 func (m *metrics) register(r prometheus.Registerer) error {

@@ -574,6 +574,9 @@ func (c *Client) onMessage(t xml.TokenReader, start *xml.StartElement) {
 		return
 	}
 	c.m.received.WithLabelValues(string(env.Type)).Inc()
+	if !env.Time.IsZero() {
+		c.m.transit.WithLabelValues(string(env.Type)).Observe(time.Since(env.Time).Seconds())
+	}
 	if env.From != from {
 		// The server stamps the stanza's from; an envelope claiming
 		// someone else is forged.

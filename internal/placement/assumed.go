@@ -3,8 +3,6 @@ package placement
 import (
 	"sync"
 	"time"
-
-	corev1 "k8s.io/api/core/v1"
 )
 
 // Assumed is the ledger of placements made but not yet visible in what the
@@ -14,9 +12,11 @@ import (
 //
 // Each assumption holds what the application's components take on each
 // node of its clusters in the simulated placement (PlaceApp's Requests)
-// and is added to those nodes' requested resources until a capacity read
-// of the cluster taken after the application's pods were seen (Visible)
-// replaces it, the application is removed or moved (Forget), or TTL passes.
+// and is counted on those nodes until a capacity read of the cluster
+// taken after the application's pods were seen (Visible; the cluster's
+// Index.AsOf) replaces it, the application is removed or moved (Forget),
+// or TTL passes. The ledger keeps, by cluster, the sum of the
+// assumptions in force, so a decision costs nothing per assumption.
 // It is safe for concurrent use.
 type Assumed struct {
 	// TTL bounds how long an assumption is kept when its pods are never
@@ -25,13 +25,15 @@ type Assumed struct {
 
 	mu   sync.Mutex
 	apps map[string]*assumption
-	now  func() time.Time
+	// total sums, by cluster, the assumptions in force.
+	total map[string]Usage
+	now   func() time.Time
 }
 
 type assumption struct {
-	// requests by cluster, then node.
-	requests map[string]map[string]corev1.ResourceList
-	at       time.Time
+	// took by cluster.
+	took map[string]Usage
+	at   time.Time
 	// visible is when the application's pods were first seen on its
 	// clusters; zero until then.
 	visible time.Time
@@ -39,18 +41,50 @@ type assumption struct {
 
 // NewAssumed returns an empty ledger whose assumptions expire after ttl.
 func NewAssumed(ttl time.Duration) *Assumed {
-	return &Assumed{TTL: ttl, apps: map[string]*assumption{}, now: time.Now}
+	return &Assumed{TTL: ttl, apps: map[string]*assumption{}, total: map[string]Usage{}, now: time.Now}
+}
+
+// PlaceApp places an application (named app in the ledger) as PlaceApp
+// does, counting every assumption in force, and assumes what it takes
+// when it is placed. Reading the ledger, choosing and recording happen
+// under one lock, so concurrent placements see each other.
+func (a *Assumed) PlaceApp(app string, req AppRequest, clusters []Cluster) (ClusterDecision, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	names, asOf := make([]string, len(clusters)), make([]time.Time, len(clusters))
+	for i := range clusters {
+		names[i], asOf[i] = clusters[i].Name, clusters[i].asOf()
+	}
+	a.pruneLocked(names, asOf)
+	d, err := placeApp(req, clusters, a.total)
+	if err == nil && d.Feasible() {
+		a.assumeLocked(app, d)
+	}
+	return d, err
 }
 
 // Assume records the placement d of app, replacing any earlier one.
 func (a *Assumed) Assume(app string, d ClusterDecision) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.assumeLocked(app, d)
+}
+
+func (a *Assumed) assumeLocked(app string, d ClusterDecision) {
+	a.dropLocked(app)
 	if len(d.Requests) == 0 {
-		delete(a.apps, app)
 		return
 	}
-	a.apps[app] = &assumption{requests: d.Requests, at: a.now()}
+	as := &assumption{took: make(map[string]Usage, len(d.Requests)), at: a.now()}
+	for cluster, byNode := range d.Requests {
+		u := Usage{}
+		for node, list := range byNode {
+			u.Add(node, list, 1)
+		}
+		as.took[cluster] = u
+		a.countLocked(cluster, u, 1)
+	}
+	a.apps[app] = as
 }
 
 // Visible records that app's pods now exist on its clusters (it runs):
@@ -68,7 +102,7 @@ func (a *Assumed) Visible(app string) {
 func (a *Assumed) Forget(app string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	delete(a.apps, app)
+	a.dropLocked(app)
 }
 
 // Len counts the applications assumed.
@@ -78,62 +112,72 @@ func (a *Assumed) Len() int {
 	return len(a.apps)
 }
 
-// Apply returns clusters with every assumption still in force added to
-// the requested resources of its nodes. clusters are not modified (they
-// may be a shared cached read): a cluster with assumptions is copied.
-// Assumptions past TTL, and those of a cluster read after their pods were
-// seen (Cluster.AsOf), are dropped on the way.
-func (a *Assumed) Apply(clusters []Cluster) []Cluster {
+// Usage returns, for a cluster read at asOf, what the assumptions in
+// force count on its nodes; assumptions that expired or that a read at
+// asOf shows are dropped on the way. The result is a copy.
+func (a *Assumed) Usage(cluster string, asOf time.Time) Usage {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	now := a.now()
-	out := make([]Cluster, len(clusters))
-	for i := range clusters {
-		c := clusters[i]
-		var nodes []Node
-		for app, as := range a.apps {
-			if now.Sub(as.at) > a.TTL {
-				delete(a.apps, app)
-				continue
-			}
-			req, ok := as.requests[c.Name]
-			if !ok {
-				continue
-			}
-			if !as.visible.IsZero() && c.AsOf.After(as.visible) {
-				delete(as.requests, c.Name)
-				if len(as.requests) == 0 {
-					delete(a.apps, app)
-				}
-				continue
-			}
-			if nodes == nil {
-				nodes = copyNodes(c.Nodes)
-			}
-			for j := range nodes {
-				for res, q := range req[nodes[j].Name()] {
-					add(nodes[j].Requested, res, q)
-				}
-			}
-		}
-		if nodes != nil {
-			c.Nodes = nodes
-		}
-		out[i] = c
+	a.pruneLocked([]string{cluster}, []time.Time{asOf})
+	out := Usage{}
+	for node, v := range a.total[cluster] {
+		out[node] = v
 	}
 	return out
 }
 
-// copyNodes copies nodes with their requested resources, which may then
-// be changed.
-func copyNodes(in []Node) []Node {
-	out := make([]Node, len(in))
-	for i := range in {
-		out[i] = in[i]
-		out[i].Requested = in[i].Requested.DeepCopy()
-		if out[i].Requested == nil {
-			out[i].Requested = corev1.ResourceList{}
+// pruneLocked drops the assumptions past TTL and, for each cluster named,
+// those of applications seen running before it was read (asOf).
+func (a *Assumed) pruneLocked(names []string, asOf []time.Time) {
+	now := a.now()
+	for app, as := range a.apps {
+		if now.Sub(as.at) > a.TTL {
+			a.dropLocked(app)
+			continue
+		}
+		if as.visible.IsZero() {
+			continue
+		}
+		for i, name := range names {
+			u, ok := as.took[name]
+			if !ok || !asOf[i].After(as.visible) {
+				continue
+			}
+			a.countLocked(name, u, -1)
+			delete(as.took, name)
+		}
+		if len(as.took) == 0 {
+			delete(a.apps, app)
 		}
 	}
-	return out
+}
+
+func (a *Assumed) dropLocked(app string) {
+	as, ok := a.apps[app]
+	if !ok {
+		return
+	}
+	for cluster, u := range as.took {
+		a.countLocked(cluster, u, -1)
+	}
+	delete(a.apps, app)
+}
+
+// countLocked adds k times u to the cluster's total.
+func (a *Assumed) countLocked(cluster string, u Usage, k int64) {
+	total := a.total[cluster]
+	if total == nil {
+		total = Usage{}
+		a.total[cluster] = total
+	}
+	for node, v := range u {
+		if sum := total[node].plus(v, k); sum.zero() {
+			delete(total, node)
+		} else {
+			total[node] = sum
+		}
+	}
+	if len(total) == 0 {
+		delete(a.total, cluster)
+	}
 }

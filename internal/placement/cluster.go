@@ -21,12 +21,18 @@ type Cluster struct {
 	NotReady string
 	// Location and provider, from the cluster's datacenter description.
 	Continent, Country, City, CloudProvider string
-	// Nodes as the cluster agent last reported them (or as Karmada
-	// summarises them): labels, allocatable and what is requested.
-	Nodes []Node
-	// AsOf is when Nodes were read (the report's arrival, or the read
-	// through Karmada); zero when unknown. Assumed uses it.
-	AsOf time.Time
+	// Index holds the cluster's nodes as the cluster agent last reported
+	// them (or as read through Karmada): labels, allocatable and what is
+	// requested. Its AsOf is when they were read; Assumed uses it.
+	Index *Index
+}
+
+// asOf is when the cluster's nodes were read; zero when unknown.
+func (c *Cluster) asOf() time.Time {
+	if c.Index == nil {
+		return time.Time{}
+	}
+	return c.Index.AsOf()
 }
 
 // AppRequest is one application to place on clusters.
@@ -79,6 +85,12 @@ func (d *ClusterDecision) Reason() string {
 // the capacity), scores them, and returns the best ones. A user's
 // cluster_id list restricts the choice and its order breaks ties.
 func PlaceApp(req AppRequest, clusters []Cluster) (ClusterDecision, error) {
+	return placeApp(req, clusters, nil)
+}
+
+// placeApp is PlaceApp with, by cluster, usage to count beyond what the
+// clusters' indexes hold (the assumed ledger's); extra may be nil.
+func placeApp(req AppRequest, clusters []Cluster, extra map[string]Usage) (ClusterDecision, error) {
 	d := ClusterDecision{Rejected: map[string][]string{}, Scores: map[string]int64{}}
 	cp := req.App.ClusterPlacement
 	wanted := map[string]int{}
@@ -89,15 +101,25 @@ func PlaceApp(req AppRequest, clusters []Cluster) (ClusterDecision, error) {
 			}
 		}
 	}
+	// Components are compiled once for every cluster; a component that
+	// cannot be compiled fails the first cluster that gets as far as
+	// placing components.
+	comps := make([]*compiled, len(req.App.Components))
+	var compileErr error
+	for i := range req.App.Components {
+		if comps[i], compileErr = compile(req.App, &req.App.Components[i]); compileErr != nil {
+			break
+		}
+	}
 	type cand struct {
-		name  string
-		score int64
-		took  map[string]corev1.ResourceList
+		c       *Cluster
+		score   int64
+		assigns []map[string]int32
 	}
 	var cands []cand
 	for i := range clusters {
 		c := &clusters[i]
-		reasons, score, took, err := evaluateCluster(req, c, wanted)
+		reasons, score, assigns, err := evaluateCluster(req, c, wanted, comps, compileErr, extra[c.Name])
 		if err != nil {
 			return d, err
 		}
@@ -110,31 +132,51 @@ func PlaceApp(req AppRequest, clusters []Cluster) (ClusterDecision, error) {
 			score += int64(len(wanted) - pos)
 		}
 		d.Scores[c.Name] = score
-		cands = append(cands, cand{c.Name, score, took})
+		cands = append(cands, cand{c, score, assigns})
 	}
 	sort.Slice(cands, func(i, j int) bool {
 		if cands[i].score != cands[j].score {
 			return cands[i].score > cands[j].score
 		}
-		return cands[i].name < cands[j].name
+		return cands[i].c.Name < cands[j].c.Name
 	})
 	n := 1
 	if cp != nil && cp.Instances > 0 {
 		n = int(cp.Instances)
 	}
 	for i := 0; i < len(cands) && i < n; i++ {
-		d.Clusters = append(d.Clusters, cands[i].name)
+		d.Clusters = append(d.Clusters, cands[i].c.Name)
 		if d.Requests == nil {
 			d.Requests = map[string]map[string]corev1.ResourceList{}
 		}
-		d.Requests[cands[i].name] = cands[i].took
+		d.Requests[cands[i].c.Name] = took(comps, cands[i].assigns)
 	}
 	return d, nil
 }
 
+// took sums what each component's replicas request on each node.
+func took(comps []*compiled, assigns []map[string]int32) map[string]corev1.ResourceList {
+	out := map[string]corev1.ResourceList{}
+	for i, assign := range assigns {
+		for node, n := range assign {
+			list := out[node]
+			if list == nil {
+				list = corev1.ResourceList{}
+				out[node] = list
+			}
+			for k := int32(0); k < n; k++ {
+				for res, q := range comps[i].perPod {
+					add(list, res, q)
+				}
+			}
+		}
+	}
+	return out
+}
+
 // evaluateCluster gives why c cannot host the application or its score
-// and what its components take on each node.
-func evaluateCluster(req AppRequest, c *Cluster, wanted map[string]int) ([]string, int64, map[string]corev1.ResourceList, error) {
+// and how many replicas of each component go on each node.
+func evaluateCluster(req AppRequest, c *Cluster, wanted map[string]int, comps []*compiled, compileErr error, extra Usage) ([]string, int64, []map[string]int32, error) {
 	var reasons []string
 	if why, ok := req.Exclude[c.Name]; ok {
 		return []string{why}, 0, nil, nil
@@ -149,6 +191,10 @@ func evaluateCluster(req AppRequest, c *Cluster, wanted map[string]int) ([]strin
 		if _, ok := wanted[c.Name]; !ok {
 			return []string{"not in cluster_placement.cluster_id"}, 0, nil, nil
 		}
+	}
+	idx := c.Index
+	if idx == nil {
+		idx = NewIndex()
 	}
 	if cp := req.App.ClusterPlacement; cp != nil {
 		if cp.CloudProvider != "" && cp.CloudProvider != c.CloudProvider {
@@ -166,30 +212,31 @@ func evaluateCluster(req AppRequest, c *Cluster, wanted map[string]int) ([]strin
 			}
 		}
 		for _, acc := range cp.Accelerators {
-			if !hasAccelerator(c.Nodes, acc) {
+			if !hasAccelerator(idx, acc) {
 				reasons = append(reasons, fmt.Sprintf("no node with accelerator %s", acc))
 			}
 		}
-		if len(cp.NodeTypes) > 0 && !hasLayer(c.Nodes, cp.NodeTypes) {
+		if len(cp.NodeTypes) > 0 && !hasLayer(idx, cp.NodeTypes) {
 			reasons = append(reasons, fmt.Sprintf("no node of type %v", cp.NodeTypes))
 		}
 	}
 	if len(reasons) > 0 {
 		return reasons, 0, nil, nil
 	}
-	// Place the components one after another on a copy of the nodes'
-	// usage, so that together they must fit.
-	nodes := copyNodes(c.Nodes)
-	took := map[string]corev1.ResourceList{}
+	if compileErr != nil {
+		return nil, 0, nil, compileErr
+	}
+	// Place the components one after another, each counting what the
+	// earlier ones took, so that together they must fit.
+	taken := Usage{}
+	assigns := make([]map[string]int32, len(comps))
 	var score int64
-	for i := range req.App.Components {
-		comp := &req.App.Components[i]
-		dec, err := PlaceComponent(Request{App: req.App, Component: comp}, nodes)
-		if err != nil {
-			return nil, 0, nil, err
-		}
+	idx.mu.RLock()
+	defer idx.mu.RUnlock()
+	for i, cc := range comps {
+		dec := idx.placeLocked(cc, placeOpts{extra: []Usage{extra, taken}})
 		if !dec.Feasible() {
-			reasons = append(reasons, fmt.Sprintf("component %s: %s", comp.Metadata.Name, dec.Reason()))
+			reasons = append(reasons, fmt.Sprintf("component %s: %s", req.App.Components[i].Metadata.Name, dec.Reason()))
 			continue
 		}
 		best := int64(0)
@@ -197,18 +244,9 @@ func evaluateCluster(req AppRequest, c *Cluster, wanted map[string]int) ([]strin
 			best = max(best, dec.Scores[n])
 		}
 		score += best
-		per := PodRequests(comp)
-		for i := range nodes {
-			name := nodes[i].Name()
-			for k := int32(0); k < dec.Assignment[name]; k++ {
-				if took[name] == nil {
-					took[name] = corev1.ResourceList{}
-				}
-				for res, q := range per {
-					add(nodes[i].Requested, res, q)
-					add(took[name], res, q)
-				}
-			}
+		assigns[i] = dec.Assignment
+		for node, n := range dec.Assignment {
+			taken.add(node, cc.perPodVec, int64(n))
 		}
 	}
 	if len(reasons) > 0 {
@@ -218,36 +256,25 @@ func evaluateCluster(req AppRequest, c *Cluster, wanted map[string]int) ([]strin
 		score /= int64(n)
 	}
 	// Scale to leave room for the user's order as a tie-breaker.
-	return nil, score * 100, took, nil
+	return nil, score * 100, assigns, nil
 }
 
-func hasAccelerator(nodes []Node, acc string) bool {
-	for i := range nodes {
-		l := nodes[i].Node.Labels
-		switch acc {
-		case "gpu":
-			if l[mlsysopsv1.LabelGPUPresent] == "true" {
-				return true
-			}
-		case "fpga":
-			if l[mlsysopsv1.LabelFPGAPresent] == "true" {
-				return true
-			}
-		case "tpu":
-			if l[mlsysopsv1.LabelTPUPresent] == "true" {
-				return true
-			}
-		}
+func hasAccelerator(idx *Index, acc string) bool {
+	switch acc {
+	case "gpu":
+		return idx.HasLabel(mlsysopsv1.LabelGPUPresent, "true")
+	case "fpga":
+		return idx.HasLabel(mlsysopsv1.LabelFPGAPresent, "true")
+	case "tpu":
+		return idx.HasLabel(mlsysopsv1.LabelTPUPresent, "true")
 	}
 	return false
 }
 
-func hasLayer(nodes []Node, layers []mlsysopsv1.ContinuumLayer) bool {
-	for i := range nodes {
-		for _, l := range layers {
-			if l == mlsysopsv1.LayerAny || nodes[i].Node.Labels[mlsysopsv1.LabelLayer] == string(l) {
-				return true
-			}
+func hasLayer(idx *Index, layers []mlsysopsv1.ContinuumLayer) bool {
+	for _, l := range layers {
+		if l == mlsysopsv1.LayerAny && idx.Len() > 0 || idx.HasLabel(mlsysopsv1.LabelLayer, string(l)) {
+			return true
 		}
 	}
 	return false

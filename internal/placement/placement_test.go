@@ -1,7 +1,6 @@
 package placement
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 
@@ -195,7 +194,7 @@ func TestDecisionReason(t *testing.T) {
 }
 
 func cluster(name string, nodes ...Node) Cluster {
-	return Cluster{Name: name, Ready: true, Nodes: nodes}
+	return Cluster{Name: name, Ready: true, Index: NewIndexOf(nodes)}
 }
 
 func TestPlaceApp(t *testing.T) {
@@ -233,14 +232,14 @@ func TestPlaceApp(t *testing.T) {
 		},
 		"not Ready and excluded clusters": {
 			app:          app(MakeComp("web").Obj()),
-			clusters:     []Cluster{{Name: "down", Nodes: []Node{MakeNode("x").Obj()}}, cluster("gone", MakeNode("y").Obj()), cluster("ok", MakeNode("z").Obj())},
+			clusters:     []Cluster{{Name: "down", Index: NewIndexOf([]Node{MakeNode("x").Obj()})}, cluster("gone", MakeNode("y").Obj()), cluster("ok", MakeNode("z").Obj())},
 			exclude:      map[string]string{"gone": "cluster agent offline"},
 			want:         []string{"ok"},
 			wantRejected: []string{"down", "gone"}, wantReason: "not Ready in Karmada",
 		},
 		"not Ready says why": {
 			app:          app(MakeComp("web").Obj()),
-			clusters:     []Cluster{{Name: "new", NotReady: "has not got the MLSysOpsApp API yet", Nodes: []Node{MakeNode("x").Obj()}}, cluster("ok", MakeNode("z").Obj())},
+			clusters:     []Cluster{{Name: "new", NotReady: "has not got the MLSysOpsApp API yet", Index: NewIndexOf([]Node{MakeNode("x").Obj()})}, cluster("ok", MakeNode("z").Obj())},
 			want:         []string{"ok"},
 			wantRejected: []string{"new"}, wantReason: "has not got the MLSysOpsApp API yet",
 		},
@@ -299,43 +298,6 @@ func TestPlacementIsDeterministic(t *testing.T) {
 		again, _ := PlaceComponent(Request{App: app(comp), Component: &comp}, nodes)
 		if diff := cmp.Diff(first, again); diff != "" {
 			t.Fatalf("run %d differs:\n%s", i, diff)
-		}
-	}
-}
-
-func BenchmarkPlaceComponent5000Nodes(b *testing.B) {
-	nodes := manyNodes("n", 5000)
-	for _, tc := range []struct {
-		name string
-		comp mlsysopsv1.Component
-	}{
-		{"gpu", MakeComp("infer").GPU("NVIDIA-H100-80GB-HBM3", 2).Obj()},
-		{"edge-arm64", MakeComp("sense").Arch("arm64").Layers("edge").Obj()},
-		{"cpu-3-replicas", MakeComp("web").CPU("2").Replicas(3).Obj()},
-	} {
-		b.Run(tc.name, func(b *testing.B) {
-			comp := tc.comp
-			req := Request{App: app(comp), Component: &comp}
-			b.ReportAllocs()
-			for i := 0; i < b.N; i++ {
-				if d, err := PlaceComponent(req, nodes); err != nil || !d.Feasible() {
-					b.Fatal(err, d.Reason())
-				}
-			}
-		})
-	}
-}
-
-func BenchmarkPlaceApp100Clusters(b *testing.B) {
-	clusters := make([]Cluster, 100)
-	for i := range clusters {
-		clusters[i] = Cluster{Name: fmt.Sprintf("c-%03d", i), Ready: true, Nodes: manyNodes(fmt.Sprintf("c%03d", i), 20)}
-	}
-	a := app(MakeComp("infer").GPU("NVIDIA-H100-80GB-HBM3", 2).Obj(), MakeComp("ui").CPU("1").Replicas(2).Obj())
-	b.ReportAllocs()
-	for i := 0; i < b.N; i++ {
-		if d, err := PlaceApp(AppRequest{App: a}, clusters); err != nil || !d.Feasible() {
-			b.Fatal(err, d.Reason())
 		}
 	}
 }

@@ -2,6 +2,7 @@ package placement
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -17,7 +18,7 @@ import (
 
 func pod(node string, phase corev1.PodPhase, req corev1.ResourceList) corev1.Pod {
 	return corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "p-" + node},
+		ObjectMeta: metav1.ObjectMeta{Name: "p-" + node + "-" + strings.ToLower(string(phase))},
 		Spec:       corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Resources: corev1.ResourceRequirements{Requests: req}}}},
 		Status:     corev1.PodStatus{Phase: phase},
 	}
@@ -66,8 +67,8 @@ func TestReportTotalsAndRoundTrip(t *testing.T) {
 	if err := json.Unmarshal(b, &got); err != nil {
 		t.Fatal(err)
 	}
-	back, err := NodesFromReport(&got)
-	if err != nil {
+	back := NewIndex()
+	if err := back.ApplyReport(&got, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	direct := []Node{h100, h100b, down, cordoned, tainted}
@@ -79,7 +80,7 @@ func TestReportTotalsAndRoundTrip(t *testing.T) {
 		app(MakeComp("edge").Arch("arm64").Obj()),
 	} {
 		d1, err1 := PlaceApp(AppRequest{App: a}, []Cluster{cluster("cloud-1", direct...)})
-		d2, err2 := PlaceApp(AppRequest{App: a}, []Cluster{cluster("cloud-1", back...)})
+		d2, err2 := PlaceApp(AppRequest{App: a}, []Cluster{{Name: "cloud-1", Ready: true, Index: back}})
 		if err1 != nil || err2 != nil {
 			t.Fatal(err1, err2)
 		}
@@ -91,8 +92,9 @@ func TestReportTotalsAndRoundTrip(t *testing.T) {
 
 func TestReportDropsOversizedNodeList(t *testing.T) {
 	var nodes []corev1.Node
-	for _, n := range manyNodes("n", 3000) {
-		n.Node.Labels["example.com/padding"] = strings.Repeat("x", 200)
+	for i, n := range manyNodes("n", 3000) {
+		// Every node different: no shape is shared.
+		n.Node.Labels["example.com/padding"] = fmt.Sprintf("%s-%d", strings.Repeat("x", 60), i)
 		nodes = append(nodes, *n.Node)
 	}
 	rep := Report("big", nodes, nil, time.Now())
@@ -104,13 +106,13 @@ func TestReportDropsOversizedNodeList(t *testing.T) {
 	}
 }
 
-func TestNodesFromReportRejectsBadValues(t *testing.T) {
+func TestApplyReportRejectsBadValues(t *testing.T) {
 	for name, nc := range map[string]messaging.NodeCapacity{
 		"allocatable": {Name: "a", Allocatable: map[string]string{"cpu": "lots"}},
 		"requested":   {Name: "a", Requested: map[string]string{"memory": "1Zz"}},
 		"taints":      {Name: "a", Taints: []string{"key=value:Sometimes"}},
 	} {
-		_, err := NodesFromReport(&messaging.CapacityReport{Cluster: "c", Nodes: []messaging.NodeCapacity{nc}})
+		err := NewIndex().ApplyReport(&messaging.CapacityReport{Cluster: "c", Nodes: []messaging.NodeCapacity{nc}}, time.Now())
 		if err == nil || !strings.Contains(err.Error(), "nodes[0] (a)."+name) {
 			t.Errorf("%s: error %v, want one naming nodes[0] (a).%s", name, err, name)
 		}

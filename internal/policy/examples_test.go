@@ -169,6 +169,20 @@ func TestExamplePolicies(t *testing.T) {
 					"action": map[string]any{"component": "c2"},
 					"app":    []any{map[string]any{"name": "demo", "cluster_placement": map[string]any{"cluster_id": []any{"c2"}}}},
 				}}},
+				// Two instances, on c1 and c2 (the user's list has both):
+				// both confirmed, neither dropped.
+				{at: 20 * time.Second, analyze: true, change: func(in *Inputs) {
+					in.Applications = []map[string]any{{"name": "demo", "cluster_placement": map[string]any{"cluster_id": []any{"c1", "c2"}, "instances": int64(2)}}}
+					in.Mechanisms = placedOn("c1", "c2")
+				}, plan: map[string]any{"clusterPlacement": map[string]any{
+					"action": map[string]any{"component": []any{"c1", "c2"}},
+					"app":    []any{map[string]any{"name": "demo", "cluster_placement": map[string]any{"cluster_id": []any{"c1", "c2"}, "instances": int64(2)}}},
+				}}},
+				// One of them leaves the user's list: the controller moves
+				// the application; nothing is confirmed until it has.
+				{at: 40 * time.Second, analyze: false, change: func(in *Inputs) {
+					in.Applications = []map[string]any{{"name": "demo", "cluster_placement": map[string]any{"cluster_id": []any{"c2"}}}}
+				}},
 			},
 		},
 		"node/policy-CPUFrequencyConfigurator.star": {

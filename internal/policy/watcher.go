@@ -329,17 +329,35 @@ func (w *Watcher) Run(ctx context.Context, handle func(Event)) error {
 
 	var notify <-chan fsnotify.Event
 	var notifyErr <-chan error
-	fw, err := fsnotify.NewWatcher()
-	if err != nil {
-		w.log.Warn("file-system notifications unavailable; polling the policy folder", "err", err, "interval", w.opts.PollInterval)
-	} else {
-		defer fw.Close()
-		notify, notifyErr = fw.Events, fw.Errors
-	}
-	watching := false
+	// The notifier is made once the folder exists: each takes one of the
+	// user's inotify instances (128 on many systems), which a thousand
+	// agents of one test process, all without a policy folder, would
+	// exhaust for every other process of the user.
+	var fw *fsnotify.Watcher
+	defer func() {
+		if fw != nil {
+			fw.Close()
+		}
+	}()
+	watching, warned := false, false
 	watch := func() {
-		if fw == nil || watching || w.opts.Dir == "" {
+		if watching || w.opts.Dir == "" {
 			return
+		}
+		if _, err := os.Stat(w.opts.Dir); err != nil {
+			return
+		}
+		if fw == nil {
+			var err error
+			if fw, err = fsnotify.NewWatcher(); err != nil {
+				fw = nil
+				if !warned {
+					warned = true
+					w.log.Warn("file-system notifications unavailable; polling the policy folder", "err", err, "interval", w.opts.PollInterval)
+				}
+				return
+			}
+			notify, notifyErr = fw.Events, fw.Errors
 		}
 		if err := fw.Add(w.opts.Dir); err == nil {
 			watching = true

@@ -371,6 +371,72 @@ func StartAgents(ctx context.Context, agents []*AgentProcess, progress func(name
 	return nil
 }
 
+// agents plans the agents of a testbed without real nodes (the scale
+// profile), which run as processes: nothing could run the continuum
+// agent's pod (see installMLSysOps). The binary in <bin>, accounts through
+// the testbed's ejabberd, its Redis and kubeconfig.
+func (tb *Testbed) agents() ([]*AgentProcess, AgentsConfig, error) {
+	cfg := AgentsConfig{
+		Binary: filepath.Join(tb.opts.BinDir, agentBinary), NodeBinary: filepath.Join(tb.opts.BinDir, nodeAgentBinary), Descriptions: tb.opts.Descriptions, StateDir: tb.l.state,
+		XMPPAddr: tb.ejabberd.C2SAddr(), XMPPDomain: tb.ejabberd.Domain(), XMPPCAFile: tb.ejabberd.CAFile(),
+		XMPPAdminURL: tb.ejabberd.APIURL(), XMPPAdminJID: tb.ejabberd.AdminJID(), XMPPAdminPasswordFile: tb.ejabberd.AdminPasswordFile(),
+		AccountsBinary: filepath.Join(tb.opts.BinDir, accountsBinary), AccountsListen: tb.l.addr(portAccounts),
+		ExtraAccounts: []string{northboundXMPPUser + "@" + tb.ejabberd.Domain() + "=" + tb.northboundPasswordFile()},
+		RedisAddr:     tb.redis.Addr(), RedisPassword: tb.redis.Password(), Kubeconfig: tb.l.path("kubeconfig"),
+		ListenBase: tb.l.port(portAgents),
+		// The northbound API pings agents and sets their mode.
+		Args: append([]string{"--xmpp-controllers", northboundXMPPUser + "@" + tb.ejabberd.Domain()}, tb.settings().agentArgs...),
+	}
+	as, err := PlanAgents(tb.set, cfg)
+	if err != nil || tb.settings().nodeAgents {
+		return as, cfg, err
+	}
+	// The profile runs no node agents.
+	kept := as[:0]
+	for _, a := range as {
+		if a.Layer != LayerNode {
+			kept = append(kept, a)
+		}
+	}
+	return kept, cfg, nil
+}
+
+// portAgents is the first process agent's HTTP port offset; agents take
+// the ports up to portMembers.
+const portAgents = 50
+
+// startAgents builds the agent binaries and starts the agents of a testbed
+// without real nodes as processes (see agents).
+func (tb *Testbed) startAgents(ctx context.Context) error {
+	root, err := RepoRoot()
+	if err != nil {
+		return err
+	}
+	as, cfg, err := tb.agents()
+	if err != nil {
+		return err
+	}
+	if len(as) > portMembers-portAgents {
+		return fmt.Errorf("%d agents: the testbed gives agents %d ports", len(as), portMembers-portAgents)
+	}
+	for _, b := range []struct {
+		build func(context.Context, string, string) error
+		out   string
+	}{{BuildAgent, cfg.Binary}, {BuildNodeAgent, cfg.NodeBinary}, {BuildAccounts, cfg.AccountsBinary}} {
+		if err := b.build(ctx, root, b.out); err != nil {
+			return err
+		}
+	}
+	if err := PrepareAgents(cfg, as); err != nil {
+		return err
+	}
+	if _, err := StartAccounts(ctx, cfg); err != nil {
+		return err
+	}
+	tb.progress("ready on http://%s: %d agent accounts kept in place, passwords in %s", accountsName, cfg.AccountsListen, len(as), tb.rel(tb.l.path("pki")))
+	return StartAgents(ctx, as, func(name, msg string) { tb.progress("%s", name, msg) })
+}
+
 // The agent executables the testbed builds for the tests' agents, as
 // `make build` does, and the accounts reconciler's.
 const (

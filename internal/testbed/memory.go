@@ -21,28 +21,13 @@ type ComponentMemory struct {
 // Memory reports the resident memory of every running component whose pid
 // file is in the state folder.
 func (tb *Testbed) Memory() ([]ComponentMemory, error) {
-	files, _ := filepath.Glob(tb.l.path("pids", "*.pid"))
-	files = append(files, tb.l.path("redis", "redis.pid"))
-	for _, e := range tb.ejabberdNodes(false) {
-		files = append(files, e.PIDFile())
+	us, err := tb.Usage()
+	if err != nil {
+		return nil, err
 	}
-	var out []ComponentMemory
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-		if err != nil {
-			continue
-		}
-		var total int64
-		for _, p := range append([]int{pid}, proc.Descendants(pid)...) {
-			total += rss(p)
-		}
-		if total > 0 {
-			out = append(out, ComponentMemory{Name: strings.TrimSuffix(filepath.Base(f), ".pid"), RSSBytes: total})
-		}
+	out := make([]ComponentMemory, len(us))
+	for i, u := range us {
+		out[i] = ComponentMemory{Name: u.Name, RSSBytes: u.RSSBytes}
 	}
 	return out, nil
 }
@@ -61,4 +46,71 @@ func rss(pid int) int64 {
 		}
 	}
 	return 0
+}
+
+// ComponentUsage is the resident memory and the CPU time so far of one
+// component, its child processes included.
+type ComponentUsage struct {
+	Name     string
+	RSSBytes int64
+	// CPUSeconds is user and system time since the component started.
+	CPUSeconds float64
+}
+
+// Usage reports the memory and CPU time of every running component whose
+// pid file is in the state folder (agents included).
+func (tb *Testbed) Usage() ([]ComponentUsage, error) {
+	files, _ := filepath.Glob(tb.l.path("pids", "*.pid"))
+	files = append(files, tb.l.path("redis", "redis.pid"))
+	for _, e := range tb.ejabberdNodes(false) {
+		files = append(files, e.PIDFile())
+	}
+	var out []ComponentUsage
+	for _, f := range files {
+		if u := PIDFileUsage(f); u.RSSBytes > 0 {
+			out = append(out, u)
+		}
+	}
+	return out, nil
+}
+
+// PIDFileUsage is the usage of the process a pid file names and of its
+// descendants; zero when it does not run. The name is the file's, without
+// .pid.
+func PIDFileUsage(file string) ComponentUsage {
+	u := ComponentUsage{Name: strings.TrimSuffix(filepath.Base(file), ".pid")}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return u
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return u
+	}
+	for _, p := range append([]int{pid}, proc.Descendants(pid)...) {
+		u.RSSBytes += rss(p)
+		u.CPUSeconds += cpuSeconds(p)
+	}
+	return u
+}
+
+// cpuSeconds is a process's user and system time (clock ticks of 1/100 s).
+func cpuSeconds(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command's closing parenthesis; utime and stime
+	// are the 12th and 13th of them.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 || i+2 > len(b) {
+		return 0
+	}
+	f := strings.Fields(string(b[i+2:]))
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseFloat(f[11], 64)
+	s, _ := strconv.ParseFloat(f[12], 64)
+	return (u + s) / 100
 }

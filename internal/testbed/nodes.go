@@ -2,9 +2,11 @@ package testbed
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -120,9 +122,9 @@ func (tb *Testbed) createNodes(ctx context.Context) error {
 		names := map[string]bool{}
 		for _, n := range want[cluster] {
 			names[n.Name] = true
-			if err := applyNode(ctx, cs, n); err != nil {
-				return fmt.Errorf("cluster %s: %w", cluster, err)
-			}
+		}
+		if err := applyNodes(ctx, cs, want[cluster]); err != nil {
+			return fmt.Errorf("cluster %s: %w", cluster, err)
 		}
 		existing, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -141,14 +143,10 @@ func (tb *Testbed) createNodes(ctx context.Context) error {
 		if _, err := cs.NodeV1().RuntimeClasses().Create(ctx, rc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("cluster %s: runtime class nvidia: %w", cluster, err)
 		}
-		if err := waitNodesReady(ctx, cs, names); err != nil {
+		if err := waitNodesReady(ctx, cs, names, tb.settings().nodesReadyTimeout); err != nil {
 			return fmt.Errorf("cluster %s: %w (see logs/%s-kwok.log)", cluster, err, cluster)
 		}
-		var list []string
-		for _, n := range want[cluster] {
-			list = append(list, n.Name)
-		}
-		tb.progress("%s Ready", "nodes of "+cluster, strings.Join(list, ", "))
+		tb.progress("%s Ready", "nodes of "+cluster, nodeList(want[cluster]))
 	}
 	return nil
 }
@@ -205,13 +203,21 @@ func nodeLabels(cur, want map[string]string) map[string]string {
 	return out
 }
 
-func waitNodesReady(ctx context.Context, cs kubernetes.Interface, names map[string]bool) error {
+func waitNodesReady(ctx context.Context, cs kubernetes.Interface, names map[string]bool, timeout time.Duration) error {
 	var notReady []string
-	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		// One list, not a read per node: clusters have thousands.
+		list, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: KWOKLabel})
+		if err != nil {
+			return false, nil
+		}
+		ready := map[string]bool{}
+		for i := range list.Items {
+			ready[list.Items[i].Name] = nodeReady(&list.Items[i])
+		}
 		notReady = notReady[:0]
 		for name := range names {
-			n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-			if err != nil || !nodeReady(n) {
+			if !ready[name] {
 				notReady = append(notReady, name)
 			}
 		}
@@ -219,9 +225,54 @@ func waitNodesReady(ctx context.Context, cs kubernetes.Interface, names map[stri
 	})
 	if err != nil {
 		sort.Strings(notReady)
+		if len(notReady) > 20 {
+			notReady = append(notReady[:20], fmt.Sprintf("and %d more", len(notReady)-20))
+		}
 		return fmt.Errorf("nodes not Ready: %s", strings.Join(notReady, ", "))
 	}
 	return nil
+}
+
+// applyNodes applies the nodes, several at a time: clusters of the scale
+// profile have thousands.
+func applyNodes(ctx context.Context, cs kubernetes.Interface, nodes []*corev1.Node) error {
+	work := make(chan *corev1.Node)
+	errs := make(chan error, len(nodes))
+	var wg sync.WaitGroup
+	for range min(16, len(nodes)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := range work {
+				errs <- applyNode(ctx, cs, n)
+			}
+		}()
+	}
+	for _, n := range nodes {
+		work <- n
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	var all []error
+	for err := range errs {
+		if err != nil {
+			all = append(all, err)
+		}
+	}
+	return errors.Join(all...)
+}
+
+// nodeList names nodes for progress lines, the first few of many.
+func nodeList(nodes []*corev1.Node) string {
+	var names []string
+	for _, n := range nodes {
+		names = append(names, n.Name)
+	}
+	if len(names) > 8 {
+		return fmt.Sprintf("%s and %d more", strings.Join(names[:8], ", "), len(names)-8)
+	}
+	return strings.Join(names, ", ")
 }
 
 func nodeReady(n *corev1.Node) bool {

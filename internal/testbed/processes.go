@@ -149,7 +149,8 @@ func (tb *Testbed) prepare() (*plan, error) {
 	}
 
 	p := &plan{etcd: tb.etcd()}
-	kcmControllers := "*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-route,-persistentvolume-binder,-persistentvolume-expander,-attachdetach"
+	kcmControllers := kcmMemberControllers
+	prof := tb.settings()
 	for _, e := range entries {
 		port := tb.l.port(portHostAPIServer)
 		var extra []string
@@ -162,6 +163,7 @@ func (tb *Testbed) prepare() (*plan, error) {
 		default:
 			port = tb.l.memberPort(tb.memberIndex(e.name), memberAPIServer)
 			tokenFile = tokens
+			extra = prof.memberAPIServer
 		}
 		p.apiservers = append(p.apiservers, tb.apiServerProcess(apiServer{name: componentPrefix(e.name), port: port, tokens: tokenFile, extra: extra, certFile: apiCert, keyFile: apiKey}))
 		kcmKubeconfig, err := kubeconfigFor(e, kcmCert, kcmKey, "kcm")
@@ -190,13 +192,13 @@ func (tb *Testbed) prepare() (*plan, error) {
 				return nil, err
 			}
 			p.managers = append(p.managers,
-				tb.kcmProcess(e.name, tb.l.memberPort(i, memberKCM), kcmKubeconfig, kcmControllers,
-					"--node-monitor-grace-period=20s", "--node-monitor-period=2s",
-					// Hundreds of applications arrive at once in the
-					// benchmarks: the defaults (20 QPS) would be the
-					// bottleneck, not MLSysOps.
-					"--kube-api-qps=200", "--kube-api-burst=400",
-					"--concurrent-deployment-syncs=10", "--concurrent-replicaset-syncs=10", "--concurrent-namespace-syncs=10"),
+				tb.kcmProcess(e.name, tb.l.memberPort(i, memberKCM), kcmKubeconfig, prof.memberKCMControllers,
+					append(prof.memberKCM,
+						// Hundreds of applications arrive at once in the
+						// benchmarks: the defaults (20 QPS) would be the
+						// bottleneck, not MLSysOps.
+						"--kube-api-qps=200", "--kube-api-burst=400",
+						"--concurrent-deployment-syncs=10", "--concurrent-replicaset-syncs=10", "--concurrent-namespace-syncs=10")...),
 				tb.schedulerProcess(e.name, tb.l.memberPort(i, memberScheduler), schedKubeconfig),
 				tb.kwokProcess(e.name, i, adminKubeconfig))
 		}
@@ -237,7 +239,7 @@ func (tb *Testbed) prepare() (*plan, error) {
 		}, servesTLS(tb.l.url(portKarmadaWebhook)+"/", c.ca.CertFile)),
 	}
 	p.karmadaCtl = []*proc.Process{
-		tb.process("karmada-controller-manager", "karmada-controller-manager", []string{
+		tb.process("karmada-controller-manager", "karmada-controller-manager", append([]string{
 			"--kubeconfig=" + karmadaKubeconfig,
 			"--leader-elect=false",
 			"--metrics-bind-address=" + tb.l.addr(portKarmadaCMMetric),
@@ -253,7 +255,7 @@ func (tb *Testbed) prepare() (*plan, error) {
 			"--cluster-api-qps=200", "--cluster-api-burst=400",
 			"--rate-limiter-qps=200", "--rate-limiter-bucket-size=1000",
 			"--concurrent-resourcebinding-syncs=10", "--concurrent-work-syncs=10", "--concurrent-resource-template-syncs=10",
-		}, httpReady("http://"+tb.l.addr(portKarmadaCMHealth)+"/healthz")),
+		}, prof.karmadaCM...), httpReady("http://"+tb.l.addr(portKarmadaCMHealth)+"/healthz")),
 		tb.process("karmada-scheduler", "karmada-scheduler", []string{
 			"--kubeconfig=" + karmadaKubeconfig,
 			"--leader-elect=false",
@@ -289,7 +291,7 @@ func (tb *Testbed) kwokProcess(cluster string, i int, kubeconfig string) *proc.P
 		"--manage-nodes-with-label-selector=" + KWOKLabel + "=fake",
 		"--cidr=" + tb.net.KWOKCIDR(i),
 		"--node-ip=" + tb.net.KWOKNodeIP(i),
-		"--node-lease-duration-seconds=20",
+		tb.settings().kwokLeaseFlag(),
 		"--server-address=" + fmt.Sprintf("127.0.0.1:%d", tb.l.memberPort(i, memberKwok)),
 	}, httpReady(fmt.Sprintf("http://127.0.0.1:%d/healthz", tb.l.memberPort(i, memberKwok))))
 }

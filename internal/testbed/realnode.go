@@ -80,7 +80,7 @@ func descriptionKind(labels []string) string {
 // planRealNodes lists the real nodes: the host's first, then each member
 // cluster's by name.
 func (tb *Testbed) planRealNodes() ([]*realNode, error) {
-	if tb.opts.KWOKOnly {
+	if tb.opts.KWOKOnly || !tb.settings().realNodes {
 		return nil, nil
 	}
 	var out []*realNode

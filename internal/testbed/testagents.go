@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -30,6 +32,12 @@ type TestAgentsOptions struct {
 	// Args are added to every agent's command line (after the defaults,
 	// so they win).
 	Args []string
+	// Descriptions is the description folder; empty is the checkout's
+	// descriptions/ (the shared testbed's).
+	Descriptions string
+	// Only, when set, runs node agents for these nodes alone (the others
+	// run elsewhere, or not at all); Nodes is then implied.
+	Only []string
 	// AccountsArgs are added to the accounts reconciler's command line.
 	AccountsArgs []string
 	// Replicas, when above 1, runs the continuum and cluster agents as
@@ -150,9 +158,23 @@ func StartTestAgents(t testing.TB, env *Env, opts TestAgentsOptions) *TestAgents
 		t.Fatal(err)
 	}
 	descs := filepath.Join(root, "descriptions")
+	if opts.Descriptions != "" {
+		descs = opts.Descriptions
+	}
 	set, err := description.LoadDir(descs)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if opts.Only != nil {
+		// Agents are planned (and given ports) for these nodes alone.
+		only := *set
+		only.Nodes = nil
+		for _, n := range set.Nodes {
+			if slices.Contains(opts.Only, n.Name) {
+				only.Nodes = append(only.Nodes, n)
+			}
+		}
+		set, opts.Nodes = &only, true
 	}
 	a := &TestAgents{t: t, byName: map[string]*AgentProcess{}, replicas: map[string][]*AgentProcess{}}
 	full, node := TestAgentBinary(t)
@@ -170,7 +192,7 @@ func StartTestAgents(t testing.TB, env *Env, opts TestAgentsOptions) *TestAgents
 		AccountsBinary: TestAccountsBinary(t), AccountsListen: "127.0.0.1:" + strconv.Itoa(FreePorts(t, 1)),
 		AccountsArgs: opts.AccountsArgs,
 		RedisAddr:    env.RedisAddr, RedisPassword: env.RedisPassword, Kubeconfig: env.Kubeconfig,
-		ListenBase: FreePorts(t, 1+max(opts.Replicas, 1)*(1+len(set.Clusters))+len(set.Nodes)),
+		ListenBase: FreePorts(t, 1+max(opts.Replicas, 1)*(1+len(set.Clusters))+agentPorts(opts.Nodes, len(set.Nodes))),
 		Replicas:   opts.Replicas, ReplicaArgs: opts.ReplicaArgs,
 		// Quick liveness, so failures are noticed within seconds.
 		// Profiles on the loopback listener, for benchmarks.
@@ -230,6 +252,15 @@ func StartTestAgents(t testing.TB, env *Env, opts TestAgentsOptions) *TestAgents
 		t.Fatal(err)
 	}
 	return a
+}
+
+// agentPorts is how many ports node agents take: the ports follow the
+// continuum's and the clusters' in plan order.
+func agentPorts(nodeAgents bool, nodes int) int {
+	if nodeAgents {
+		return nodes
+	}
+	return 0
 }
 
 // Replicas returns every replica of the agent of a layer and name (one
@@ -307,6 +338,69 @@ func (a *TestAgents) Start(layer, name string) {
 	if err := StartAgents(ctx, []*AgentProcess{ag}, nil); err != nil {
 		a.t.Fatal(err)
 	}
+}
+
+// StopAll stops every agent (for a comparison without them); StartAll
+// starts them again.
+func (a *TestAgents) StopAll() {
+	a.t.Helper()
+	for i := len(a.All) - 1; i >= 0; i-- {
+		if err := a.All[i].Stop(10 * time.Second); err != nil {
+			a.t.Fatal(err)
+		}
+	}
+}
+
+// StartAll starts every agent that is not running, layer by layer, and
+// waits until they are ready.
+func (a *TestAgents) StartAll() {
+	a.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := StartAgents(ctx, a.All, nil); err != nil {
+		a.t.Fatal(err)
+	}
+}
+
+// WaitCapacityReports waits until the continuum agent holds a fresh
+// capacity report, with its node list, of every cluster named: agents
+// just started have not sent them yet, and placement reads the members
+// through Karmada meanwhile.
+func (a *TestAgents) WaitCapacityReports(clusters []string) {
+	a.t.Helper()
+	var cont *AgentProcess
+	for _, ag := range a.All {
+		if ag.Layer == LayerContinuum {
+			cont = ag
+		}
+	}
+	if cont == nil || cont.URL() == "" {
+		a.t.Fatal("no continuum agent with a status endpoint")
+	}
+	deadline := time.Now().Add(3 * time.Minute)
+	for time.Now().Before(deadline) {
+		var st struct {
+			Reports map[string]struct {
+				Fresh  bool `json:"fresh"`
+				Listed int  `json:"nodes_listed"`
+			} `json:"capacity_reports"`
+		}
+		if resp, err := http.Get(cont.URL() + "/status"); err == nil {
+			err = json.NewDecoder(resp.Body).Decode(&st)
+			resp.Body.Close()
+			fresh := 0
+			for _, c := range clusters {
+				if r := st.Reports[c]; err == nil && r.Fresh && r.Listed > 0 {
+					fresh++
+				}
+			}
+			if fresh == len(clusters) {
+				return
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	a.t.Fatalf("the continuum agent has no fresh capacity report of each of %v after 3 minutes", clusters)
 }
 
 // Log returns the last n lines of an agent's log.

@@ -47,6 +47,9 @@ type Options struct {
 	// realnode.go). Real nodes need root, containerd, runc and the CNI
 	// plugins (`make deps`).
 	KWOKOnly bool
+	// Profile tunes the control planes and agents for the size of the
+	// continuum (profile.go); empty is ProfileDefault.
+	Profile Profile
 	// XMPPNodes is the number of ejabberd nodes, joined into one cluster
 	// when more than one (see services.NewEjabberdCluster); every agent
 	// and the northbound API get every node's address. Zero keeps what
@@ -73,6 +76,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Descriptions == "" {
 		errs = append(errs, errors.New("descriptions directory: must not be empty"))
+	}
+	if err := o.Profile.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if o.XMPPNodes < 0 || o.XMPPNodes > services.MaxEjabberdNodes {
 		errs = append(errs, fmt.Errorf("XMPP nodes %d: want 1 to %d (0: as the state folder last ran)", o.XMPPNodes, services.MaxEjabberdNodes))
@@ -269,16 +275,30 @@ func (tb *Testbed) Up(ctx context.Context) (*Env, error) {
 	if err := tb.startMLConnector(ctx, imgs); err != nil {
 		return nil, fmt.Errorf("ML connector: %w", err)
 	}
-	if err := tb.startKwoklets(ctx, imgs); err != nil {
-		return nil, err
+	installed := tb.settings().realNodes && !tb.opts.KWOKOnly
+	if installed && tb.settings().nodeAgents {
+		if err := tb.startKwoklets(ctx, imgs); err != nil {
+			return nil, err
+		}
 	}
 	if err := tb.writeEnv(); err != nil {
 		return nil, err
 	}
 	if !tb.opts.SkipAgents && !testing.Testing() {
-		if err := tb.installMLSysOps(ctx); err != nil {
+		// The deployer installs MLSysOps where a node can run the
+		// continuum agent's pod; without real nodes (the scale profile)
+		// the agents run as processes.
+		install := tb.installMLSysOps
+		if !installed && tb.opts.Profile == ProfileScale {
+			install = tb.startAgents
+		}
+		if err := install(ctx); err != nil {
 			return nil, fmt.Errorf("install MLSysOps: %w", err)
 		}
+		if err := tb.waitPlaceable(ctx, 3*time.Minute); err != nil {
+			return nil, err
+		}
+		tb.progress("%s", "placement", "every member cluster serves the MLSysOps API")
 	}
 	fmt.Fprintf(tb.opts.Out, "ready in %.1fs. Use it with:\n  . %s\n  kubectl --context karmada-apiserver get clusters\n",
 		time.Since(start).Seconds(), tb.rel(tb.l.path("env")))

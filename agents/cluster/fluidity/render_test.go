@@ -47,7 +47,7 @@ func exampleContinuum(t *testing.T) []placement.Cluster {
 	}
 	var out []placement.Cluster
 	for _, c := range set.Clusters {
-		out = append(out, placement.Cluster{Name: c.Name, Ready: true, Nodes: byCluster[c.Name]})
+		out = append(out, placement.Cluster{Name: c.Name, Ready: true, Index: placement.NewIndexOf(byCluster[c.Name])})
 	}
 	return out
 }
@@ -76,17 +76,17 @@ func TestRenderGolden(t *testing.T) {
 			if err != nil || !cd.Feasible() {
 				t.Fatalf("example app fits nowhere: %v %s", err, cd.Reason())
 			}
-			var nodes []placement.Node
+			var nodes *placement.Index
 			for _, c := range continuum {
 				if c.Name == cd.Clusters[0] {
-					nodes = c.Nodes
+					nodes = c.Index
 				}
 			}
 			var out bytes.Buffer
 			fmt.Fprintf(&out, "# cluster: %s\n", cd.Clusters[0])
 			for i := range app.Spec.Components {
 				comp := &app.Spec.Components[i]
-				d, err := placement.PlaceComponent(placement.Request{App: &app.Spec, Component: comp}, nodes)
+				d, err := nodes.Place(placement.Request{App: &app.Spec, Component: comp})
 				if err != nil || !d.Feasible() {
 					t.Fatalf("component %s: %v %s", comp.Metadata.Name, err, d.Reason())
 				}

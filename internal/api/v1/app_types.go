@@ -727,9 +727,12 @@ type MLSysOpsAppStatus struct {
 	// Message explains the phase to a person.
 	// +optional
 	Message string `json:"message,omitempty"`
-	// Components is the placement of each component.
+	// Components is the placement of each component, one entry per
+	// component and cluster (an application on several clusters has the
+	// same component in each).
 	// +listType=map
 	// +listMapKey=name
+	// +listMapKey=cluster
 	// +optional
 	Components []ComponentStatus `json:"components,omitempty"`
 	// Conditions: Placed, Ready, Valid.
@@ -743,7 +746,8 @@ type MLSysOpsAppStatus struct {
 type ComponentStatus struct {
 	// Name of the component.
 	Name string `json:"name"`
-	// Cluster the component is placed on.
+	// Cluster the component is placed on (empty while it is on none).
+	// +kubebuilder:default=""
 	// +optional
 	Cluster string `json:"cluster,omitempty"`
 	// Nodes running the component's replicas.

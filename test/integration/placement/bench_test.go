@@ -6,7 +6,6 @@ import (
 	"os"
 	"sort"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -44,26 +43,13 @@ func runningTimes(b *testing.B, a *agents, n int, prefix string) ([]time.Duratio
 		b.Fatal(err)
 	}
 	defer w.Stop()
-	submitted := make(map[string]time.Time, n)
-	var mu sync.Mutex
-	start := time.Now()
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 16)
-	for i := 0; i < n; i++ {
-		name := fmt.Sprintf("%s-%04d", prefix, i)
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			mu.Lock()
-			submitted[name] = time.Now()
-			mu.Unlock()
-			if err := a.karmada.Create(ctx, smallApp(name)); err != nil {
-				b.Error(err)
-			}
-		}()
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("%s-%04d", prefix, i)
 	}
+	burst := testbed.StartBurst(names, 16, func(name string) error { return a.karmada.Create(ctx, smallApp(name)) },
+		func(_ string, err error) { b.Error(err) })
+	defer burst.Wait()
 	var lat []time.Duration
 	done := map[string]bool{}
 	deadline := time.After(15 * time.Minute)
@@ -74,20 +60,17 @@ func runningTimes(b *testing.B, a *agents, n int, prefix string) ([]time.Duratio
 			if !ok || ev.Type == watch.Deleted || app.Status.Phase != mlsysopsv1.AppRunning || done[app.Name] {
 				continue
 			}
-			mu.Lock()
-			at, ok := submitted[app.Name]
-			mu.Unlock()
+			since, ok := burst.Since(app.Name)
 			if !ok {
 				continue
 			}
 			done[app.Name] = true
-			lat = append(lat, time.Since(at))
+			lat = append(lat, since)
 		case <-deadline:
 			b.Fatalf("%d of %d apps Running after 15 minutes", len(done), n)
 		}
 	}
-	wg.Wait()
-	return lat, time.Since(start)
+	return lat, time.Since(burst.Start)
 }
 
 func (a *agents) watch(ctx context.Context, list *mlsysopsv1.MLSysOpsAppList) (watch.Interface, error) {
