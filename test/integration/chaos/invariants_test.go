@@ -265,8 +265,11 @@ func (r *run) desired(ctx context.Context, a *mlsysopsv1.MLSysOpsApp, mark strin
 		}
 		want[c.Cluster] = append(want[c.Cluster], c.Name)
 	}
-	if len(a.Status.Components) != len(a.Spec.Components) {
-		return fmt.Errorf("status has %d components, the spec %d", len(a.Status.Components), len(a.Spec.Components))
+	// A component placed on several clusters is listed once per cluster.
+	for _, c := range a.Spec.Components {
+		if !slices.ContainsFunc(a.Status.Components, func(s mlsysopsv1.ComponentStatus) bool { return s.Name == c.Metadata.Name }) {
+			return fmt.Errorf("component %s placed nowhere in the status", c.Metadata.Name)
+		}
 	}
 	var pps policyv1alpha1.PropagationPolicyList
 	if err := r.karmada.List(ctx, &pps, client.InNamespace(mlsysopsv1.Namespace), client.MatchingLabels{mlsysopsv1.LabelApp: a.Name}); err != nil {
