@@ -41,7 +41,7 @@ DESCRIPTIONS = $(STATE)/descriptions
 endif
 SCALE_ENV := MLSYSOPS_SCALE_STATE=$(abspath $(SCALE_STATE)) MLSYSOPS_SCALE_PORT_BASE=$(SCALE_PORT_BASE)
 
-.PHONY: all deps images up down status build test test-unit test-integration test-redis-modes test-count bench bench-readme generate manifests verify vulncheck lint clean
+.PHONY: all deps images up down status build test test-unit test-integration test-redis-modes test-count chaos bench bench-readme generate manifests verify vulncheck lint clean
 
 all: build
 
@@ -115,6 +115,23 @@ test-redis-modes:
 	done; \
 	exit $$status
 
+## chaos: the soak (test/integration/chaos): a steady workload through the
+## test testbed while seeded faults kill, pause and restart agents and the
+## testbed's components, make nodes NotReady and remove them, for
+## CHAOS_DURATION (default 30m); the invariants are checked throughout and at
+## the end, and every violation names the seed. SEED=N replays a run's plan of
+## operations and faults. Built with the tag chaos, so `make test` does not
+## run it: it still finds violations (README, The chaos soak).
+CHAOS_DURATION ?= 30m
+SEED ?=
+chaos:
+	@status=0; \
+	MLSYSOPS_CHAOS_DURATION=$(CHAOS_DURATION) MLSYSOPS_CHAOS_SEED=$(SEED) \
+	MLSYSOPS_TESTBED_STATE=$(abspath $(TEST_STATE)) MLSYSOPS_TESTBED_PORT_BASE=$(TEST_PORT_BASE) \
+	  $(GO) test -tags chaos -race -count=1 -p 1 -v -run '^TestChaos$$' -timeout 24h ./test/integration/chaos/ || status=$$?; \
+	$(TESTBED) down --state $(TEST_STATE) --port-base $(TEST_PORT_BASE) >/dev/null || true; \
+	exit $$status
+
 ## test-unit: tests that need no testbed
 test-unit:
 	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v -e /test/integration -e /internal/testbed)
@@ -184,6 +201,7 @@ lint:
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags nodeagent ./...
+	$(GO) vet -tags chaos ./test/integration/chaos/
 	bash hack/check-imports.sh
 
 clean:

@@ -62,6 +62,12 @@ type AppReconciler struct {
 	// them at the agent's MAPE engine.
 	AppSeen func(ctx context.Context, app *mlsysopsv1.MLSysOpsApp)
 	AppGone func(ctx context.Context, name string)
+	// SweepInterval is how often statuses of applications gone from
+	// Karmada are swept while the agent runs (default DefaultSweepInterval):
+	// a status written after its application's removal was reported (a
+	// mirror of a stale read, a removal reported while Redis was down)
+	// has no reconcile left to remove it.
+	SweepInterval time.Duration
 
 	resync kube.Resyncer
 	// passes records what each successful pass read.
@@ -72,6 +78,9 @@ type AppReconciler struct {
 	// it serialises the decisions, so each sees those before it.
 	assumed *placement.Assumed
 }
+
+// DefaultSweepInterval is AppReconciler.SweepInterval's default.
+const DefaultSweepInterval = time.Minute
 
 // AssumeTTL is how long a placement is counted against its clusters'
 // reported capacity when its application is never seen running.
@@ -114,12 +123,24 @@ func (r *AppReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: rb.Spec.Resource.Namespace, Name: rb.Spec.Resource.Name}}}
 	})
 	// Once the caches have synced, statuses of applications deleted while
-	// the agent was down are swept.
+	// the agent was down are swept, and then every SweepInterval those
+	// that a lost or late write left behind.
 	err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-		if mgr.GetCache().WaitForCacheSync(ctx) {
-			r.sweep(ctx, mgr.GetAPIReader())
+		if !mgr.GetCache().WaitForCacheSync(ctx) {
+			return nil
 		}
-		return nil
+		every := r.SweepInterval
+		if every <= 0 {
+			every = DefaultSweepInterval
+		}
+		for {
+			r.sweep(ctx, mgr.GetAPIReader())
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(every):
+			}
+		}
 	}))
 	if err != nil {
 		return err

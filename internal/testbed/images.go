@@ -93,5 +93,19 @@ func (tb *Testbed) ensureImages(ctx context.Context) *builtImages {
 	return b
 }
 
+// builtImagesAsIs returns the images bin/images holds, whatever version of
+// the checkout built them, and builds them (ensureImages) only when there
+// are none: a restart of one component must not wait for a rebuild.
+func (tb *Testbed) builtImagesAsIs(ctx context.Context) *builtImages {
+	dir := tb.imagesDir()
+	m, err := images.LoadManifest(dir)
+	if err != nil {
+		return tb.ensureImages(ctx)
+	}
+	b := &builtImages{done: make(chan struct{}), m: m, archive: filepath.Join(dir, images.ArchiveFile)}
+	close(b.done)
+	return b
+}
+
 // ImagesDir is the folder with the images the real nodes import.
 func (tb *Testbed) ImagesDir() string { return tb.imagesDir() }

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -439,8 +440,17 @@ type ComponentStatus struct {
 	LogFile string
 }
 
-// Status reports every component of the plan: running, pid, ready.
-func (tb *Testbed) Status(ctx context.Context) ([]ComponentStatus, error) {
+// component is one process of the testbed as Status and Signal see it.
+type component struct {
+	name  string
+	log   string
+	pid   func() (int, bool)
+	ready func(context.Context) error
+}
+
+// components lists every process of the plan: control planes, services,
+// real nodes' processes and kwoklets.
+func (tb *Testbed) components() ([]component, error) {
 	p, err := tb.prepare()
 	if err != nil {
 		return nil, err
@@ -453,45 +463,111 @@ func (tb *Testbed) Status(ctx context.Context) ([]ComponentStatus, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []ComponentStatus
+	var out []component
 	for _, pr := range p.all() {
-		out = append(out, tb.probe(ctx, pr.Name, pr.LogFile, pr.Pid, pr.Ready))
+		out = append(out, component{pr.Name, pr.LogFile, pr.Pid, pr.Ready})
 	}
-	type service struct {
-		name    string
-		pid     func() (int, bool)
-		healthy func(context.Context) error
-		log     string
-	}
-	svcs := []service{
-		{"redis", tb.redis.Pid, tb.redis.Healthy, tb.redis.LogFile()},
-		{"postgres", pg.Pid, pg.Healthy, pg.LogFile()},
-		{"ejabberd", tb.ejabberd.Pid, tb.ejabberd.Healthy, tb.ejabberd.LogFile()},
-	}
-	for i, e := range tb.ejabberdPeers {
-		svcs = append(svcs, service{fmt.Sprintf("ejabberd-%d", i+2), e.Pid, e.Healthy, e.LogFile()})
-	}
-	svcs = append(svcs,
-		service{northboundName, tb.northboundPid, tb.northboundHealthy, tb.l.path("logs", northboundName+".log")},
-		service{"s3", s3.Pid, s3.Healthy, s3.LogFile()},
-		service{mlconnectorName, tb.mlconnectorPid, tb.mlconnectorHealthy, tb.l.path("logs", mlconnectorName+".log")},
+	out = append(out,
+		component{"redis", tb.redis.LogFile(), tb.redis.Pid, tb.redis.Healthy},
+		component{"postgres", pg.LogFile(), pg.Pid, pg.Healthy},
+		component{"ejabberd", tb.ejabberd.LogFile(), tb.ejabberd.Pid, tb.ejabberd.Healthy},
 	)
-	for _, svc := range svcs {
-		if svc.name == mlconnectorName && tb.installsMLSysOps() {
-			continue // installed: `go run ./deployments status` reports it
-		}
-		out = append(out, tb.probe(ctx, svc.name, svc.log, svc.pid, svc.healthy))
+	for i, e := range tb.ejabberdPeers {
+		out = append(out, component{fmt.Sprintf("ejabberd-%d", i+2), e.LogFile(), e.Pid, e.Healthy})
+	}
+	out = append(out,
+		component{northboundName, tb.l.path("logs", northboundName+".log"), tb.northboundPid, tb.northboundHealthy},
+		component{"s3", s3.LogFile(), s3.Pid, s3.Healthy},
+	)
+	if !tb.installsMLSysOps() { // installed: `go run ./deployments status` reports it
+		out = append(out, component{mlconnectorName, tb.l.path("logs", mlconnectorName+".log"), tb.mlconnectorPid, tb.mlconnectorHealthy})
 	}
 	for _, n := range tb.real {
 		for _, pr := range tb.nodeProcesses(n) {
-			out = append(out, tb.probe(ctx, pr.Name, pr.LogFile, pr.Pid, pr.Ready))
+			out = append(out, component{pr.Name, pr.LogFile, pr.Pid, pr.Ready})
 		}
 	}
 	for _, k := range tb.kwokletProcesses() {
 		// A running kwoklet is ready: it has no endpoint of its own.
-		out = append(out, tb.probe(ctx, k.Name, k.LogFile, k.Pid, func(context.Context) error { return nil }))
+		out = append(out, component{k.Name, k.LogFile, k.Pid, func(context.Context) error { return nil }})
 	}
 	return out, nil
+}
+
+// Status reports every component of the plan: running, pid, ready.
+func (tb *Testbed) Status(ctx context.Context) ([]ComponentStatus, error) {
+	cs, err := tb.components()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ComponentStatus, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, tb.probe(ctx, c.name, c.log, c.pid, c.ready))
+	}
+	return out, nil
+}
+
+// Signal sends sig to one running component (a name Status reports) and
+// its descendants: SIGKILL crashes it (Up starts it again), SIGSTOP
+// pauses it until SIGCONT. It returns the pid signalled.
+func (tb *Testbed) Signal(name string, sig syscall.Signal) (int, error) {
+	cs, err := tb.components()
+	if err != nil {
+		return 0, err
+	}
+	var names []string
+	for _, c := range cs {
+		if c.name != name {
+			names = append(names, c.name)
+			continue
+		}
+		pid, ok := c.pid()
+		if !ok {
+			return 0, fmt.Errorf("%s is not running", name)
+		}
+		proc.SignalTree(pid, sig)
+		return pid, nil
+	}
+	return 0, fmt.Errorf("no component %s (have %s)", name, strings.Join(names, ", "))
+}
+
+// RestartNodes names, for Restart, the described nodes: it creates those
+// missing from their clusters.
+const RestartNodes = "nodes"
+
+// Restart starts one component (a name Status reports) again when it is
+// not running or not ready, as Up would, without Up's pass over every
+// other component and the images: a component a fault killed is back in
+// seconds rather than minutes. RestartNodes creates the described nodes
+// missing from their clusters.
+func (tb *Testbed) Restart(ctx context.Context, name string) error {
+	p, err := tb.prepare()
+	if err != nil {
+		return err
+	}
+	for _, pr := range p.all() {
+		if pr.Name == name {
+			return tb.startAll(ctx, []*proc.Process{pr})
+		}
+	}
+	switch name {
+	case "redis":
+		return tb.redis.Start(ctx)
+	case "postgres", "ejabberd":
+		return tb.startXMPP(ctx)
+	case northboundName:
+		// Its XMPP account needs ejabberd's admin, which startXMPP
+		// loads (and starts, when down).
+		if err := tb.startXMPP(ctx); err != nil {
+			return err
+		}
+		return tb.startNorthbound(ctx)
+	case mlconnectorName:
+		return tb.startMLConnector(ctx, tb.builtImagesAsIs(ctx))
+	case RestartNodes:
+		return tb.createNodes(ctx)
+	}
+	return fmt.Errorf("no component %s to restart", name)
 }
 
 // probe reports one component: its pid, whether it runs and, when it

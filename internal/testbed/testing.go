@@ -121,14 +121,59 @@ func StopSharedCluster(t testing.TB, name string) {
 // waits until every member cluster is Ready again.
 func RestoreShared(t testing.TB) {
 	t.Helper()
-	if err := withShared(func(tb *Testbed) error {
-		ctx, cancel := context.WithTimeout(context.Background(), sharedUpTimeout)
+	if err := RestoreSharedContext(context.Background()); err != nil {
+		t.Fatalf("restore the shared testbed: %v", err)
+	}
+}
+
+// RestoreSharedContext is RestoreShared for callers without a test (a
+// goroutine of a test, which must not call t.Fatal).
+func RestoreSharedContext(ctx context.Context) error {
+	return withShared(func(tb *Testbed) error {
+		ctx, cancel := context.WithTimeout(ctx, sharedUpTimeout)
 		defer cancel()
 		_, err := tb.Up(ctx)
 		return err
-	}); err != nil {
-		t.Fatalf("restore the shared testbed: %v", err)
-	}
+	})
+}
+
+// RestartShared starts one component of the shared testbed again when it
+// is not running (Testbed.Restart).
+func RestartShared(ctx context.Context, name string) error {
+	return withShared(func(tb *Testbed) error { return tb.Restart(ctx, name) })
+}
+
+// SignalShared sends sig to one component of the shared testbed (a name
+// SharedComponents lists) and its descendants, and returns the pid
+// signalled: SIGKILL crashes it until RestoreShared, SIGSTOP pauses it
+// until the pid gets SIGCONT (proc.SignalTree).
+func SignalShared(name string, sig syscall.Signal) (int, error) {
+	var pid int
+	err := withShared(func(tb *Testbed) error {
+		var err error
+		pid, err = tb.Signal(name, sig)
+		return err
+	})
+	return pid, err
+}
+
+// SharedComponents lists the names of the shared testbed's components
+// that run now (Testbed.Status's names).
+func SharedComponents() ([]string, error) {
+	var out []string
+	err := withShared(func(tb *Testbed) error {
+		cs, err := tb.components()
+		if err != nil {
+			return err
+		}
+		for _, c := range cs {
+			if _, ok := c.pid(); ok {
+				out = append(out, c.name)
+			}
+		}
+		return nil
+	})
+	return out, err
 }
 
 // sharedUpTimeout bounds an up of the shared testbed so that a hang fails

@@ -569,24 +569,26 @@ func (m *Manager) observe(ctx context.Context, d row) {
 }
 
 func (m *Manager) remove(ctx context.Context, d row) {
-	if d.submitted > 0 {
-		app, err := m.nb.Get(ctx, d.DeploymentID)
-		switch {
-		case client.IsNotFound(err):
-		case err != nil:
-			return
-		default:
-			if app.Phase != string(mlsysopsv1.AppRemoving) {
-				if err := m.nb.Remove(ctx, d.DeploymentID, "mlc-"+d.DeploymentID+"-remove"); err != nil && !client.IsNotFound(err) {
-					m.log.Warn("removal not queued; retrying", "deployment", d.DeploymentID, "err", err)
-				}
+	// The northbound API is asked even when no submission is recorded:
+	// the database may have been down between a submission the API
+	// accepted and its record (submit ignores a failed record), and the
+	// application would be left running with nothing to remove it.
+	app, err := m.nb.Get(ctx, d.DeploymentID)
+	switch {
+	case client.IsNotFound(err):
+	case err != nil:
+		return
+	default:
+		if app.Phase != string(mlsysopsv1.AppRemoving) {
+			if err := m.nb.Remove(ctx, d.DeploymentID, "mlc-"+d.DeploymentID+"-remove"); err != nil && !client.IsNotFound(err) {
+				m.log.Warn("removal not queued; retrying", "deployment", d.DeploymentID, "err", err)
 			}
-			return
 		}
+		return
 	}
 	// Gone from the northbound API (and from Karmada and the members):
 	// forget the deployment and its operations.
-	err := db.Retry(ctx, 5*time.Second, func(ctx context.Context) error {
+	err = db.Retry(ctx, 5*time.Second, func(ctx context.Context) error {
 		_, err := m.pool.Exec(ctx, `DELETE FROM deployments WHERE id = $1 AND deleting`, d.DeploymentID)
 		return err
 	})

@@ -313,14 +313,22 @@ func (p *Process) removeFiles() {
 }
 
 // Kill sends SIGKILL to the process group at once, as a crash would.
-func (p *Process) Kill() error {
+func (p *Process) Kill() error { return p.Signal(syscall.SIGKILL) }
+
+// Signal sends sig to the process, its group and its descendants:
+// SIGKILL as a crash would, SIGSTOP and SIGCONT to pause and resume the
+// whole component.
+func (p *Process) Signal(sig syscall.Signal) error {
 	pid, ok := p.Pid()
 	if !ok {
 		return errors.New(p.Name + " is not running")
 	}
-	signalAll(pid, Descendants(pid), syscall.SIGKILL)
+	SignalTree(pid, sig)
 	return nil
 }
+
+// SignalTree sends sig to pid, its process group and every descendant.
+func SignalTree(pid int, sig syscall.Signal) { signalAll(pid, Descendants(pid), sig) }
 
 // signalAll signals the process group of pid and every process in tree:
 // some children (su, daemons) start sessions of their own and would

@@ -122,3 +122,46 @@ func TestStartSweepsStatusesOfAppsGoneFromKarmada(t *testing.T) {
 		t.Errorf("queued submission %s after the sweep: %+v (%v), want Queued", queued, st, err)
 	}
 }
+
+// A status written after its application left Karmada (a removal
+// reported while Redis was down, a mirror of a stale read) is swept while
+// the agent runs, not only when it starts: the chaos soak (seed 3) found
+// one left in Removing, listed by the API, for good.
+func TestRunningAgentSweepsLateStatuses(t *testing.T) {
+	env := testbed.Shared(t)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	rdb := redis.NewClient(&redis.Options{Addr: env.RedisAddr, Password: env.RedisPassword})
+	t.Cleanup(func() { rdb.Close() })
+	store := state.New(rdb, state.Options{Prefix: "test-sweep-late-" + rand.String(5), Logger: log})
+	apps := store.Applications()
+	ctx, cancel := context.WithCancel(context.Background())
+	ctrls, err := continuum.NewControllers(ctx, env.RESTConfig(t, testbed.ContextKarmada), nil, log)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	ctrls.Apps.Status = continuum.RedisStatus{Apps: apps, ML: store.MLDeployments()}
+	ctrls.Apps.SweepInterval = time.Second
+	done := make(chan struct{})
+	go func() { _ = ctrls.Start(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	// Written as the mirror writes, for an application Karmada does not
+	// have, twice: the first may go in the start-up sweep, the second is
+	// written after a sweep and only a sweep while the agent runs can
+	// remove it.
+	late := "sweep-late-" + rand.String(5)
+	for round := 1; round <= 2; round++ {
+		if _, err := apps.SetStatus(context.Background(), late, state.StatusUpdate{Phase: mlsysopsv1.AppRemoving,
+			Message: "removing from its clusters", TrackSince: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		err = wait.PollUntilContextTimeout(context.Background(), 300*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			_, err := apps.Status(ctx, late)
+			return errors.Is(err, state.ErrNotFound), nil
+		})
+		if err != nil {
+			t.Fatalf("round %d: status of %s, whose application is not in Karmada, not swept while the agent runs: %v", round, late, err)
+		}
+	}
+}
