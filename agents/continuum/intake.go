@@ -62,6 +62,12 @@ func (in *Intake) Run(ctx context.Context) error { return in.queue.Run(ctx, in.H
 func (in *Intake) Handle(ctx context.Context, e state.Entry) error {
 	sub := e.Submission
 	log := in.log.With("app", sub.ID, "kind", sub.Kind, "entry", e.ID)
+	if stale, err := in.superseded(ctx, e); err != nil {
+		return err
+	} else if stale {
+		log.Info("submission superseded by a later one of the application; dropped")
+		return nil
+	}
 	switch sub.Kind {
 	case state.KindRemove:
 		app := &mlsysopsv1.MLSysOpsApp{ObjectMeta: metav1.ObjectMeta{Name: sub.ID, Namespace: mlsysopsv1.Namespace}}
@@ -114,6 +120,24 @@ func (in *Intake) Handle(ctx context.Context, e state.Entry) error {
 		log.Warn("submission of unknown kind dropped")
 		return nil
 	}
+}
+
+// superseded reports whether a later submission of the same application
+// was accepted after e: its status names another stream entry, or (for a
+// deploy or update) the application was removed and forgotten since. Such
+// an entry is one delivered again out of order (its consumer died, or its
+// acknowledgement was lost, before a later submission was handled);
+// applying it would undo what the user asked last, e.g. bring back a
+// removed application.
+func (in *Intake) superseded(ctx context.Context, e state.Entry) (bool, error) {
+	st, err := in.apps.Status(ctx, e.Submission.ID)
+	if errors.Is(err, state.ErrNotFound) {
+		return e.Submission.Kind != state.KindRemove, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("status of %s: %w", e.Submission.ID, err)
+	}
+	return st.StreamID != "" && st.StreamID != e.ID, nil
 }
 
 func (in *Intake) status(ctx context.Context, id string, phase mlsysopsv1.AppPhase, msg string) error {

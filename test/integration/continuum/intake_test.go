@@ -124,3 +124,88 @@ func waitRedisPhase(t *testing.T, apps *state.Collection, id, phase string) stat
 	}
 	return st
 }
+
+// TestRedeliveredSubmissionIsDropped: a submission delivered again after a
+// later one of the same application was handled (its consumer died, or
+// its acknowledgement was lost, first) changes nothing: a deploy delivered
+// again after the removal does not bring the application back, neither
+// while the removal runs nor once its status is forgotten; the
+// application's latest submission still applies. (Found by the chaos
+// soak, seed 4: a removed application re-created.)
+func TestRedeliveredSubmissionIsDropped(t *testing.T) {
+	env := testbed.Shared(t)
+	ctx := context.Background()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	rdb := redis.NewClient(&redis.Options{Addr: env.RedisAddr, Password: env.RedisPassword})
+	t.Cleanup(func() { rdb.Close() })
+	store := state.New(rdb, state.Options{Prefix: "test-redelivered-" + rand.String(5), Logger: log})
+	cfg := env.RESTConfig(t, testbed.ContextKarmada)
+	scheme, _ := continuum.Scheme()
+	kc, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	intake, err := continuum.NewIntake(ctx, store, kc, "test", log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitAppAPI(t, env)
+	apps := store.Applications()
+	id := "redelivered-" + rand.String(5)
+	t.Cleanup(func() {
+		_ = kc.Delete(context.Background(), &mlsysopsv1.MLSysOpsApp{ObjectMeta: metaName(id)})
+	})
+	spec := []byte(`{"MLSysOpsApp":{"name":"x","components":[{"metadata":{"name":"web"},"containers":[{"image":"registry.example.org/web:1"}]}]}}`)
+	deploy := state.Submission{ID: id, Kind: state.KindDeploy, Spec: spec}
+	handle := func(what string, sub state.Submission, r state.Receipt) {
+		t.Helper()
+		if err := intake.Handle(ctx, state.Entry{ID: r.StreamID, Submission: sub, Deliveries: 1}); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	exists := func() bool {
+		t.Helper()
+		err := kc.Get(ctx, types.NamespacedName{Namespace: mlsysopsv1.Namespace, Name: id}, &mlsysopsv1.MLSysOpsApp{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+		return err == nil
+	}
+
+	first, err := apps.Submit(ctx, deploy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	handle("the deploy", deploy, first)
+	if !exists() {
+		t.Fatal("the deploy wrote no application")
+	}
+	remove := state.Submission{ID: id, Kind: state.KindRemove}
+	r, err := apps.Submit(ctx, remove)
+	if err != nil {
+		t.Fatal(err)
+	}
+	handle("the removal", remove, r)
+	if exists() {
+		t.Fatal("the removal left the application")
+	}
+	handle("the deploy again, the removal running", deploy, first)
+	if exists() {
+		t.Error("the deploy delivered again after the removal brought the application back")
+	}
+	if err := apps.Forget(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	handle("the deploy again, the removal done", deploy, first)
+	if exists() {
+		t.Error("the deploy delivered again after the removal was done brought the application back")
+	}
+	again, err := apps.Submit(ctx, deploy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	handle("a new deploy", deploy, again)
+	if !exists() {
+		t.Error("a new deploy after the removal wrote no application")
+	}
+}
