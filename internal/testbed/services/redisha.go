@@ -106,6 +106,20 @@ func (c *RedisCluster) Start(ctx context.Context) error {
 // form introduces the nodes to each other, gives the masters their slots
 // and makes the others replicas.
 func (c *RedisCluster) form(ctx context.Context) error {
+	// Each master gets its own config epoch before it meets the others, as
+	// redis-cli --cluster create does: otherwise the masters all start at
+	// epoch 0 and the collision handling bumps them afterwards, and a
+	// replica that has not heard of its master's new epoch when the master
+	// dies asks for the failover with the old one and is refused for good
+	// ("Failover auth denied ... epoch (2) > reqEpoch (0)").
+	for i := 0; i < c.masters; i++ {
+		cl := c.client(c.nodes[i])
+		err := cl.Do(ctx, "CLUSTER", "SET-CONFIG-EPOCH", i+1).Err()
+		cl.Close()
+		if err != nil {
+			return fmt.Errorf("config epoch of %s: %w", c.nodes[i].Addr(), err)
+		}
+	}
 	first := c.client(c.nodes[0])
 	defer first.Close()
 	for i, n := range c.nodes[1:] {
@@ -162,10 +176,52 @@ func (c *RedisCluster) WaitHealthy(ctx context.Context) error {
 				return fmt.Errorf("%s: cluster_state %s, %s slots ok", n.Addr(), info["cluster_state"], info["cluster_slots_ok"])
 			}
 		}
+		if err := epochsAgree(wctx, c); err != nil {
+			return err
+		}
 		return replicasLinked(wctx, c.nodes, c.password)
 	})
 	if err != nil {
 		return fmt.Errorf("redis cluster not healthy: %w", err)
+	}
+	return nil
+}
+
+// epochsAgree checks that every running node knows every master's
+// config epoch as that master has it: a replica with an older one could
+// not take over from its master.
+func epochsAgree(ctx context.Context, c *RedisCluster) error {
+	var views []map[string]string // per node: master id -> config epoch
+	own := map[string]string{}
+	for _, n := range c.nodes {
+		if !n.Running() {
+			continue
+		}
+		cl := c.client(n)
+		out, err := cl.ClusterNodes(ctx).Result()
+		cl.Close()
+		if err != nil {
+			return fmt.Errorf("%s: CLUSTER NODES: %w", n.Addr(), err)
+		}
+		view := map[string]string{}
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			f := strings.Fields(line)
+			if len(f) < 7 || !strings.Contains(f[2], "master") || strings.Contains(f[2], "fail") {
+				continue
+			}
+			view[f[0]] = f[6]
+			if strings.Contains(f[2], "myself") {
+				own[f[0]] = f[6]
+			}
+		}
+		views = append(views, view)
+	}
+	for _, view := range views {
+		for id, epoch := range own {
+			if e, ok := view[id]; ok && e != epoch {
+				return fmt.Errorf("master %s has config epoch %s, a node still knows it as %s", id, epoch, e)
+			}
+		}
 	}
 	return nil
 }
