@@ -32,22 +32,12 @@ func TestIntakeFromRedisToKarmadaAndBack(t *testing.T) {
 	env := testbed.Shared(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	rdb := redis.NewClient(&redis.Options{Addr: env.RedisAddr, Password: env.RedisPassword})
-	t.Cleanup(func() { rdb.Close() })
-	store := state.New(rdb, state.Options{Prefix: "test-intake-" + rand.String(5), Logger: log})
-
-	cfg := env.RESTConfig(t, testbed.ContextKarmada)
-	ctrls, err := continuum.NewControllers(ctx, cfg, nil, log)
+	store, kc, log := intakeDeps(t, env, "test-intake-")
+	ctrls, err := continuum.NewControllers(ctx, env.RESTConfig(t, testbed.ContextKarmada), nil, log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctrls.Apps.Status = continuum.RedisStatus{Apps: store.Applications()}
-	scheme, _ := continuum.Scheme()
-	kc, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
 	intake, err := continuum.NewIntake(ctx, store, kc, "test", log)
 	if err != nil {
 		t.Fatal(err)
@@ -111,6 +101,23 @@ func TestIntakeFromRedisToKarmadaAndBack(t *testing.T) {
 	}
 }
 
+// intakeDeps is what an intake needs on the shared testbed: a store under
+// a prefix of its own (prefix and a random suffix) on the testbed's Redis,
+// a client of the Karmada API, and a silent logger.
+func intakeDeps(t *testing.T, env *testbed.Env, prefix string) (*state.Store, client.Client, *slog.Logger) {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	rdb := redis.NewClient(&redis.Options{Addr: env.RedisAddr, Password: env.RedisPassword})
+	t.Cleanup(func() { rdb.Close() })
+	store := state.New(rdb, state.Options{Prefix: prefix + rand.String(5), Logger: log})
+	scheme, _ := continuum.Scheme()
+	kc, err := client.New(env.RESTConfig(t, testbed.ContextKarmada), client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store, kc, log
+}
+
 func waitRedisPhase(t *testing.T, apps *state.Collection, id, phase string) state.Status {
 	t.Helper()
 	var st state.Status
@@ -135,16 +142,7 @@ func waitRedisPhase(t *testing.T, apps *state.Collection, id, phase string) stat
 func TestRedeliveredSubmissionIsDropped(t *testing.T) {
 	env := testbed.Shared(t)
 	ctx := context.Background()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	rdb := redis.NewClient(&redis.Options{Addr: env.RedisAddr, Password: env.RedisPassword})
-	t.Cleanup(func() { rdb.Close() })
-	store := state.New(rdb, state.Options{Prefix: "test-redelivered-" + rand.String(5), Logger: log})
-	cfg := env.RESTConfig(t, testbed.ContextKarmada)
-	scheme, _ := continuum.Scheme()
-	kc, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, kc, log := intakeDeps(t, env, "test-redelivered-")
 	intake, err := continuum.NewIntake(ctx, store, kc, "test", log)
 	if err != nil {
 		t.Fatal(err)
