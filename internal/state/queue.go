@@ -134,12 +134,12 @@ func (q *Queue) read(ctx context.Context) ([]Entry, error) {
 	}
 	conn := node.Conn()
 	defer conn.Close()
-	replicas, err := connectedReplicas(ctx, conn)
+	rs, err := q.c.s.replicasOf(ctx, conn)
 	if err == nil {
 		var es []Entry
 		es, err = q.readOn(ctx, conn)
-		if err == nil && len(es) > 0 && replicas > 0 {
-			err = q.c.s.awaitReplicas(ctx, conn, q.c.k.stream(), replicas)
+		if err == nil && len(es) > 0 && rs.expected > 0 {
+			err = q.c.s.awaitReplicas(ctx, conn, q.c.k.stream(), rs)
 		}
 		if err == nil {
 			return es, nil

@@ -52,9 +52,11 @@ type Store struct {
 	k   keys
 	log *slog.Logger
 	now func() time.Time
-	// replicaAcks and replicaTimeout: see replicated.go.
+	// replicaAcks, replicaTimeout, replicaGrace and seen: see replicated.go.
 	replicaAcks    int
 	replicaTimeout time.Duration
+	replicaGrace   time.Duration
+	seen           *replicaMemory
 }
 
 // Options tune a Store.
@@ -70,6 +72,10 @@ type Options struct {
 	ReplicaAcks int
 	// ReplicaTimeout bounds that wait; default DefaultReplicaTimeout.
 	ReplicaTimeout time.Duration
+	// ReplicaGrace is how long a replica that left its master is still
+	// waited for, as one the failover could promote (see replicated.go);
+	// default DefaultReplicaGrace, negative: not at all.
+	ReplicaGrace time.Duration
 }
 
 // New returns a store on an existing client (see NewClient).
@@ -85,8 +91,12 @@ func New(rdb redis.UniversalClient, opts Options) *Store {
 	if timeout <= 0 {
 		timeout = DefaultReplicaTimeout
 	}
+	grace := opts.ReplicaGrace
+	if grace == 0 {
+		grace = DefaultReplicaGrace
+	}
 	return &Store{rdb: rdb, k: newKeys(opts.Prefix), log: log.With("component", "state"), now: time.Now,
-		replicaAcks: acks, replicaTimeout: timeout}
+		replicaAcks: acks, replicaTimeout: timeout, replicaGrace: grace, seen: &replicaMemory{}}
 }
 
 // Client returns the underlying client.

@@ -298,3 +298,79 @@ func TestEntryHandedOutOnceReplicated(t *testing.T) {
 		t.Errorf("handled entries %v; want one", entries)
 	}
 }
+
+// TestWriteWaitsForReplicaThatLeft: the master's only replica is killed,
+// so the master counts no connected replica. Sentinel or the Cluster could
+// still promote that replica (it left a moment ago) if the master died
+// now, so a submission the master takes meanwhile must not be
+// acknowledged as if the master were alone: it is reported unconfirmed
+// while the replica stays away, and confirmed once it is back, applied
+// once. Runs against a Sentinel group when the package runs on a single
+// server.
+func TestWriteWaitsForReplicaThatLeft(t *testing.T) {
+	mode := testbed.TestRedisMode(t)
+	if mode == state.ModeSingle {
+		mode = state.ModeSentinel
+	}
+	e := envOn(t, testbed.StartRedisDeployment(t, mode))
+	ctx := ctxT(t)
+	apps := e.store.Applications()
+	// A first submission with the replica there: the store sees it.
+	if _, err := apps.Submit(ctx, state.Submission{ID: "before", Kind: state.KindDeploy, Spec: appSpec(1), RequestID: "req-before"}); err != nil {
+		t.Fatal(err)
+	}
+	master, err := e.redis.MasterFor(ctx, "{apps}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	replicas, err := e.redis.ReplicasOf(ctx, master)
+	if err != nil || len(replicas) != 1 {
+		t.Fatalf("replicas of the master %s: %v, %v; want one", master.Addr(), replicas, err)
+	}
+	replica := replicas[0]
+	if err := replica.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if !replica.Running() {
+			_ = replica.Start(context.Background())
+		}
+	})
+	// The precondition: the master itself counts no replica now.
+	testbed.Poll(t, "the master sees its replica gone", 50*time.Millisecond, time.Minute, func(ctx context.Context) error {
+		info, err := master.Info(ctx, "replication")
+		if err != nil {
+			return err
+		}
+		if n := info["connected_slaves"]; n != "0" {
+			return fmt.Errorf("connected_slaves %s", n)
+		}
+		return nil
+	})
+
+	sub := state.Submission{ID: "while-away", Kind: state.KindDeploy, Spec: appSpec(2), RequestID: "req-away"}
+	if _, err := apps.Submit(ctx, sub); !errors.Is(err, state.ErrNotReplicated) {
+		t.Fatalf("submit while the replica is away: %v; want %v (acknowledged with no copy that a failover would keep)", err, state.ErrNotReplicated)
+	}
+
+	if err := replica.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The user's retry, with the same request id, is confirmed once the
+	// replica is back and holds it.
+	testbed.Poll(t, "the retried submission confirmed", 200*time.Millisecond, time.Minute, func(ctx context.Context) error {
+		_, err := apps.Submit(ctx, sub)
+		return err
+	})
+	st, err := apps.Status(ctx, sub.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Nothing was consumed: the stream holds each submission once.
+	if n, err := apps.Backlog(ctx); err != nil || n != 2 {
+		t.Errorf("stream length %d, %v; want 2 (before, and the retried submission applied once)", n, err)
+	}
+	if st.StreamID == "" {
+		t.Errorf("status of %s names no stream entry: %+v", sub.ID, st)
+	}
+}
