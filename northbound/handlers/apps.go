@@ -196,6 +196,22 @@ func (c collection) queue(a *API, r *http.Request, kind state.Kind, id string, a
 		}
 	}
 	rec, err := c.coll(a.cfg.Store).Submit(ctx, sub)
+	if errors.Is(err, state.ErrNotFound) && kind != state.KindDeploy {
+		// Applied with kubectl and not mirrored into Redis yet (the
+		// continuum agent tracks such applications from their first
+		// status, and may be down): found in Karmada, it is tracked now
+		// and the request goes on, rather than a 404 for an application
+		// that runs.
+		var tracked bool
+		if tracked, err = c.trackFromKarmada(a, ctx, id); err != nil {
+			return api.Accepted{}, err
+		}
+		if tracked {
+			rec, err = c.coll(a.cfg.Store).Submit(ctx, sub)
+		} else {
+			err = state.ErrNotFound
+		}
+	}
 	if err != nil {
 		var ce *state.ConflictError
 		switch {
@@ -215,6 +231,36 @@ func (c collection) queue(a *API, r *http.Request, kind state.Kind, id string, a
 		ID: id, Request: string(kind), Phase: string(rec.Phase), Generation: rec.Generation,
 		Replayed: rec.Existing, Href: api.ItemPath(c.base, id),
 	}, nil
+}
+
+// trackFromKarmada starts tracking an application that Redis does not know
+// but Karmada has (applied directly, e.g. with kubectl), as the continuum
+// agent does once it sees its first status; false when Karmada has none
+// either (or it is being deleted), or for ML deployments, which are
+// created only through the API.
+func (c collection) trackFromKarmada(a *API, ctx context.Context, id string) (bool, error) {
+	if a.cfg.Infra == nil || c.what != "application" {
+		return false, nil
+	}
+	app, err := a.cfg.Infra.App(ctx, id)
+	switch {
+	case errors.Is(err, infra.ErrNotFound), errors.Is(err, infra.ErrAPIMissing):
+		return false, nil
+	case err != nil:
+		return false, backend("the Karmada API", err)
+	case !app.DeletionTimestamp.IsZero():
+		return false, nil
+	}
+	phase := app.Status.Phase
+	if phase == "" {
+		phase = mlsysopsv1.AppScheduling
+	}
+	_, err = c.coll(a.cfg.Store).SetStatus(ctx, id, state.StatusUpdate{Phase: phase, Message: app.Status.Message, TrackSince: app.CreationTimestamp.Time})
+	if err != nil {
+		return false, backend("the shared state (Redis)", err)
+	}
+	a.log.Info("application applied to Karmada directly is tracked from now on", "app", id)
+	return true, nil
 }
 
 func summaryOf(st state.Status) api.Summary {

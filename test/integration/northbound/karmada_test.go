@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -229,6 +230,66 @@ func TestResourceOnlyApplication(t *testing.T) {
 	}
 	if list, err := ke.view.Applications().List(ctx, nbclient.ListOptions{}); err != nil || list.Total != 0 {
 		t.Errorf("after removal: %+v %v", list, err)
+	}
+}
+
+// TestRemoveBeforeMirrored: an application applied with kubectl is in
+// Karmada but not in Redis until the continuum agent mirrors its first
+// status (it may be down, or not have reconciled it yet). Removing or
+// updating it through the API then finds it in Karmada, tracks it and
+// queues the request: a 404 would tell the user that an application that
+// runs does not exist (the chaos soak's client took it as "already
+// removed", and the application ran on for good).
+func TestRemoveBeforeMirrored(t *testing.T) {
+	ke := newKarmadaEnv(t, handlers.Config{})
+	ctx := ctxT(t)
+	app := ke.placeApp(t, "examples/apps/edge-camera-arm64.yaml", mlsysopsv1.MLSysOpsAppStatus{})
+	apps := ke.store.Applications()
+	// The precondition: Redis does not know it.
+	if _, err := apps.Status(ctx, "edge-camera"); !errors.Is(err, state.ErrNotFound) {
+		t.Fatalf("status in Redis before any mirror: %v; want %v", err, state.ErrNotFound)
+	}
+	// Nothing in Karmada either: still 404.
+	problem(t, ke.do(t, "DELETE", "/v1/applications/no-such-app", operatorToken, "", nil), 404)
+	problem(t, ke.do(t, "PUT", "/v1/applications/edge-camera-2", operatorToken, "application/yaml",
+		[]byte(strings.Replace(string(repoFile(t, "examples/apps/edge-camera-arm64.yaml")), "name: edge-camera", "name: edge-camera-2", 1))), 404)
+
+	// An update first: tracked, queued.
+	acc := decode[api.Accepted](t, ke.do(t, "PUT", "/v1/applications/edge-camera", operatorToken, "application/yaml", repoFile(t, "examples/apps/edge-camera-arm64.yaml")), 202)
+	if acc.Request != "update" {
+		t.Errorf("update accepted as %+v", acc)
+	}
+	st, err := apps.Status(ctx, "edge-camera")
+	if err != nil || !st.SubmittedAt.Equal(app.CreationTimestamp.Time) {
+		t.Fatalf("tracked status %+v, %v; want one submitted at the resource's creation %s", st, err, app.CreationTimestamp)
+	}
+	acc = decode[api.Accepted](t, ke.do(t, "DELETE", "/v1/applications/edge-camera", operatorToken, "", nil), 202)
+	if acc.Request != "remove" || acc.Phase != "Removing" {
+		t.Errorf("removal accepted as %+v", acc)
+	}
+	// Both requests are queued for the continuum agent, in order.
+	q, err := apps.Queue(ctx, "", "continuum-0", state.QueueOptions{Block: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for len(kinds) < 2 {
+		es, err := q.Read(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range es {
+			if e.Submission.ID != "edge-camera" {
+				t.Errorf("queued %s %s", e.Submission.Kind, e.Submission.ID)
+			}
+			kinds = append(kinds, string(e.Submission.Kind))
+		}
+	}
+	if strings.Join(kinds, ",") != "update,remove" {
+		t.Errorf("queued %v; want [update remove]", kinds)
+	}
+	if n, err := apps.Backlog(ctx); err != nil || n != 2 {
+		t.Errorf("stream length %d, %v; want 2", n, err)
 	}
 }
 
