@@ -187,11 +187,21 @@ func TestCLIEndToEnd(t *testing.T) {
 	}
 	t.Setenv("MLS_TOKEN", operatorToken)
 
+	// The watch starts before the removal and follows it past Running
+	// (--until a phase it does not reach): a removal can be over before a
+	// watch started after it polls once, and a watch whose first look
+	// finds nothing cannot tell a removed application from a mistyped id.
+	watch, done = background(t, "apps", "watch", name, "--until", "Failed", "--interval", "200ms", "--timeout", "3m")
+	testbed.Poll(t, "the watch sees the application Running", 100*time.Millisecond, time.Minute, func(context.Context) error {
+		if !strings.Contains(watch.String(), "Running") {
+			return fmt.Errorf("watch so far:\n%s", watch.String())
+		}
+		return nil
+	})
 	if out := mustMLS(t, "apps", "remove-app", name); !strings.Contains(out, "removal queued, phase Removing") {
 		t.Errorf("remove-app:\n%s", out)
 	}
-	watch, done = background(t, "apps", "watch", name, "--interval", "200ms", "--timeout", "3m")
-	if code := <-done; code != 0 || !strings.Contains(watch.String(), "Removing") || !strings.Contains(watch.String(), "Removed") {
+	if code := <-done; code != 0 || !strings.Contains(watch.String(), "Removed") {
 		t.Errorf("watch of the removal: exit %d\n%s", code, watch.String())
 	}
 	code, _, errOut = mls(t, "apps", "get-app-status", name)
