@@ -7,7 +7,7 @@
 #                    containerd, runc, containernetworking-plugins (CNI plugins
 #                    in /usr/lib/cni), iptables (the real nodes of the testbed)
 #   bin/: kube-apiserver, kube-controller-manager, kube-scheduler,
-#         kubelet, kube-proxy                                    (Kubernetes $K8S_VERSION)
+#         kubelet, kube-proxy, kubectl                           (Kubernetes $K8S_VERSION)
 #         karmada-controller-manager, karmada-scheduler,
 #         karmada-aggregated-apiserver, karmada-webhook        (Karmada $KARMADA_VERSION)
 #         kwok                                                   (KWOK $KWOK_VERSION)
@@ -83,8 +83,9 @@ k8s_ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k
 build_k8s() { # $1: component
   (cd "$ROOT/hack/tools/kubernetes" && go build -trimpath -ldflags "$k8s_ldflags" -o "$OUT/$1" "k8s.io/kubernetes/cmd/$1")
 }
-# kubelet and kube-proxy run the testbed's real nodes (see internal/testbed/realnode.go).
-for c in kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy; do
+# kubelet and kube-proxy run the testbed's real nodes (see internal/testbed/realnode.go);
+# kubectl is what the chaos soak applies and deletes applications with.
+for c in kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl; do
   install_bin "$c" "$K8S_VERSION" build_k8s "$c"
 done
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -80,10 +81,18 @@ type workload struct {
 	n       int
 	modelID string
 	tmp     string
+	// kubectlBin is make deps' kubectl (bin/kubectl), else one on PATH.
+	kubectlBin string
 }
 
 func newWorkload(r *run, seed uint64) *workload {
-	return &workload{r: r, rng: rand.New(rand.NewPCG(seed, 0x776f726b)), maxLive: 6,
+	kubectl := filepath.Join(r.root, "bin", "kubectl")
+	if _, err := os.Stat(kubectl); err != nil {
+		if kubectl, err = exec.LookPath("kubectl"); err != nil {
+			r.t.Fatalf("no kubectl in %s (run make deps) nor on PATH", filepath.Join(r.root, "bin"))
+		}
+	}
+	return &workload{r: r, rng: rand.New(rand.NewPCG(seed, 0x776f726b)), maxLive: 6, kubectlBin: kubectl,
 		apps: map[string]*app{}, ml: map[string]*mlDeployment{}, ops: map[string]int{}, rejects: map[string]int{}, tmp: r.t.TempDir()}
 }
 
@@ -255,9 +264,23 @@ func (w *workload) update(ctx context.Context, a *app) {
 func (w *workload) remove(ctx context.Context, a *app) {
 	var ok bool
 	if w.rng.IntN(2) == 0 {
+		sent := false
 		ok = w.retry(ctx, "remove via api", func(ctx context.Context) error {
 			_, err := w.r.nb.Applications().Remove(ctx, a.name, nbclient.WithIdempotencyKey("rm-"+a.name))
+			first := !sent
+			// A request refused at the dial never reached the API; any
+			// other may have been handled.
+			var op *net.OpError
+			sent = sent || !(errors.As(err, &op) && op.Op == "dial")
 			if nbclient.IsNotFound(err) {
+				if first {
+					// The application was accepted and not removed: the
+					// API must know it (applied with kubectl, it may not
+					// be mirrored into Redis yet; the API looks in
+					// Karmada then).
+					w.r.violate("workload: remove via api: %s, accepted earlier, not found: %v", a.name, err)
+					return err
+				}
 				// A retry after a removal that was accepted and done.
 				return nil
 			}
@@ -302,7 +325,7 @@ func (w *workload) kubectl(ctx context.Context, op string, a *mlsysopsv1.MLSysOp
 	}
 	full := append([]string{"--kubeconfig", w.r.env.Kubeconfig, "--context", "karmada-apiserver", "--request-timeout", "20s"}, append(args, file)...)
 	return w.retry(ctx, op+" via kubectl", func(ctx context.Context) error {
-		out, err := exec.CommandContext(ctx, "kubectl", full...).CombinedOutput()
+		out, err := exec.CommandContext(ctx, w.kubectlBin, full...).CombinedOutput()
 		if err != nil {
 			msg := strings.TrimSpace(string(out))
 			// kubectl's answers that are definite: the request was
