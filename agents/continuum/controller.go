@@ -68,6 +68,9 @@ type AppReconciler struct {
 	// mirror of a stale read, a removal reported while Redis was down)
 	// has no reconcile left to remove it.
 	SweepInterval time.Duration
+	// Orphans, when set, also deletes at each sweep the member copies
+	// of applications gone from Karmada (see orphans.go).
+	Orphans *OrphanSweeper
 
 	resync kube.Resyncer
 	// passes records what each successful pass read.
@@ -135,6 +138,12 @@ func (r *AppReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		for {
 			r.sweep(ctx, mgr.GetAPIReader())
+			if r.Orphans != nil {
+				deleted, err := r.Orphans.Sweep(ctx)
+				if err != nil && ctx.Err() == nil {
+					r.log.Warn("sweep of member copies of removed applications incomplete; next in a sweep interval", "err", err, "deleted", deleted)
+				}
+			}
 			select {
 			case <-ctx.Done():
 				return nil

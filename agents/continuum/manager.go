@@ -19,6 +19,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
+	"github.com/mlsysops-go/mlsysops/internal/members"
 )
 
 // Scheme holds every kind the continuum agent reads or writes in Karmada.
@@ -117,6 +118,11 @@ func NewControllersWith(ctx context.Context, cfg *rest.Config, log *slog.Logger,
 		}
 	}
 	apps := NewAppReconciler(mgr.GetClient(), capacity, log)
+	memberApps, err := members.NewReader(cfg)
+	if err != nil {
+		return nil, err
+	}
+	apps.Orphans = &OrphanSweeper{Karmada: mgr.GetAPIReader(), Members: memberApps, Log: log}
 	if err := apps.SetupWithManager(mgr); err != nil {
 		return nil, err
 	}

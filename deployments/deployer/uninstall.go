@@ -151,7 +151,7 @@ func (d *Deployer) memberLeftovers(ctx context.Context) []string {
 		} else if !isNotFound(err) {
 			left = append(left, fmt.Sprintf("member %s unreadable: %v", c.Name, err))
 		}
-		for _, r := range []string{"mlsysops-cluster-agent", "mlsysops-member-reader"} {
+		for _, r := range []string{"mlsysops-cluster-agent", "mlsysops-member-reader", "mlsysops-member-app-sweeper"} {
 			var u unstructured.Unstructured
 			if err := d.proxyGet(ctx, c.Name, "apis/rbac.authorization.k8s.io/v1/clusterroles/"+r, nil, &u.Object); err == nil {
 				left = append(left, fmt.Sprintf("ClusterRole %s (member %s)", r, c.Name))

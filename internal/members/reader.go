@@ -2,13 +2,17 @@ package members
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"time"
 
 	clusterv1alpha1 "github.com/karmada-io/karmada/pkg/apis/cluster/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 
@@ -111,4 +115,43 @@ func (r *Reader) get(ctx context.Context, cluster, res string, params map[string
 		return fmt.Errorf("cluster %s: decode %s: %w", cluster, res, err)
 	}
 	return nil
+}
+
+// Apps lists the MLSysOpsApps in a member's application namespace: the
+// copies Karmada propagated there.
+func (r *Reader) Apps(ctx context.Context, cluster string) ([]mlsysopsv1.MLSysOpsApp, error) {
+	b, err := r.appsPath(cluster).DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: list MLSysOpsApps through the Karmada cluster proxy: %w", cluster, err)
+	}
+	var list mlsysopsv1.MLSysOpsAppList
+	if err := json.Unmarshal(b, &list); err != nil {
+		return nil, fmt.Errorf("cluster %s: decode MLSysOpsApps: %w", cluster, err)
+	}
+	return list.Items, nil
+}
+
+// DeleteApp deletes a member's copy of an application, only while it is
+// still the object with uid (not one created again since). Gone already
+// is not an error.
+func (r *Reader) DeleteApp(ctx context.Context, cluster, name string, uid types.UID) error {
+	body, err := json.Marshal(metav1.DeleteOptions{
+		TypeMeta:      metav1.TypeMeta{APIVersion: "v1", Kind: "DeleteOptions"},
+		Preconditions: &metav1.Preconditions{UID: &uid},
+	})
+	if err != nil {
+		return err
+	}
+	res := r.proxy.Delete().Resource("clusters").Name(cluster).
+		SubResource("proxy", "apis", mlsysopsv1.SchemeGroupVersion.Group, mlsysopsv1.SchemeGroupVersion.Version, "namespaces", mlsysopsv1.Namespace, "mlsysopsapps", name).
+		Body(body).Do(ctx)
+	if err := res.Error(); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("cluster %s: delete MLSysOpsApp %s through the Karmada cluster proxy: %w", cluster, name, err)
+	}
+	return nil
+}
+
+func (r *Reader) appsPath(cluster string) *rest.Request {
+	return r.proxy.Get().Resource("clusters").Name(cluster).
+		SubResource("proxy", "apis", mlsysopsv1.SchemeGroupVersion.Group, mlsysopsv1.SchemeGroupVersion.Version, "namespaces", mlsysopsv1.Namespace, "mlsysopsapps")
 }
