@@ -13,6 +13,7 @@ import (
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
 	"github.com/mlsysops-go/mlsysops/internal/state"
 	"github.com/mlsysops-go/mlsysops/internal/testbed"
+	"github.com/mlsysops-go/mlsysops/internal/testbed/services"
 )
 
 // TestMasterKilledMidBurst: clients submit a burst of applications (each
@@ -213,22 +214,11 @@ func TestMasterKilledMidBurst(t *testing.T) {
 // resumed, the replica catches up and the entry is handled, once.
 // Runs against a Sentinel group when the package runs on a single server.
 func TestEntryHandedOutOnceReplicated(t *testing.T) {
-	mode := testbed.TestRedisMode(t)
-	if mode == state.ModeSingle {
-		mode = state.ModeSentinel
-	}
-	e := envOn(t, testbed.StartRedisDeployment(t, mode))
+	e := replicatedEnv(t)
 	ctx := ctxT(t)
 	apps := e.store.Applications()
-	master, err := e.redis.MasterFor(ctx, "{apps}")
-	if err != nil {
-		t.Fatal(err)
-	}
-	replicas, err := e.redis.ReplicasOf(ctx, master)
-	if err != nil || len(replicas) != 1 {
-		t.Fatalf("replicas of the master %s: %v, %v; want one", master.Addr(), replicas, err)
-	}
-	pid, ok := replicas[0].Pid()
+	_, replica := onlyReplica(t, ctx, e)
+	pid, ok := replica.Pid()
 	if !ok {
 		t.Fatal("the replica does not run")
 	}
@@ -308,26 +298,14 @@ func TestEntryHandedOutOnceReplicated(t *testing.T) {
 // once. Runs against a Sentinel group when the package runs on a single
 // server.
 func TestWriteWaitsForReplicaThatLeft(t *testing.T) {
-	mode := testbed.TestRedisMode(t)
-	if mode == state.ModeSingle {
-		mode = state.ModeSentinel
-	}
-	e := envOn(t, testbed.StartRedisDeployment(t, mode))
+	e := replicatedEnv(t)
 	ctx := ctxT(t)
 	apps := e.store.Applications()
+	master, replica := onlyReplica(t, ctx, e)
 	// A first submission with the replica there: the store sees it.
 	if _, err := apps.Submit(ctx, state.Submission{ID: "before", Kind: state.KindDeploy, Spec: appSpec(1), RequestID: "req-before"}); err != nil {
 		t.Fatal(err)
 	}
-	master, err := e.redis.MasterFor(ctx, "{apps}")
-	if err != nil {
-		t.Fatal(err)
-	}
-	replicas, err := e.redis.ReplicasOf(ctx, master)
-	if err != nil || len(replicas) != 1 {
-		t.Fatalf("replicas of the master %s: %v, %v; want one", master.Addr(), replicas, err)
-	}
-	replica := replicas[0]
 	if err := replica.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -373,4 +351,29 @@ func TestWriteWaitsForReplicaThatLeft(t *testing.T) {
 	if st.StreamID == "" {
 		t.Errorf("status of %s names no stream entry: %+v", sub.ID, st)
 	}
+}
+
+// replicatedEnv runs on the package's Redis mode, or on a Sentinel group
+// when that is a single server: what it tests needs a replica.
+func replicatedEnv(t *testing.T) *env {
+	mode := testbed.TestRedisMode(t)
+	if mode == state.ModeSingle {
+		mode = state.ModeSentinel
+	}
+	return envOn(t, testbed.StartRedisDeployment(t, mode))
+}
+
+// onlyReplica returns the master of the applications' keys and its one
+// replica.
+func onlyReplica(t *testing.T, ctx context.Context, e *env) (master, replica *services.Redis) {
+	t.Helper()
+	master, err := e.redis.MasterFor(ctx, "{apps}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	replicas, err := e.redis.ReplicasOf(ctx, master)
+	if err != nil || len(replicas) != 1 {
+		t.Fatalf("replicas of the master %s: %v, %v; want one", master.Addr(), replicas, err)
+	}
+	return master, replicas[0]
 }
