@@ -287,7 +287,11 @@ func (w *workload) remove(ctx context.Context, a *app) {
 			return err
 		})
 	} else {
-		ok = w.kubectl(ctx, "remove", a.spec, "delete", "--ignore-not-found", "--wait=false", "-f")
+		// Without --ignore-not-found: an application submitted through
+		// the API may not be in Karmada yet (the continuum writes it
+		// there), and kubectl deleting nothing is no removal. A retry's
+		// NotFound, after an attempt whose answer was lost, is one.
+		ok = w.kubectl(ctx, "remove", a.spec, "delete", "--wait=false", "-f")
 	}
 	if ok {
 		w.mu.Lock()
@@ -324,7 +328,9 @@ func (w *workload) kubectl(ctx context.Context, op string, a *mlsysopsv1.MLSysOp
 		return false
 	}
 	full := append([]string{"--kubeconfig", w.r.env.Kubeconfig, "--context", "karmada-apiserver", "--request-timeout", "20s"}, append(args, file)...)
+	attempts := 0
 	return w.retry(ctx, op+" via kubectl", func(ctx context.Context) error {
+		attempts++
 		out, err := exec.CommandContext(ctx, w.kubectlBin, full...).CombinedOutput()
 		if err != nil {
 			msg := strings.TrimSpace(string(out))
@@ -332,6 +338,13 @@ func (w *workload) kubectl(ctx context.Context, op string, a *mlsysopsv1.MLSysOp
 			// refused as invalid.
 			if strings.Contains(msg, "is invalid") || strings.Contains(msg, "denied the request") {
 				return &nbclient.Error{StatusCode: 422, Problem: nbapi.Problem{Detail: msg}}
+			}
+			if args[0] == "delete" && strings.Contains(msg, "NotFound") {
+				if attempts == 1 {
+					// Not in Karmada (yet): nothing was removed.
+					return &nbclient.Error{StatusCode: 404, Problem: nbapi.Problem{Detail: msg}}
+				}
+				return nil
 			}
 			return fmt.Errorf("kubectl %s: %v: %s", strings.Join(args, " "), err, msg)
 		}
