@@ -581,6 +581,9 @@ func testRBAC(t *testing.T, env *testbed.Env) {
 		{verb: "list", group: "work.karmada.io", resource: "resourcebindings", namespace: mls, allowed: true},
 		{verb: "list", group: "cluster.karmada.io", resource: "clusters", allowed: true},
 		{verb: "get", group: "cluster.karmada.io", resource: "clusters", subresource: "proxy", name: "cloud-1", allowed: true},
+		// Deleting, through the proxy, members' copies Karmada left behind.
+		{verb: "delete", group: "cluster.karmada.io", resource: "clusters", subresource: "proxy", name: "cloud-1", allowed: true},
+		{verb: "create", group: "cluster.karmada.io", resource: "clusters", subresource: "proxy", name: "cloud-1"},
 		{verb: "get", group: "apiextensions.k8s.io", resource: "customresourcedefinitions", name: "mlsysopsapps.mlsysops.eu", allowed: true},
 		// Its replicas' election: its own Lease only, in its namespace.
 		{verb: "create", group: "coordination.k8s.io", resource: "leases", namespace: fw, allowed: true},
@@ -644,7 +647,7 @@ func testRBAC(t *testing.T, env *testbed.Env) {
 	for _, member := range env.Clusters {
 		cs := kubernetes.NewForConfigOrDie(env.RESTConfig(t, member))
 		testbed.Eventually(t, "roles propagated to "+member, time.Minute, func() error {
-			for _, r := range []string{"mlsysops-cluster-agent", "mlsysops-member-reader"} {
+			for _, r := range []string{"mlsysops-cluster-agent", "mlsysops-member-reader", "mlsysops-member-app-sweeper"} {
 				if _, err := cs.RbacV1().ClusterRoleBindings().Get(ctx, r, metav1.GetOptions{}); err != nil {
 					return err
 				}
@@ -695,6 +698,11 @@ func testRBAC(t *testing.T, env *testbed.Env) {
 			{verb: "list", resource: "nodes", allowed: true},
 			{verb: "list", resource: "pods", allowed: true},
 			{verb: "list", resource: "services", allowed: true},
+			{verb: "list", group: mgroup, resource: "mlsysopsapps", namespace: mls, allowed: true},
+			{verb: "delete", group: mgroup, resource: "mlsysopsapps", namespace: mls, allowed: true},
+			{verb: "create", group: mgroup, resource: "mlsysopsapps", namespace: mls},
+			{verb: "update", group: mgroup, resource: "mlsysopsapps", namespace: mls},
+			{verb: "delete", resource: "namespaces", name: "mls-shop"},
 			{verb: "create", resource: "pods", namespace: "default"},
 		}, forbiddenEverywhere...))
 		// The accounts reconciler's reads through the proxy.
