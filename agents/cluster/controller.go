@@ -66,6 +66,11 @@ type AppReconciler struct {
 	// on the nodes chosen for it before those nodes count as full for it
 	// and the component is placed again; set it before starting.
 	PendingSettle time.Duration
+	// Live reads what decides a removal from the API server, not the
+	// cache: the namespace at removal (a namespace made a moment ago may
+	// not be in the cache yet) and the application after a pass made its
+	// namespace. The manager's API reader; the client when nil.
+	Live client.Reader
 
 	resync  kube.Resyncer
 	assumed assumed
@@ -175,15 +180,27 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (_
 		}
 	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: members.Namespace(app.Name)}}
-	if _, err := controllerutil.CreateOrUpdate(ctx, r.client, ns, func() error {
+	op, err := controllerutil.CreateOrUpdate(ctx, r.client, ns, func() error {
 		if ns.Labels == nil {
 			ns.Labels = map[string]string{}
 		}
 		ns.Labels[mlsysopsv1.LabelApp] = app.Name
 		ns.Labels[mlsysopsv1.LabelManagedBy] = mlsysopsv1.ManagedByValue
 		return nil
-	}); err != nil {
+	})
+	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("namespace for %s: %w", app.Name, err)
+	}
+	if op == controllerutil.OperationResultCreated {
+		// The application was read from the cache: if it was removed
+		// meanwhile, its removal may have found no namespace to delete.
+		if gone, err := r.goneLive(ctx, req.NamespacedName); err != nil {
+			return reconcile.Result{}, err
+		} else if gone {
+			log.Info("application removed while its namespace was made; deleting the namespace", "namespace", ns.Name)
+			uid := ns.UID
+			return reconcile.Result{}, client.IgnoreNotFound(r.client.Delete(ctx, ns, client.Preconditions{UID: &uid}))
+		}
 	}
 
 	// Placement reads the index: wait until it holds every node and pod
@@ -309,7 +326,7 @@ func (r *AppReconciler) remove(ctx context.Context, app *mlsysopsv1.MLSysOpsApp,
 		return reconcile.Result{}, nil
 	}
 	ns := &corev1.Namespace{}
-	err := r.client.Get(ctx, types.NamespacedName{Name: members.Namespace(app.Name)}, ns)
+	err := r.live().Get(ctx, types.NamespacedName{Name: members.Namespace(app.Name)}, ns)
 	switch {
 	case err == nil:
 		if ns.DeletionTimestamp.IsZero() {
@@ -328,6 +345,25 @@ func (r *AppReconciler) remove(ctx context.Context, app *mlsysopsv1.MLSysOpsApp,
 	}
 	log.Info("application removed")
 	return reconcile.Result{}, nil
+}
+
+func (r *AppReconciler) live() client.Reader {
+	if r.Live != nil {
+		return r.Live
+	}
+	return r.client
+}
+
+// goneLive tells whether the application is gone, asking the API server.
+// One being deleted is not: its finalizer holds it until a pass has
+// removed its namespace. One made again under the same name owns the
+// namespace.
+func (r *AppReconciler) goneLive(ctx context.Context, key types.NamespacedName) (bool, error) {
+	err := r.live().Get(ctx, key, &mlsysopsv1.MLSysOpsApp{})
+	if apierrors.IsNotFound(err) {
+		return true, nil
+	}
+	return false, err
 }
 
 // Resync makes the controller reconcile every application soon, for

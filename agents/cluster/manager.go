@@ -74,6 +74,15 @@ func NewControllers(ctx context.Context, cfg *rest.Config, cluster string, log *
 		return nil, fmt.Errorf("controller manager for %s: %w", cluster, err)
 	}
 	apps := NewAppReconciler(mgr.GetClient(), cluster, log)
+	apps.Live = mgr.GetAPIReader()
+	// Application namespaces whose application is gone are swept.
+	sweeper := &NamespaceSweeper{Live: mgr.GetAPIReader(), Writer: mgr.GetClient(), Log: log}
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		sweeper.Run(ctx, 0)
+		return nil
+	})); err != nil {
+		return nil, err
+	}
 	// The placement index follows the manager's own informers: no watch
 	// beyond those the controller reads anyway.
 	informer := func(obj client.Object) (handlerAdder, error) {

@@ -419,13 +419,14 @@ func (w *workload) retry(ctx context.Context, op string, fn func(ctx context.Con
 		}
 		select {
 		case <-ctx.Done():
-			// The run's end interrupts a retry: what it asked is unknown,
-			// so it waits for its answer without the run's deadline.
-			if errors.Is(ctx.Err(), context.Canceled) {
-				ctx = context.Background()
-				continue
-			}
-			return false
+			// The run's end (its deadline, or its cancellation) interrupts
+			// a retry: what it asked is unknown (an earlier attempt may
+			// have been carried out), so it waits for its answer without
+			// the run's deadline, still bounded by retryFor. Taking it as
+			// not done left an ML deployment removed by the connector
+			// counted as present (seed 5).
+			ctx = context.Background()
+			continue
 		case <-time.After(time.Second):
 		}
 	}
