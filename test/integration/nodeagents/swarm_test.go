@@ -456,7 +456,28 @@ func TestNodeAgentsSmoke(t *testing.T) {
 		}
 	}
 	detectLoss(t, ta, "far-edge-rpi-1")
-	if n, _, err := onlineAt(context.Background(), ta); err != nil || n != len(names) {
-		t.Errorf("after the loss: %d online (%v), want the %d of the swarm", n, err, len(names))
+	// The loss takes no other agent with it. On a loaded machine one of
+	// the fifty may miss a heartbeat deadline for a moment; it must be
+	// back at its next heartbeats, so this waits a bounded time for the
+	// fifty (and the victim still offline) instead of one sample.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for {
+		n, st, err := onlineAt(ctx, ta)
+		if err == nil && n == len(names) && !st["far-edge-rpi-1"] {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			var off []string
+			for _, name := range names {
+				if !st[name] {
+					off = append(off, name)
+				}
+			}
+			t.Fatalf("a minute after the loss: %d online (%v), want the %d of the swarm and not the victim (online %v); offline: %v",
+				n, err, len(names), st["far-edge-rpi-1"], off)
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
 }
