@@ -174,3 +174,69 @@ func TestBundledRedisCommand(t *testing.T) {
 		t.Errorf("server's command line: %q", bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '}))
 	}
 }
+
+// TestAdminPasswordOnlyInReconciler: in both modes only the accounts
+// reconciler's pod gets ejabberd's admin credential; the bundled ejabberd
+// creates its admin account from its command line (CTL_ON_CREATE) with
+// the one-time bootstrap password, which the deployer replaces through
+// the admin API (provision.HTTPAPI.Bootstrap, tested against a real
+// ejabberd in test/integration/messaging TestAdminBootstrap).
+func TestAdminPasswordOnlyInReconciler(t *testing.T) {
+	for mode, objs := range renderBoth(t) {
+		bootstrapped := false
+		for _, obj := range objs {
+			spec := podSpec(t, obj)
+			if spec == nil {
+				continue
+			}
+			uses := func(name string) bool {
+				for _, v := range spec.Volumes {
+					if v.Secret != nil && v.Secret.SecretName == name {
+						return true
+					}
+					if v.Projected != nil {
+						for _, s := range v.Projected.Sources {
+							if s.Secret != nil && s.Secret.Name == name {
+								return true
+							}
+						}
+					}
+				}
+				for _, c := range append(append([]corev1.Container(nil), spec.InitContainers...), spec.Containers...) {
+					for _, e := range c.Env {
+						if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil && e.ValueFrom.SecretKeyRef.Name == name {
+							return true
+						}
+					}
+					for _, f := range c.EnvFrom {
+						if f.SecretRef != nil && f.SecretRef.Name == name {
+							return true
+						}
+					}
+				}
+				return false
+			}
+			if uses(SecretEjabberdAdmin) && obj.GetName() != accountsReconciler {
+				t.Errorf("%s: %s %s mounts the ejabberd admin Secret", mode, obj.GetKind(), obj.GetName())
+			}
+			if obj.GetName() != "mlsysops-ejabberd" {
+				if uses(SecretEjabberdBootstrap) {
+					t.Errorf("%s: %s %s gets the bootstrap password", mode, obj.GetKind(), obj.GetName())
+				}
+				continue
+			}
+			bootstrapped = true
+			for _, e := range spec.Containers[0].Env {
+				if e.Name == "CTL_ON_CREATE" && !strings.HasSuffix(e.Value, "$(EJABBERD_BOOTSTRAP_PASSWORD)") {
+					t.Errorf("%s: ejabberd creates its admin account with %q, want the bootstrap password", mode, e.Value)
+				}
+			}
+			if !uses(SecretEjabberdBootstrap) {
+				t.Errorf("%s: the bundled ejabberd does not get its bootstrap password", mode)
+			}
+		}
+		if mode == "bundled" && !bootstrapped {
+			t.Errorf("bundled: no ejabberd Deployment rendered")
+		}
+	}
+}

@@ -85,8 +85,19 @@ func TestDockerCompose(t *testing.T) {
 		}
 		// The password comes from the variable the deployer reads, and
 		// compose refuses to start without it.
-		if !regexp.MustCompile(fmt.Sprintf(`\$\{%s:\?`, s.PasswordEnv)).MatchString(text) {
-			t.Errorf("docker-compose.yaml does not require ${%s:?...}", s.PasswordEnv)
+		env := s.PasswordEnv
+		if s.ServiceEnv != "" {
+			// The service starts with a one-time password and never
+			// sees the deployer's.
+			env = s.ServiceEnv
+			for k, v := range svc.Environment {
+				if strings.Contains(v, s.PasswordEnv) {
+					t.Errorf("service %s gets $%s in %s: it must only see $%s", s.Name, s.PasswordEnv, k, s.ServiceEnv)
+				}
+			}
+		}
+		if !regexp.MustCompile(fmt.Sprintf(`\$\{%s:\?`, env)).MatchString(text) {
+			t.Errorf("docker-compose.yaml does not require ${%s:?...}", env)
 		}
 	}
 }

@@ -18,12 +18,18 @@ type ExternalService struct {
 	AddressFlag string
 	// PasswordEnv holds its password (or PasswordFlag names a file).
 	PasswordEnv, PasswordFlag string
+	// ServiceEnv is the variable the service itself is started with, when
+	// it is not PasswordEnv: ejabberd creates its admin account with a
+	// one-time password (on a command line) that the deployer replaces
+	// with PasswordEnv's, which ejabberd's container never sees.
+	ServiceEnv string
 }
 
 // ExternalServices are the services of external mode.
 var ExternalServices = []ExternalService{
 	{Name: "ejabberd", Ports: map[int]string{5222: "XMPP c2s, the agents (--xmpp-server)", 5443: "admin API, the deployer creates accounts (--ejabberd-api)"},
-		AddressFlag: "--xmpp-server", PasswordEnv: "EJABBERD_ADMIN_PASSWORD", PasswordFlag: "--ejabberd-admin-password-file"},
+		AddressFlag: "--xmpp-server", PasswordEnv: "EJABBERD_ADMIN_PASSWORD", PasswordFlag: "--ejabberd-admin-password-file",
+		ServiceEnv: "EJABBERD_BOOTSTRAP_PASSWORD"},
 	{Name: "redis", Ports: map[int]string{6379: "Redis, the continuum and cluster agents and the API"},
 		AddressFlag: "--redis-address", PasswordEnv: "REDIS_PASSWORD", PasswordFlag: "--redis-password-file"},
 	{Name: "postgres", Ports: map[int]string{5432: "PostgreSQL, the ML connector's registry (--postgres-database)"},
@@ -44,6 +50,9 @@ func externalHelp() string {
 			}
 		}
 		fmt.Fprintf(&b, "  %-9s %s; password: $%s or %s\n            ports: %s\n", s.Name, s.AddressFlag, s.PasswordEnv, s.PasswordFlag, strings.Join(ports, "; "))
+		if s.ServiceEnv != "" {
+			fmt.Fprintf(&b, "            the service starts with $%s (a one-time password the deployer replaces)\n", s.ServiceEnv)
+		}
 	}
 	return b.String()
 }

@@ -87,6 +87,14 @@ type Options struct {
 	// EjabberdAdminPasswordFile holds its password; else
 	// $EJABBERD_ADMIN_PASSWORD (external mode).
 	EjabberdAdminPasswordFile string
+	// EjabberdBootstrapPasswordFile holds the one-time password the admin
+	// account was created with, when your ejabberd creates it from a
+	// command line (docker-compose.yaml's CTL_ON_CREATE); else
+	// $EJABBERD_BOOTSTRAP_PASSWORD, else none (external mode). The
+	// deployer then sets the admin password through the admin API, so
+	// the password seen on that command line opens nothing. Bundled
+	// services always work this way.
+	EjabberdBootstrapPasswordFile string
 	// RedisAddress is Redis's host:port (external mode).
 	RedisAddress string
 	// RedisPasswordFile holds its password; else $REDIS_PASSWORD.
@@ -180,6 +188,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.EjabberdAPI, "ejabberd-api", o.EjabberdAPI, "external: ejabberd's admin API URL (mod_http_api), e.g. https://xmpp.example:5443/api")
 	fs.StringVar(&o.EjabberdAdmin, "ejabberd-admin", o.EjabberdAdmin, "ejabberd admin account allowed to use the admin API (default admin@<xmpp-domain>)")
 	fs.StringVar(&o.EjabberdAdminPasswordFile, "ejabberd-admin-password-file", o.EjabberdAdminPasswordFile, "external: file with the admin account's password (else $EJABBERD_ADMIN_PASSWORD)")
+	fs.StringVar(&o.EjabberdBootstrapPasswordFile, "ejabberd-bootstrap-password-file", o.EjabberdBootstrapPasswordFile, "external: file with the one-time password your ejabberd created the admin account with from a command line (else $EJABBERD_BOOTSTRAP_PASSWORD); the deployer replaces it with the admin password")
 	fs.StringVar(&o.RedisAddress, "redis-address", o.RedisAddress, "external: Redis host:port, as the agents reach it")
 	fs.StringVar(&o.RedisPasswordFile, "redis-password-file", o.RedisPasswordFile, "external: file with Redis's password (else $REDIS_PASSWORD)")
 	fs.StringToStringVar(&o.RedisUserPasswordFiles, "redis-user-password-file", o.RedisUserPasswordFiles, "external: COMPONENT=FILE, the password of a component's Redis ACL user mlsysops-COMPONENT, for each of "+componentList()+" (repeat the flag; docs/install.md, \"Redis users\")")
@@ -360,6 +369,15 @@ func (o *Options) secret(file, env string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("give the file, or set $%s", env)
+}
+
+// hasEnv reports whether the environment variable is set and not empty.
+func (o *Options) hasEnv(name string) bool {
+	if o.env == nil {
+		return false
+	}
+	v, ok := o.env(name)
+	return ok && v != ""
 }
 
 // adminJID is the ejabberd admin account.

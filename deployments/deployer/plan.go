@@ -62,6 +62,10 @@ const (
 	SecretRedisACL      = "mlsysops-redis-acl"
 	SecretPostgres      = "mlsysops-postgres"
 	SecretEjabberdAdmin = "mlsysops-ejabberd-admin"
+	// SecretEjabberdBootstrap holds the bundled ejabberd's one-time admin
+	// password (Material.EjabberdBootstrapPassword): ejabberd's pod gets
+	// this one, never the admin password.
+	SecretEjabberdBootstrap = "mlsysops-ejabberd-bootstrap"
 	SecretEjabberdTLS   = "mlsysops-ejabberd-tls"
 	// SecretEjabberdSQL is the bundled ejabberd's configuration file with
 	// its PostgreSQL password (sql.yml).
@@ -209,6 +213,12 @@ func ConfigMapFiles(dir string) (map[string]string, error) {
 // or taken from the options (external services).
 type Material struct {
 	RedisPassword, PostgresPassword, EjabberdAdminPassword string
+	// EjabberdBootstrapPassword is the one-time password the admin
+	// account is created with from a command line (the bundled
+	// ejabberd's CTL_ON_CREATE), replaced at once through the admin API
+	// by EjabberdAdminPassword (provision.HTTPAPI.Bootstrap); "" when
+	// the admin account needs none (external services without one).
+	EjabberdBootstrapPassword string
 	// RedisUsers are the passwords of the components' Redis ACL users,
 	// by component.
 	RedisUsers map[mlstate.Component]string

@@ -65,11 +65,16 @@ func LoadMaterial(ctx context.Context, cl *Clusters, o *Options, p *Plan) (*Mate
 		if m.EjabberdAdminPassword, err = o.secret(o.EjabberdAdminPasswordFile, "EJABBERD_ADMIN_PASSWORD"); err != nil {
 			return nil, fmt.Errorf("ejabberd admin password: %w", err)
 		}
+		if o.EjabberdBootstrapPasswordFile != "" || o.hasEnv("EJABBERD_BOOTSTRAP_PASSWORD") {
+			if m.EjabberdBootstrapPassword, err = o.secret(o.EjabberdBootstrapPasswordFile, "EJABBERD_BOOTSTRAP_PASSWORD"); err != nil {
+				return nil, fmt.Errorf("ejabberd bootstrap password: %w", err)
+			}
+		}
 	} else {
 		for _, s := range []struct {
 			secret string
 			dst    *string
-		}{{SecretRedis, &m.RedisPassword}, {SecretPostgres, &m.PostgresPassword}, {SecretEjabberdAdmin, &m.EjabberdAdminPassword}} {
+		}{{SecretRedis, &m.RedisPassword}, {SecretPostgres, &m.PostgresPassword}, {SecretEjabberdAdmin, &m.EjabberdAdminPassword}, {SecretEjabberdBootstrap, &m.EjabberdBootstrapPassword}} {
 			stored, err := host(s.secret)
 			if err != nil {
 				return nil, err
@@ -338,6 +343,7 @@ func (p *Plan) SecretObjects(o *Options, m *Material) (host, karmada []*unstruct
 	}
 	if o.Services == ModeBundled {
 		host = append(host, secretObject(SecretRedis, "services", pw(m.RedisPassword)),
+			secretObject(SecretEjabberdBootstrap, "services", pw(m.EjabberdBootstrapPassword)),
 			secretObject(SecretRedisACL, "services", map[string][]byte{"users.acl": m.RedisACL}))
 	}
 	for _, c := range mlstate.Components() {

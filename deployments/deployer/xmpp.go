@@ -31,6 +31,13 @@ func provisionAccounts(ctx context.Context, cl *Clusters, o *Options, p *Plan, m
 		return err
 	}
 	defer stop()
+	// The admin account may still have the one-time password it was
+	// created with from a command line: give it the admin password first.
+	if set, err := prov.Bootstrap(ctx, m.EjabberdBootstrapPassword); err != nil {
+		return fmt.Errorf("ejabberd admin account: %w", err)
+	} else if set {
+		progress("ejabberd admin account: its one-time password replaced by the installation's admin password (admin API)")
+	}
 	for _, a := range p.Accounts {
 		if err := prov.EnsureAccount(ctx, a.JID, m.Passwords[a.JID]); err != nil {
 			return fmt.Errorf("XMPP account %s: %w", a.JID, err)
@@ -53,7 +60,7 @@ func provisionAccounts(ctx context.Context, cl *Clusters, o *Options, p *Plan, m
 // provisioner reaches ejabberd's admin API: the given URL for external
 // services, a port-forward to the bundled server's pod otherwise. stop
 // ends the port-forward.
-func provisioner(ctx context.Context, cl *Clusters, o *Options, adminPassword string, ca []byte) (provision.Provisioner, func(), error) {
+func provisioner(ctx context.Context, cl *Clusters, o *Options, adminPassword string, ca []byte) (*provision.HTTPAPI, func(), error) {
 	client := &http.Client{Timeout: 30 * time.Second}
 	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12}
 	if len(ca) > 0 {

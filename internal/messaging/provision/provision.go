@@ -456,3 +456,44 @@ func (c *Ctl) Unlink(ctx context.Context, a, b string) error {
 	}
 	return nil
 }
+
+// refused reports whether err is the admin API refusing the admin's
+// credentials (or their rights).
+func refused(err error) bool {
+	var apiErr *APIError
+	return errors.As(err, &apiErr) && (apiErr.Status == http.StatusUnauthorized || apiErr.Status == http.StatusForbidden)
+}
+
+// Bootstrap gives the admin account the password h logs in with when it
+// still has the one-time password it was created with. A container image
+// creates the admin account from its command line (ejabberd's
+// CTL_ON_CREATE runs `ejabberdctl register admin <domain> <password>`),
+// where every process that can list processes reads the password; so the
+// account is created with oneTime, and this sets the real password through
+// the authenticated admin API, after which oneTime opens nothing. It does
+// nothing when the real password is already accepted (the usual case, and
+// every run after the first), and reports whether it changed the password.
+// An error never contains either password.
+func (h *HTTPAPI) Bootstrap(ctx context.Context, oneTime string) (bool, error) {
+	_, err := h.Uptime(ctx)
+	if err == nil || !refused(err) || oneTime == "" {
+		return false, err
+	}
+	user, host, serr := split(h.admin)
+	if serr != nil {
+		return false, serr
+	}
+	h.mu.Lock()
+	once := &HTTPAPI{bases: h.bases, admin: h.admin, secret: oneTime, client: h.client, cur: h.cur}
+	h.mu.Unlock()
+	if err := once.callStatus(ctx, "change_password", map[string]string{"user": user, "host": host, "newpass": h.secret}); err != nil {
+		if refused(err) {
+			return false, fmt.Errorf("the admin account %s accepts neither its password nor the one-time bootstrap password (changed by hand? set its password to the installation's with ejabberd's change_password): %w", h.admin, err)
+		}
+		return false, fmt.Errorf("set the admin account's password from its one-time password: %w", err)
+	}
+	if _, err := h.Uptime(ctx); err != nil {
+		return true, fmt.Errorf("the admin password was set, but the admin API still refuses it: %w", err)
+	}
+	return true, nil
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mlsysops-go/mlsysops/internal/messaging/provision"
 	"github.com/mlsysops-go/mlsysops/internal/testbed"
+	"github.com/mlsysops-go/mlsysops/internal/testbed/services"
 )
 
 // TestProvisioning creates and re-keys accounts and links rosters through
@@ -84,5 +85,52 @@ func TestProvisioning(t *testing.T) {
 	}
 	if _, err := e.Ctl(ctx, "check_account", "intruder", testbed.DefaultXMPPDomain); err == nil {
 		t.Error("the in-band registered account exists")
+	}
+}
+
+// TestAdminBootstrap: an admin account created, as a container image
+// creates it, from ejabberdctl's command line with a one-time password is
+// given the real admin password through the admin API by Bootstrap (what
+// the deployer does before it provisions), after which the one-time
+// password opens nothing; a second Bootstrap changes nothing; and when
+// neither password is accepted, the error says so without either.
+func TestAdminBootstrap(t *testing.T) {
+	e := startEjabberd(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	hc, err := e.HTTPClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	once := "one-time-" + services.RandomSecret()
+	// What CTL_ON_CREATE does when the database is created.
+	if out, err := e.Ctl(ctx, "change_password", "admin", testbed.DefaultXMPPDomain, once); err != nil {
+		t.Fatalf("ejabberdctl change_password: %v: %s", err, out)
+	}
+	real := provision.NewHTTPAPI(e.APIURL(), e.AdminJID(), e.AdminPassword(), hc)
+	if _, err := real.Uptime(ctx); err == nil {
+		t.Fatal("the admin password is accepted before the bootstrap: the test set nothing up")
+	}
+	set, err := real.Bootstrap(ctx, once)
+	if err != nil || !set {
+		t.Fatalf("Bootstrap = %v, %v; want the password set", set, err)
+	}
+	if _, err := real.Uptime(ctx); err != nil {
+		t.Fatalf("the admin password after the bootstrap: %v", err)
+	}
+	if _, err := provision.NewHTTPAPI(e.APIURL(), e.AdminJID(), once, hc).Uptime(ctx); err == nil {
+		t.Error("the one-time password still opens the admin API")
+	}
+	if set, err := real.Bootstrap(ctx, once); err != nil || set {
+		t.Errorf("second Bootstrap = %v, %v; want nothing done", set, err)
+	}
+
+	wrong := provision.NewHTTPAPI(e.APIURL(), e.AdminJID(), "not-the-admin-password", hc)
+	_, err = wrong.Bootstrap(ctx, "not-the-one-time-password")
+	if err == nil || !strings.Contains(err.Error(), "accepts neither") {
+		t.Errorf("Bootstrap with two wrong passwords = %v; want a refusal naming both", err)
+	}
+	if err != nil && (strings.Contains(err.Error(), "not-the-admin-password") || strings.Contains(err.Error(), "not-the-one-time-password")) {
+		t.Errorf("the error shows a password: %v", err)
 	}
 }
