@@ -66,7 +66,7 @@ const (
 	// password (Material.EjabberdBootstrapPassword): ejabberd's pod gets
 	// this one, never the admin password.
 	SecretEjabberdBootstrap = "mlsysops-ejabberd-bootstrap"
-	SecretEjabberdTLS   = "mlsysops-ejabberd-tls"
+	SecretEjabberdTLS       = "mlsysops-ejabberd-tls"
 	// SecretEjabberdSQL is the bundled ejabberd's configuration file with
 	// its PostgreSQL password (sql.yml).
 	SecretEjabberdSQL     = "mlsysops-ejabberd-sql"
