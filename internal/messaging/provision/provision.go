@@ -15,6 +15,7 @@ import (
 	"io"
 	"net/http"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -85,10 +86,23 @@ type Server interface {
 	Uptime(ctx context.Context) (time.Duration, error)
 }
 
+// RosterGroup is the roster group of every item Link writes: the links
+// MLSysOps made, which the Reconciler may remove again; items in other
+// groups are someone else's and left alone.
+const RosterGroup = "mlsysops"
+
 // RosterItem is one contact of a roster.
 type RosterItem struct {
 	JID          string `json:"jid"`
 	Subscription string `json:"subscription"`
+	// Group (ejabberd before 24.02) or Groups (API v2) of the item.
+	Group  string   `json:"group,omitempty"`
+	Groups []string `json:"groups,omitempty"`
+}
+
+// Ours reports whether Link wrote the item (its group is RosterGroup).
+func (it RosterItem) Ours() bool {
+	return it.Group == RosterGroup || slices.Contains(it.Groups, RosterGroup)
 }
 
 // HTTPAPI provisions through ejabberd's mod_http_api, authenticated as an
@@ -264,13 +278,13 @@ func (h *HTTPAPI) addItem(ctx context.Context, owner, contact string) error {
 		return err
 	}
 	args := map[string]any{"localuser": ou, "localhost": oh, "user": cu, "host": ch,
-		"nick": cu, "group": "mlsysops", "subs": "both"}
+		"nick": cu, "group": RosterGroup, "subs": "both"}
 	err = h.callStatus(ctx, "add_rosteritem", args)
 	var apiErr *APIError
 	if errors.As(err, &apiErr) && strings.Contains(apiErr.Message, "groups") {
 		// ejabberd 24.02 and later (API v2) take a list of groups.
 		delete(args, "group")
-		args["groups"] = []string{"mlsysops"}
+		args["groups"] = []string{RosterGroup}
 		err = h.callStatus(ctx, "add_rosteritem", args)
 	}
 	if err != nil {
@@ -432,7 +446,7 @@ func (c *Ctl) Link(ctx context.Context, a, b string) error {
 		if err != nil {
 			return err
 		}
-		if _, err := c.run(ctx, "add_rosteritem", ou, oh, cu, ch, cu, "mlsysops", "both"); err != nil {
+		if _, err := c.run(ctx, "add_rosteritem", ou, oh, cu, ch, cu, RosterGroup, "both"); err != nil {
 			return fmt.Errorf("add %s to the roster of %s: %w", pair[1], pair[0], err)
 		}
 	}

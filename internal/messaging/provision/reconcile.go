@@ -111,6 +111,9 @@ const (
 	RepairAccount  = "account"  // a missing account created
 	RepairPassword = "password" // a password set to its Secret's
 	RepairRoster   = "roster"   // a roster link restored
+	// RepairUnlink: a link the topology no longer has (an agent moved
+	// to another parent, or whose account is gone) removed.
+	RepairUnlink = "unlink"
 )
 
 // Reconciler makes sure, continuously, that every described account
@@ -188,7 +191,7 @@ func NewReconciler(cfg ReconcilerConfig) (*Reconciler, error) {
 	}
 	r.m = newReconcilerMetrics()
 	r.m.described.Set(float64(len(cfg.Desired.Accounts)))
-	for _, k := range []string{RepairAccount, RepairPassword, RepairRoster} {
+	for _, k := range []string{RepairAccount, RepairPassword, RepairRoster, RepairUnlink} {
 		r.m.repairs.WithLabelValues(k) // exported at 0 from the start
 	}
 	if cfg.Registerer != nil {
@@ -233,9 +236,11 @@ func (r *Reconciler) description() description {
 }
 
 // SetDesired replaces what is described (for example after the
-// description folder changed) and schedules a full pass when it differs.
-// Accounts no longer described are left on the server: the reconciler
-// never deletes an account.
+// description folder changed) and schedules a full pass when it differs,
+// which also removes the links the new topology no longer has
+// (checkRoster). Accounts no longer described are left on the server:
+// the reconciler never deletes an account, since it cannot tell one it
+// made from another's (the deployer deletes those it recorded).
 func (r *Reconciler) SetDesired(d Desired) error {
 	if err := d.Validate(); err != nil {
 		return err
@@ -578,18 +583,26 @@ func (r *Reconciler) checkAccount(ctx context.Context, desc description, account
 	r.applied[account] = digest
 	r.mu.Unlock()
 	if created || thorough {
-		return r.checkRoster(ctx, desc.contacts[account], account, created, log)
+		return r.checkRoster(ctx, desc, account, present, created, log)
 	}
 	return nil
 }
 
-// checkRoster restores the account's described roster links. A new
-// account has none, so they are written without reading the roster.
-func (r *Reconciler) checkRoster(ctx context.Context, contacts []string, account string, fresh bool, log *slog.Logger) error {
-	if len(contacts) == 0 {
+// checkRoster restores the account's described roster links and removes
+// the links MLSysOps made (RosterItem.Ours) that the topology no longer
+// has: to a described account that is not a described contact (an agent
+// moved to another parent), or to an account no longer on the server
+// (present, when known: an agent removed from the topology). Links to
+// other accounts that exist are left, since another description (a
+// reconciler of a part of the topology) may want them. A new account
+// has no links, so they are written without reading the roster.
+func (r *Reconciler) checkRoster(ctx context.Context, desc description, account string, present map[string]bool, fresh bool, log *slog.Logger) error {
+	contacts := desc.contacts[account]
+	if fresh && len(contacts) == 0 {
 		return nil
 	}
 	have := map[string]bool{}
+	var stale []string
 	if !fresh {
 		items, err := r.cfg.Server.Roster(ctx, account)
 		if err != nil {
@@ -597,12 +610,25 @@ func (r *Reconciler) checkRoster(ctx context.Context, contacts []string, account
 			return err
 		}
 		for _, it := range items {
-			if it.Subscription == "both" {
+			wanted := slices.Contains(contacts, it.JID)
+			if wanted && it.Subscription == "both" {
 				have[it.JID] = true
+			}
+			if !wanted && it.Ours() && (desc.desired[it.JID] || (present != nil && !present[it.JID] && sameDomain(it.JID, account))) {
+				stale = append(stale, it.JID)
 			}
 		}
 	}
 	var errs []error
+	for _, c := range stale {
+		if err := r.cfg.Server.Unlink(ctx, account, c); err != nil {
+			r.m.errors.WithLabelValues("unlink").Inc()
+			errs = append(errs, err)
+			continue
+		}
+		r.m.repairs.WithLabelValues(RepairUnlink).Inc()
+		log.Info("roster link the topology no longer has removed", "contact", c)
+	}
 	for _, c := range contacts {
 		if have[c] {
 			continue
@@ -619,6 +645,8 @@ func (r *Reconciler) checkRoster(ctx context.Context, contacts []string, account
 	}
 	return errors.Join(errs...)
 }
+
+func sameDomain(a, b string) bool { return domainOf(a) == domainOf(b) }
 
 func domainOf(account string) string {
 	j, err := jid.Parse(account)

@@ -21,13 +21,14 @@ type memServer struct {
 	mu      sync.Mutex
 	pw      map[string]string
 	roster  map[string]map[string]string // owner -> contact -> subscription
+	foreign map[[2]string]bool           // items in a group other than RosterGroup
 	started time.Time
 	down    bool
 	calls   map[string]int
 }
 
 func newMemServer() *memServer {
-	return &memServer{pw: map[string]string{}, roster: map[string]map[string]string{}, started: time.Now().Add(-time.Hour), calls: map[string]int{}}
+	return &memServer{pw: map[string]string{}, roster: map[string]map[string]string{}, foreign: map[[2]string]bool{}, started: time.Now().Add(-time.Hour), calls: map[string]int{}}
 }
 
 var errDown = errors.New("connection refused")
@@ -67,15 +68,36 @@ func (s *memServer) Link(_ context.Context, a, b string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, p := range [][2]string{{a, b}, {b, a}} {
-		if s.roster[p[0]] == nil {
-			s.roster[p[0]] = map[string]string{}
-		}
-		s.roster[p[0]][p[1]] = "both"
+		s.addItem(p[0], p[1], true)
 	}
 	return nil
 }
 
-func (s *memServer) Unlink(_ context.Context, a, b string) error { return nil }
+// addItem writes a roster item (held), in RosterGroup when ours.
+func (s *memServer) addItem(owner, contact string, ours bool) {
+	if s.roster[owner] == nil {
+		s.roster[owner] = map[string]string{}
+	}
+	s.roster[owner][contact] = "both"
+	if ours {
+		delete(s.foreign, [2]string{owner, contact})
+	} else {
+		s.foreign[[2]string{owner, contact}] = true
+	}
+}
+
+func (s *memServer) Unlink(_ context.Context, a, b string) error {
+	if err := s.op("unlink"); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range [][2]string{{a, b}, {b, a}} {
+		delete(s.roster[p[0]], p[1])
+		delete(s.foreign, p)
+	}
+	return nil
+}
 
 func (s *memServer) Accounts(_ context.Context, domain string) ([]string, error) {
 	if err := s.op("list"); err != nil {
@@ -110,7 +132,11 @@ func (s *memServer) Roster(_ context.Context, a string) ([]RosterItem, error) {
 	defer s.mu.Unlock()
 	var out []RosterItem
 	for c, sub := range s.roster[a] {
-		out = append(out, RosterItem{JID: c, Subscription: sub})
+		it := RosterItem{JID: c, Subscription: sub, Group: RosterGroup}
+		if s.foreign[[2]string{a, c}] {
+			it.Group = "friends"
+		}
+		out = append(out, it)
 	}
 	return out, nil
 }
@@ -435,5 +461,49 @@ func TestSecretFiles(t *testing.T) {
 	again, err := s.Password(context.Background(), "a@d")
 	if err != nil || again != pw {
 		t.Errorf("second read gave another password (%v)", err)
+	}
+}
+
+// TestReconcilerRemovesStaleLinks: the links MLSysOps made that the
+// topology no longer has go, the described ones come, and links that are
+// not MLSysOps's, or lead to an account that exists but another
+// description may want, stay.
+func TestReconcilerRemovesStaleLinks(t *testing.T) {
+	srv := newMemServer()
+	f := start(t, srv, ReconcilerConfig{Interval: time.Hour, FullInterval: time.Hour})
+	const cl2, other, gone, human = "k2.cluster@d", "other@d", "gone@d", "human@d"
+	srv.mu.Lock()
+	srv.pw[other] = "x"
+	srv.addItem(n1, other, true) // another description's link
+	srv.addItem(other, n1, true)
+	srv.addItem(n1, gone, true) // its account was deleted
+	srv.addItem(n1, human, false)
+	srv.mu.Unlock()
+
+	// n2 moves from cluster k to k2.
+	d := Desired{Accounts: []string{cont, cl, cl2, n1, n2}, Links: [][2]string{{cont, cl}, {cont, cl2}, {cl, n1}, {cl2, n2}}}
+	f.secrets.Files[cl2] = filepath.Join(t.TempDir(), PasswordFileName(cl2))
+	if err := f.rec.SetDesired(d); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{
+		cont: {cl + ":both", cl2 + ":both"}, cl: {cont + ":both", n1 + ":both"}, cl2: {cont + ":both", n2 + ":both"},
+		n1: {human + ":both", cl + ":both", other + ":both"}, n2: {cl2 + ":both"}, other: {n1 + ":both"},
+	}
+	var rosters map[string][]string
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, rosters = srv.state(); cmp.Diff(want, rosters) == "" {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if diff := cmp.Diff(want, rosters); diff != "" {
+		t.Errorf("rosters after the move (-want +got):\n%s", diff)
+	}
+	// k's link with n2 (from either end, or both when two workers
+	// checked them at once), n1's with gone@d.
+	if got := f.repairs(RepairUnlink); got < 2 || got > 3 {
+		t.Errorf("unlink repairs = %v, want 2 or 3", got)
 	}
 }

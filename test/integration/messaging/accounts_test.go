@@ -218,3 +218,69 @@ func TestRotatedPasswordIsPickedUp(t *testing.T) {
 func quietLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelError + 1}))
 }
+
+// TestStaleLinksRemoved: on a real ejabberd, the accounts reconciler
+// removes the roster links the topology no longer has. A node agent
+// moves to another cluster agent (the description changes while the
+// reconciler runs): its link with the old parent goes from both rosters
+// and the new one comes. A link to an account that was deleted goes at
+// the next full pass, while a link in another roster group (not made by
+// MLSysOps) stays.
+func TestStaleLinksRemoved(t *testing.T) {
+	e := startEjabberd(t)
+	p := provisioner(t, e)
+	ctx := context.Background()
+	dom := testbed.DefaultXMPPDomain
+	c1, c2, node := "cluster-1@"+dom, "cluster-2@"+dom, "node-01@"+dom
+	d := provision.Desired{Accounts: []string{c1, c2, node}, Links: [][2]string{{c1, node}}}
+	rec := startAccounts(t, e, d, provision.ReconcilerConfig{Interval: time.Hour, FullInterval: time.Hour})
+	roster := func(a string) map[string]provision.RosterItem {
+		t.Helper()
+		items, err := p.Roster(ctx, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]provision.RosterItem{}
+		for _, it := range items {
+			out[it.JID] = it
+		}
+		return out
+	}
+	eventually(t, time.Minute, "the first link", func() bool { _, ok := roster(node)[c1]; return ok })
+	if it := roster(node)[c1]; !it.Ours() || it.Subscription != "both" {
+		t.Fatalf("the reconciler's link as ejabberd reads it back: %+v; want subscription both in group %s", it, provision.RosterGroup)
+	}
+
+	// Someone's own contact, and a link to an account deleted since.
+	human, gone := "operator@"+dom, "gone@"+dom
+	if out, err := e.Ctl(ctx, "add_rosteritem", "node-01", dom, "operator", dom, "operator", "friends", "both"); err != nil {
+		t.Fatalf("add_rosteritem: %v: %s", err, out)
+	}
+	account(t, p, "gone")
+	link(t, p, node, gone)
+	if err := p.DeleteAccount(ctx, gone); err != nil {
+		t.Fatal(err)
+	}
+
+	d.Links = [][2]string{{c2, node}}
+	if err := rec.SetDesired(d); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, "the move to cluster-2", func() bool {
+		r := roster(node)
+		_, old := r[c1]
+		_, dangling := r[gone]
+		_, parent := r[c2]
+		return !old && !dangling && parent && len(roster(c1)) == 0
+	})
+	if _, ok := roster(node)[human]; !ok {
+		t.Error("the contact in another roster group was removed")
+	}
+	if it := roster(c2)[node]; it.Subscription != "both" {
+		t.Errorf("cluster-2's roster item of the node: %+v", it)
+	}
+	// Each from one end or, checked at once by two workers, both.
+	if n := rec.metric(t, "mlsysops_accounts_repairs_total", map[string]string{"kind": provision.RepairUnlink}); n < 2 || n > 3 {
+		t.Errorf("unlink repairs = %v, want 2 or 3 (the old parent, the deleted account)", n)
+	}
+}
