@@ -12,7 +12,7 @@ import (
 )
 
 // NewCommand returns the deployer's command: install (the default),
-// upgrade, uninstall, status and render.
+// upgrade, rotate-passwords, uninstall, status and render.
 func NewCommand(ctx context.Context, out io.Writer) *cobra.Command {
 	o := NewOptions()
 	root := &cobra.Command{
@@ -52,6 +52,17 @@ Without a command, install.
 			Short: "Roll every agent to a new image (--tag), showing the rollout in every cluster",
 			RunE: func(cmd *cobra.Command, _ []string) error {
 				return runInstall(cmd.Context(), o, out, true)
+			},
+		},
+		&cobra.Command{
+			Use:   "rotate-passwords",
+			Short: "Give every agent's XMPP account (and the API's) a new password, without downtime: Secrets, accounts reconciler, ejabberd, then the agents one node at a time",
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				if err := o.Validate(true, true); err != nil {
+					return err
+				}
+				_, err := New(o, out).RotatePasswords(cmd.Context())
+				return err
 			},
 		},
 		&cobra.Command{

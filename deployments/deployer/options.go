@@ -95,6 +95,9 @@ type Options struct {
 	// the password seen on that command line opens nothing. Bundled
 	// services always work this way.
 	EjabberdBootstrapPasswordFile string
+	// rotateXMPP makes LoadMaterial generate new passwords for every
+	// XMPP account (RotatePasswords) instead of keeping the stored ones.
+	rotateXMPP bool
 	// RedisAddress is Redis's host:port (external mode).
 	RedisAddress string
 	// RedisPasswordFile holds its password; else $REDIS_PASSWORD.

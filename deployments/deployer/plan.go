@@ -227,6 +227,10 @@ type Material struct {
 	RedisACL []byte
 	// Passwords of the XMPP accounts, by JID.
 	Passwords map[string]string
+	// Recorded are the XMPP accounts the installation made before this
+	// run (the keys of SecretAccountsPasswords): those no longer
+	// described are deleted from ejabberd.
+	Recorded []string
 	// NorthboundTokens is the API's token list; OperatorToken is the
 	// operator token in it, MLConnectorToken the ML connector's.
 	NorthboundTokens []byte

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -122,7 +123,22 @@ func LoadMaterial(ctx context.Context, cl *Clusters, o *Options, p *Plan) (*Mate
 		m.RedisACL = []byte(strings.Join(lines, "\n") + "\n")
 	}
 
-	// XMPP passwords, grouped by Secret.
+	// The accounts made before, and the XMPP passwords, grouped by
+	// Secret: kept, or new ones when rotating.
+	recorded, err := host(SecretAccountsPasswords)
+	if err != nil {
+		return nil, err
+	}
+	for k := range recorded {
+		if j, ok := jidOfKey(k); ok {
+			m.Recorded = append(m.Recorded, j)
+		}
+	}
+	sort.Strings(m.Recorded)
+	xmppPassword := keep
+	if o.rotateXMPP {
+		xmppPassword = func(map[string][]byte, string, func() (string, error)) (string, error) { return gen() }
+	}
 	stored := map[string]map[string][]byte{}
 	for _, a := range p.Accounts {
 		id := a.Cluster + "/" + a.Secret
@@ -135,7 +151,7 @@ func LoadMaterial(ctx context.Context, cl *Clusters, o *Options, p *Plan) (*Mate
 				return nil, err
 			}
 		}
-		if m.Passwords[a.JID], err = keep(stored[id], a.Key, gen); err != nil {
+		if m.Passwords[a.JID], err = xmppPassword(stored[id], a.Key, gen); err != nil {
 			return nil, err
 		}
 	}

@@ -38,10 +38,23 @@ func provisionAccounts(ctx context.Context, cl *Clusters, o *Options, p *Plan, m
 	} else if set {
 		progress("ejabberd admin account: its one-time password replaced by the installation's admin password (admin API)")
 	}
+	planned := map[string]bool{}
 	for _, a := range p.Accounts {
+		planned[a.JID] = true
 		if err := prov.EnsureAccount(ctx, a.JID, m.Passwords[a.JID]); err != nil {
 			return fmt.Errorf("XMPP account %s: %w", a.JID, err)
 		}
+	}
+	// Accounts this installation made for agents no longer described go,
+	// with their links: only the topology's accounts may log in.
+	for _, j := range m.Recorded {
+		if planned[j] {
+			continue
+		}
+		if err := deleteWithLinks(ctx, prov, j); err != nil {
+			return err
+		}
+		progress("XMPP account %s deleted: its agent is no longer described", j)
 	}
 	links := 0
 	for _, a := range p.Accounts {
@@ -82,6 +95,26 @@ func provisioner(ctx context.Context, cl *Clusters, o *Options, adminPassword st
 		tlsConfig.ServerName = o.XMPPDomain
 	}
 	return provision.NewHTTPAPI(url, o.adminJID(), adminPassword, client), stop, nil
+}
+
+// deleteWithLinks removes the roster links MLSysOps made between the
+// account and others, then the account.
+func deleteWithLinks(ctx context.Context, prov *provision.HTTPAPI, account string) error {
+	items, err := prov.Roster(ctx, account)
+	if err != nil {
+		return fmt.Errorf("XMPP account %s: %w", account, err)
+	}
+	for _, it := range items {
+		if it.Ours() {
+			if err := prov.Unlink(ctx, account, it.JID); err != nil {
+				return fmt.Errorf("XMPP account %s: %w", account, err)
+			}
+		}
+	}
+	if err := prov.DeleteAccount(ctx, account); err != nil {
+		return fmt.Errorf("XMPP account %s: %w", account, err)
+	}
+	return nil
 }
 
 // removeAccounts deletes accounts; a missing one is no error.
