@@ -201,6 +201,11 @@ func (d *Deployer) Install(ctx context.Context) (*Report, error) {
 				return rep, fmt.Errorf("stage %s: %w", stage, err)
 			}
 		}
+		if stage == "continuum" && !o.DryRun && !o.NoWait {
+			if err := pruneAccounts(ctx, cl, o, p, r.Material, d.progress); err != nil {
+				return rep, fmt.Errorf("stage %s: %w", stage, err)
+			}
+		}
 	}
 	changed := rep.Count(Created) + rep.Count(Changed)
 	switch {

@@ -227,11 +227,11 @@ func TestNewPlanRefusesBadDescriptions(t *testing.T) {
 func TestAgentSecretKey(t *testing.T) {
 	for _, jid := range []string{"edge-1@mlsysops.local", "edge-1.cluster@mlsysops.local", "c.continuum@example.org"} {
 		k := AgentSecretKey(jid)
-		if back, ok := jidOfKey(k); !ok || back != jid {
+		if back, ok := JIDOfKey(k); !ok || back != jid {
 			t.Errorf("%s -> %s -> %s %v", jid, k, back, ok)
 		}
 	}
-	if _, ok := jidOfKey("password"); ok {
+	if _, ok := JIDOfKey("password"); ok {
 		t.Error("password is not an account key")
 	}
 }

@@ -130,7 +130,7 @@ func LoadMaterial(ctx context.Context, cl *Clusters, o *Options, p *Plan) (*Mate
 		return nil, err
 	}
 	for k := range recorded {
-		if j, ok := jidOfKey(k); ok {
+		if j, ok := JIDOfKey(k); ok {
 			m.Recorded = append(m.Recorded, j)
 		}
 	}

@@ -268,7 +268,7 @@ func (d *Deployer) removeAccounts(ctx context.Context) error {
 			return err
 		}
 		for k := range data {
-			if jid, ok := jidOfKey(k); ok {
+			if jid, ok := JIDOfKey(k); ok {
 				accounts = append(accounts, jid)
 			}
 		}
@@ -320,8 +320,8 @@ func (d *Deployer) removeAccounts(ctx context.Context) error {
 	return nil
 }
 
-// jidOfKey inverts AgentSecretKey.
-func jidOfKey(k string) (string, bool) {
+// JIDOfKey inverts AgentSecretKey.
+func JIDOfKey(k string) (string, bool) {
 	if !strings.HasPrefix(k, "xmpp-") || !strings.HasSuffix(k, ".password") {
 		return "", false
 	}

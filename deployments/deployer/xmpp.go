@@ -38,23 +38,10 @@ func provisionAccounts(ctx context.Context, cl *Clusters, o *Options, p *Plan, m
 	} else if set {
 		progress("ejabberd admin account: its one-time password replaced by the installation's admin password (admin API)")
 	}
-	planned := map[string]bool{}
 	for _, a := range p.Accounts {
-		planned[a.JID] = true
 		if err := prov.EnsureAccount(ctx, a.JID, m.Passwords[a.JID]); err != nil {
 			return fmt.Errorf("XMPP account %s: %w", a.JID, err)
 		}
-	}
-	// Accounts this installation made for agents no longer described go,
-	// with their links: only the topology's accounts may log in.
-	for _, j := range m.Recorded {
-		if planned[j] {
-			continue
-		}
-		if err := deleteWithLinks(ctx, prov, j); err != nil {
-			return err
-		}
-		progress("XMPP account %s deleted: its agent is no longer described", j)
 	}
 	links := 0
 	for _, a := range p.Accounts {
@@ -95,6 +82,40 @@ func provisioner(ctx context.Context, cl *Clusters, o *Options, adminPassword st
 		tlsConfig.ServerName = o.XMPPDomain
 	}
 	return provision.NewHTTPAPI(url, o.adminJID(), adminPassword, client), stop, nil
+}
+
+// pruneAccounts deletes, with their links, the XMPP accounts this
+// installation made (m.Recorded) for agents no longer described: only the
+// topology's accounts may log in. It runs once the accounts reconciler
+// reads the new descriptions (its pod restarts when they change, and the
+// continuum stage waits for it), since one still on the old ones would
+// create them again.
+func pruneAccounts(ctx context.Context, cl *Clusters, o *Options, p *Plan, m *Material, progress func(string, ...any)) error {
+	planned := map[string]bool{}
+	for _, a := range p.Accounts {
+		planned[a.JID] = true
+	}
+	var stale []string
+	for _, j := range m.Recorded {
+		if !planned[j] {
+			stale = append(stale, j)
+		}
+	}
+	if len(stale) == 0 {
+		return nil
+	}
+	prov, stop, err := provisioner(ctx, cl, o, m.EjabberdAdminPassword, m.CABundle)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	for _, j := range stale {
+		if err := deleteWithLinks(ctx, prov, j); err != nil {
+			return err
+		}
+		progress("XMPP account %s deleted: its agent is no longer described", j)
+	}
+	return nil
 }
 
 // deleteWithLinks removes the roster links MLSysOps made between the

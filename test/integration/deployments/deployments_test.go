@@ -255,6 +255,8 @@ func TestInstall(t *testing.T) {
 
 	t.Run("a forbidden call is refused", func(t *testing.T) { testForbiddenCalls(t, env) })
 	t.Run("the accounts reconciler restores a lost account", func(t *testing.T) { testLostAccount(t, env, cl) })
+	t.Run("passwords rotated without downtime", func(t *testing.T) { testRotate(t, env, o, cl, app) })
+	t.Run("a node taken out of the descriptions loses its account", func(t *testing.T) { testNodeDecommissioned(t, env, o, cl) })
 
 	t.Run("upgrade", func(t *testing.T) {
 		// The new tag is on the real nodes as a registry push would make
