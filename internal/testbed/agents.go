@@ -14,6 +14,7 @@ import (
 	"github.com/mlsysops-go/mlsysops/internal/agentconfig"
 	"github.com/mlsysops-go/mlsysops/internal/description"
 	"github.com/mlsysops-go/mlsysops/internal/messaging/provision"
+	"github.com/mlsysops-go/mlsysops/internal/state"
 	"github.com/mlsysops-go/mlsysops/internal/testbed/proc"
 )
 
@@ -59,6 +60,12 @@ type AgentsConfig struct {
 	RedisMode, RedisMasterName, RedisSentinelPassword string
 	// RedisPrefix starts every key; empty keeps the agents' default.
 	RedisPrefix string
+	// RedisUserDir, when set, holds the password of each component's
+	// Redis ACL user (RedisUserPasswordFile): the continuum and cluster
+	// agents log in as their own user (state.ACLUserName, allowed only
+	// state.ACLRules with the default prefix, so not with RedisPrefix)
+	// instead of the default user, as installed agents do.
+	RedisUserDir string
 	// Kubeconfig has the karmada-apiserver context and one context per
 	// member cluster.
 	Kubeconfig string
@@ -206,7 +213,12 @@ func (cfg AgentsConfig) process(a *AgentProcess, extra []string) *proc.Process {
 		"--listen", a.Listen, "--log-format", "json",
 	}
 	if a.Layer != LayerNode {
-		args = append(args, "--redis-addr", cfg.RedisAddr, "--redis-password-file", cfg.redisPasswordFile())
+		// The users' key patterns are the default prefix's.
+		if comp, ok := redisComponent[a.Layer]; ok && cfg.RedisUserDir != "" && cfg.RedisPrefix == "" {
+			args = append(args, "--redis-addr", cfg.RedisAddr, "--redis-username", state.ACLUserName(comp), "--redis-password-file", RedisUserPasswordFile(cfg.RedisUserDir, comp))
+		} else {
+			args = append(args, "--redis-addr", cfg.RedisAddr, "--redis-password-file", cfg.redisPasswordFile())
+		}
 		if cfg.RedisMode != "" {
 			args = append(args, "--redis-mode", cfg.RedisMode)
 		}
@@ -233,6 +245,10 @@ func (cfg AgentsConfig) process(a *AgentProcess, extra []string) *proc.Process {
 	}
 	return p
 }
+
+// redisComponent is the Redis ACL user's component of each layer that
+// uses Redis.
+var redisComponent = map[string]state.Component{LayerContinuum: state.ComponentContinuum, LayerCluster: state.ComponentCluster}
 
 // binaryFor is the executable of an agent of layer.
 func (cfg AgentsConfig) binaryFor(layer string) string {
@@ -382,7 +398,7 @@ func (tb *Testbed) agents() ([]*AgentProcess, AgentsConfig, error) {
 		XMPPAdminURL: tb.ejabberd.APIURL(), XMPPAdminJID: tb.ejabberd.AdminJID(), XMPPAdminPasswordFile: tb.ejabberd.AdminPasswordFile(),
 		AccountsBinary: filepath.Join(tb.opts.BinDir, accountsBinary), AccountsListen: tb.l.addr(portAccounts),
 		ExtraAccounts: []string{northboundXMPPUser + "@" + tb.ejabberd.Domain() + "=" + tb.northboundPasswordFile()},
-		RedisAddr:     tb.redis.Addr(), RedisPassword: tb.redis.Password(), Kubeconfig: tb.l.path("kubeconfig"),
+		RedisAddr:     tb.redis.Addr(), RedisPassword: tb.redis.Password(), RedisUserDir: tb.l.path("pki"), Kubeconfig: tb.l.path("kubeconfig"),
 		ListenBase: tb.l.port(portAgents),
 		// The northbound API pings agents and sets their mode.
 		Args: append([]string{"--xmpp-controllers", northboundXMPPUser + "@" + tb.ejabberd.Domain()}, tb.settings().agentArgs...),

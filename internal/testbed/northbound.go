@@ -15,6 +15,7 @@ import (
 
 	"github.com/mlsysops-go/mlsysops/internal/auth"
 	"github.com/mlsysops-go/mlsysops/internal/messaging/provision"
+	"github.com/mlsysops-go/mlsysops/internal/state"
 	"github.com/mlsysops-go/mlsysops/internal/testbed/proc"
 	"github.com/mlsysops-go/mlsysops/northbound/api"
 )
@@ -93,10 +94,10 @@ func (tb *Testbed) northboundProcess(tokenFile, xmppPasswordFile string) *proc.P
 	}
 	// Policies go to the agents' policy ConfigMaps (the deployer made
 	// them), which the agents' pods mount.
-	p := tb.process(northboundName, northboundBinary, args, httpReady("http://"+addr+api.PathReadyz))
-	// The Redis password goes through the environment, not the command line.
-	p.Env = append(p.Env, "REDIS_PASSWORD="+tb.redis.Password())
-	return p
+	// Its own Redis ACL user, as installed; the password from a file.
+	args = append(args, "--redis-username="+state.ACLUserName(state.ComponentNorthbound),
+		"--redis-password-file="+RedisUserPasswordFile(tb.l.path("pki"), state.ComponentNorthbound))
+	return tb.process(northboundName, northboundBinary, args, httpReady("http://"+addr+api.PathReadyz))
 }
 
 // buildNorthbound builds the server (and mls) from the checkout into the

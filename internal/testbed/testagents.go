@@ -199,7 +199,13 @@ func StartTestAgents(t testing.TB, env *Env, opts TestAgentsOptions) *TestAgents
 		Args: append([]string{"--heartbeat-interval", "500ms", "--log-level", "debug", "--profiling",
 			"--xmpp-controllers", northboundXMPPUser + "@" + env.XMPPDomain}, opts.Args...),
 	}
+	// On the testbed's Redis, which defines the components' ACL users,
+	// the agents log in as theirs.
+	if env.Agents.RedisPasswordFile != "" {
+		a.Config.RedisUserDir = filepath.Dir(env.Agents.RedisPasswordFile)
+	}
 	if r := opts.Redis; r != nil {
+		a.Config.RedisUserDir = ""
 		a.Config.RedisAddr, a.Config.RedisPassword = strings.Join(r.Addrs, ","), r.Password
 		a.Config.RedisMode, a.Config.RedisMasterName, a.Config.RedisSentinelPassword = string(r.Mode), r.MasterName, r.SentinelPassword
 	}

@@ -88,6 +88,7 @@ func TestNoSecretLeaks(t *testing.T) {
 	}
 	// Let the agents see the submission and its removal.
 	time.Sleep(3 * time.Second)
+	t.Run("every Redis client is its component's ACL user", func(t *testing.T) { testRedisUsers(t, env) })
 
 	secrets := collectSecrets(t, env, agents.Config.StateDir)
 	t.Logf("looking for %d secrets", len(secrets))
