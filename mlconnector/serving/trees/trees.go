@@ -1,8 +1,9 @@
 // Package trees serves gradient-boosted tree ensembles in pure Go: LightGBM
-// text and JSON models and XGBoost's binary format as XGBoost wrote it
-// before 1.0 through github.com/dmitryikh/leaves, and XGBoost's JSON format
-// (1.0 and later, numerical splits) through this package's own reader. It
-// needs no cgo, so it is what an image without ONNX Runtime serves.
+// text and JSON models through github.com/dmitryikh/leaves, and XGBoost's
+// JSON format (1.0 and later, numerical splits) and binary format (as
+// XGBoost wrote it before 1.0) through this package's own readers, which
+// check every count and node link before they use it. It needs no cgo, so
+// it is what an image without ONNX Runtime serves.
 //
 // A model has one input, "input" (FP64 [-1, features]). A binary (sigmoid)
 // or multiclass (softmax) model is a classifier with outputs "label" (INT64
@@ -32,7 +33,7 @@ import (
 const (
 	LightGBM     = "lightgbm"
 	LightGBMJSON = "lightgbm-json"
-	// XGBoost is XGBoost's binary format before 1.0 (read by leaves).
+	// XGBoost is XGBoost's binary format before 1.0.
 	XGBoost = "xgboost"
 	// XGBoostJSON is XGBoost's JSON format (1.0 and later; save the model
 	// to a file ending in .json), read by this package.
@@ -85,8 +86,16 @@ func Load(format, path string, opts model.Options) (m *Ensemble, err error) {
 	var platform string
 	var features []string
 	var nFeatures int
-	if format == XGBoostJSON {
-		x, err := parseXGBoostJSON(data)
+	if format == XGBoostJSON || format == XGBoost {
+		var x *xgbEnsemble
+		switch {
+		case format == XGBoostJSON:
+			x, err = parseXGBoostJSON(data)
+		case bytes.HasPrefix(data, []byte("binf")) || bytes.HasPrefix(data, []byte("{")):
+			return nil, errors.New("an XGBoost 1.0 or later model: save it as JSON (a file name ending in .json) and serve it with the xgboost-json format")
+		default:
+			x, err = parseXGBoostBinary(data)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -94,6 +103,7 @@ func Load(format, path string, opts model.Options) (m *Ensemble, err error) {
 		platform, features, nFeatures = "xgboost", x.names, x.features
 	} else {
 		var e *leaves.Ensemble
+		var objective string
 		switch format {
 		case LightGBM:
 			if err := checkLightGBMTrees(data); err != nil {
@@ -102,14 +112,13 @@ func Load(format, path string, opts model.Options) (m *Ensemble, err error) {
 			e, err = leaves.LGEnsembleFromReader(bufio.NewReader(bytes.NewReader(data)), true)
 			platform, features = "lightgbm", lightGBMFeatures(data)
 		case LightGBMJSON:
-			e, err = leaves.LGEnsembleFromJSON(bytes.NewReader(data), true)
-			platform = "lightgbm"
-		case XGBoost:
-			if bytes.HasPrefix(data, []byte("binf")) || bytes.HasPrefix(data, []byte("{")) {
-				return nil, errors.New("an XGBoost 1.0 or later model: save it as JSON (a file name ending in .json) and serve it with the xgboost-json format")
+			if objective, err = checkLightGBMJSON(data); err != nil {
+				return nil, err
 			}
-			e, err = leaves.XGEnsembleFromReader(bufio.NewReader(bytes.NewReader(data)), true)
-			platform = "xgboost"
+			// leaves reads no objective from JSON (asked to, it refuses
+			// every model): lightGBMTransform applies it below.
+			e, err = leaves.LGEnsembleFromJSON(bytes.NewReader(data), false)
+			platform = "lightgbm"
 		default:
 			return nil, fmt.Errorf("format %q is not a tree format", format)
 		}
@@ -126,6 +135,22 @@ func Load(format, path string, opts model.Options) (m *Ensemble, err error) {
 			m.classes = 2
 		case transformation.Softmax:
 			m.classes = e.NOutputGroups()
+		}
+		if format == LightGBMJSON {
+			transform, classes, err := lightGBMTransform(objective, m.groups)
+			if err != nil {
+				return nil, err
+			}
+			if m.classes = classes; transform != nil {
+				raw := m.predict
+				m.predict = func(vals []float64, rows, cols int, out []float64) error {
+					if err := raw(vals, rows, cols, out); err != nil {
+						return err
+					}
+					transform(out)
+					return nil
+				}
+			}
 		}
 	}
 	if nFeatures <= 0 {

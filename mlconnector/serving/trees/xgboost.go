@@ -96,9 +96,6 @@ func parseXGBoostJSON(data []byte) (*xgbEnsemble, error) {
 	if trees == nil || len(trees.Trees) == 0 {
 		return nil, errors.New("the XGBoost model has no trees")
 	}
-	if len(trees.TreeInfo) != len(trees.Trees) {
-		return nil, fmt.Errorf("tree_info has %d entries for %d trees", len(trees.TreeInfo), len(trees.Trees))
-	}
 	nf, err := strconv.Atoi(l.LearnerModelParam.NumFeature)
 	if err != nil || nf <= 0 {
 		return nil, fmt.Errorf("learner_model_param.num_feature %q: want a positive integer", l.LearnerModelParam.NumFeature)
@@ -107,12 +104,37 @@ func parseXGBoostJSON(data []byte) (*xgbEnsemble, error) {
 	if nt, _ := strconv.Atoi(l.LearnerModelParam.NumTarget); nt > 1 {
 		return nil, fmt.Errorf("a model with %d targets: one target is read", nt)
 	}
-	e := &xgbEnsemble{features: nf, groups: max(nc, 1), names: l.FeatureNames}
 	base, err := parseBaseScore(l.LearnerModelParam.BaseScore)
 	if err != nil {
 		return nil, err
 	}
-	switch obj := l.Objective.Name; obj {
+	return newXGBEnsemble(xgbParams{objective: l.Objective.Name, booster: gb.Name, base: base, features: nf, classes: nc,
+		trees: trees.Trees, treeInfo: trees.TreeInfo, weightDrop: gb.WeightDrop, names: l.FeatureNames})
+}
+
+// xgbParams is what an XGBoost model file says, in either format.
+type xgbParams struct {
+	objective, booster string
+	base               float64 // base_score as written (a probability for logistic objectives)
+	features, classes  int
+	trees              []xgbTree
+	treeInfo           []int
+	weightDrop         []float64
+	names              []string
+}
+
+// newXGBEnsemble checks a model's parameters and trees and makes its
+// predictor.
+func newXGBEnsemble(p xgbParams) (*xgbEnsemble, error) {
+	if len(p.trees) == 0 {
+		return nil, errors.New("the XGBoost model has no trees")
+	}
+	if len(p.treeInfo) != len(p.trees) {
+		return nil, fmt.Errorf("tree_info has %d entries for %d trees", len(p.treeInfo), len(p.trees))
+	}
+	e := &xgbEnsemble{features: p.features, groups: max(p.classes, 1), names: p.names}
+	base := p.base
+	switch obj := p.objective; obj {
 	case "reg:squarederror", "reg:linear", "reg:squaredlogerror", "reg:pseudohubererror", "reg:absoluteerror", "reg:quantileerror", "binary:logitraw", "rank:pairwise", "rank:ndcg", "rank:map":
 		e.base = base
 	case "binary:logistic", "reg:logistic":
@@ -134,20 +156,20 @@ func parseXGBoostJSON(data []byte) (*xgbEnsemble, error) {
 		return nil, fmt.Errorf("XGBoost objective %q is not supported", obj)
 	}
 	if e.transform == "sigmoid" && e.groups != 1 || e.transform == "softmax" && e.groups < 2 {
-		return nil, fmt.Errorf("objective %s with num_class %d", l.Objective.Name, nc)
+		return nil, fmt.Errorf("objective %s with num_class %d", p.objective, p.classes)
 	}
-	for i, t := range trees.Trees {
-		nodes, err := xgbNodes(t, nf)
+	for i, t := range p.trees {
+		nodes, err := xgbNodes(t, p.features)
 		if err != nil {
 			return nil, fmt.Errorf("tree %d: %w", i, err)
 		}
-		g := trees.TreeInfo[i]
+		g := p.treeInfo[i]
 		if g < 0 || g >= e.groups {
 			return nil, fmt.Errorf("tree %d belongs to group %d of %d", i, g, e.groups)
 		}
 		w := 1.0
-		if gb.Name == "dart" && i < len(gb.WeightDrop) {
-			w = gb.WeightDrop[i]
+		if p.booster == "dart" && i < len(p.weightDrop) {
+			w = p.weightDrop[i]
 		}
 		e.trees, e.group, e.weight = append(e.trees, nodes), append(e.group, g), append(e.weight, w)
 	}
