@@ -1,13 +1,17 @@
 package agent
 
 import (
+	"bytes"
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -33,14 +37,15 @@ func (a *Agent) serve() (func(context.Context) error, error) {
 		}
 		_, _ = w.Write([]byte("ok\n"))
 	})
-	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, a.Status()) })
-	mux.HandleFunc("POST /ping", func(w http.ResponseWriter, r *http.Request) {
+	token := a.Conn.HTTPTokenFile
+	mux.Handle("GET /status", protect(token, func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, a.Status()) }))
+	mux.Handle("POST /ping", protect(token, func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 15*time.Second)
 		defer cancel()
 		writeJSON(w, a.pingAll(ctx, a.pingTargets(ctx)))
-	})
+	}))
 	if a.Conn.Profiling {
-		addProfiling(mux)
+		addProfiling(mux, token)
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	return func(ctx context.Context) error {
@@ -57,13 +62,35 @@ func (a *Agent) serve() (func(context.Context) error, error) {
 	}, nil
 }
 
-// addProfiling serves Go's profiles under /debug/pprof/.
-func addProfiling(mux *http.ServeMux) {
-	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
-	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+// addProfiling serves Go's profiles under /debug/pprof/, with the token
+// of tokenFile when there is one.
+func addProfiling(mux *http.ServeMux, tokenFile string) {
+	mux.Handle("GET /debug/pprof/", protect(tokenFile, pprof.Index))
+	mux.Handle("GET /debug/pprof/cmdline", protect(tokenFile, pprof.Cmdline))
+	mux.Handle("GET /debug/pprof/profile", protect(tokenFile, pprof.Profile))
+	mux.Handle("GET /debug/pprof/symbol", protect(tokenFile, pprof.Symbol))
+	mux.Handle("GET /debug/pprof/trace", protect(tokenFile, pprof.Trace))
+}
+
+// protect serves h only to requests with the bearer token held in
+// tokenFile (read at every request, so that a new token counts at once;
+// these endpoints are not hot); without a file, to everyone. A missing or
+// empty file refuses every request rather than opening the endpoint.
+func protect(tokenFile string, h http.HandlerFunc) http.Handler {
+	if tokenFile == "" {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		want, err := os.ReadFile(tokenFile)
+		want = bytes.TrimSpace(want)
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if err != nil || len(want) == 0 || !ok || subtle.ConstantTimeCompare([]byte(got), want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="mlsysops-agent"`)
+			http.Error(w, "this endpoint needs the agent's bearer token (--http-token-file)", http.StatusUnauthorized)
+			return
+		}
+		h(w, r)
+	})
 }
 
 // pingTargets are every registered agent for the continuum (which sees the

@@ -149,6 +149,12 @@ type Connection struct {
 	Listen string
 	// Profiling serves Go's profiles under /debug/pprof/ on Listen.
 	Profiling bool
+	// HTTPTokenFile holds a bearer token that /status, POST /ping and
+	// /debug/pprof/ then require (MLSYSOPS_HTTP_TOKEN_FILE): they show the
+	// agent's plans, peers and (profiles) command line, and a ping makes
+	// traffic. /healthz, /readyz and /metrics stay open for probes and
+	// Prometheus. Empty: nothing is required.
+	HTTPTokenFile string
 	// LogLevel is debug, info, warn or error (LOG_LEVEL).
 	LogLevel string
 	// LogFormat is json or text (MLSYSOPS_LOG_FORMAT).
@@ -229,6 +235,7 @@ func (c *Connection) FromEnv(env agentconfig.LookupEnv) error {
 	str(&c.RedisMasterName, "MLSYSOPS_REDIS_MASTER_NAME")
 	str(&c.RedisUsername, "MLSYSOPS_REDIS_USERNAME")
 	str(&c.RedisPasswordFile, "MLSYSOPS_REDIS_PASSWORD_FILE")
+	str(&c.HTTPTokenFile, "MLSYSOPS_HTTP_TOKEN_FILE")
 	str(&c.RedisSentinelPasswordFile, "MLSYSOPS_REDIS_SENTINEL_PASSWORD_FILE")
 	str(&c.RedisPrefix, "MLSYSOPS_REDIS_PREFIX")
 	if v, ok := get("MLSYSOPS_REDIS_DB", "REDIS_DB_NUMBER"); ok {
@@ -303,6 +310,7 @@ func (c *Connection) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.DescriptionPollInterval, "description-poll-interval", c.DescriptionPollInterval, "how often the agent reads its own description again to apply changes, e.g. an edited ConfigMap (0: never)")
 	fs.StringVar(&c.Listen, "listen", c.Listen, "address of /metrics, /healthz, /readyz and /status ($MLSYSOPS_LISTEN; empty disables)")
 	fs.BoolVar(&c.Profiling, "profiling", c.Profiling, "serve Go's CPU, heap and goroutine profiles under /debug/pprof/ on --listen")
+	fs.StringVar(&c.HTTPTokenFile, "http-token-file", c.HTTPTokenFile, "file with a bearer token that /status, POST /ping and /debug/pprof/ on --listen require ($MLSYSOPS_HTTP_TOKEN_FILE; /healthz, /readyz and /metrics stay open)")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error ($LOG_LEVEL)")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "json or text ($MLSYSOPS_LOG_FORMAT)")
 	fs.IntVar(&c.GCPercent, "gc-percent", c.GCPercent, "garbage collector target, -1 off (default: $GOGC, else 50 on nodes and 100 elsewhere)")
@@ -330,6 +338,11 @@ func (c *Connection) Validate(layer agentconfig.Layer) error {
 	}
 	if c.CapacityReportInterval <= 0 {
 		errs = append(errs, fmt.Errorf("--capacity-report-interval: must be positive, got %s", c.CapacityReportInterval))
+	}
+	if c.HTTPTokenFile != "" {
+		if tok, err := ReadSecret(c.HTTPTokenFile, nil); err != nil || len(tok) < 16 {
+			errs = append(errs, fmt.Errorf("--http-token-file %s: want a token of at least 16 characters (%v)", c.HTTPTokenFile, err))
+		}
 	}
 	if layer != agentconfig.LayerNode && c.RedisAddr == "" {
 		errs = append(errs, fmt.Errorf("--redis-addr: required for the %s layer (or $REDIS_HOST)", layer))

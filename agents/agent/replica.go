@@ -253,8 +253,9 @@ func (r *replica) handler() http.Handler {
 		}
 		_, _ = w.Write([]byte("ok\n"))
 	})
-	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, r.status()) })
-	mux.HandleFunc("POST /ping", func(w http.ResponseWriter, req *http.Request) {
+	token := r.conn.HTTPTokenFile
+	mux.Handle("GET /status", protect(token, func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, r.status()) }))
+	mux.Handle("POST /ping", protect(token, func(w http.ResponseWriter, req *http.Request) {
 		a := r.current()
 		if a == nil {
 			http.Error(w, "this replica follows; the leader is "+r.camp.Leader(), http.StatusServiceUnavailable)
@@ -263,9 +264,9 @@ func (r *replica) handler() http.Handler {
 		ctx, cancel := context.WithTimeout(req.Context(), 15*time.Second)
 		defer cancel()
 		writeJSON(w, a.pingAll(ctx, a.pingTargets(ctx)))
-	})
+	}))
 	if r.conn.Profiling {
-		addProfiling(mux)
+		addProfiling(mux, token)
 	}
 	return mux
 }

@@ -96,6 +96,9 @@ const (
 	// SecretAgentsPrefix + <cluster> holds the passwords of that cluster's
 	// agents, one key per agent (AgentSecretKey).
 	SecretAgentsPrefix = "mlsysops-agents-"
+	// AgentHTTPTokenKey holds Material.AgentHTTPToken in the agents'
+	// Secrets.
+	AgentHTTPTokenKey = "agent-http.token"
 	// Namespace holds every object of the installation but the
 	// applications.
 	Namespace = "mlsysops-framework"
@@ -227,6 +230,10 @@ type Material struct {
 	RedisACL []byte
 	// Passwords of the XMPP accounts, by JID.
 	Passwords map[string]string
+	// AgentHTTPToken is the bearer token of the agents' /status, /ping
+	// and profiles (--http-token-file), under AgentHTTPTokenKey in the
+	// continuum agent's Secret and in each cluster's agents' Secret.
+	AgentHTTPToken string
 	// Recorded are the XMPP accounts the installation made before this
 	// run (the keys of SecretAccountsPasswords): those no longer
 	// described are deleted from ejabberd.

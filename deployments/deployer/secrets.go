@@ -156,6 +156,14 @@ func LoadMaterial(ctx context.Context, cl *Clusters, o *Options, p *Plan) (*Mate
 		}
 	}
 
+	cont, err := host(SecretContinuumXMPP)
+	if err != nil {
+		return nil, err
+	}
+	if m.AgentHTTPToken, err = keep(cont, AgentHTTPTokenKey, auth.GenerateToken); err != nil {
+		return nil, err
+	}
+
 	if err := m.tokens(ctx, cl, o.NorthboundTokensFile); err != nil {
 		return nil, err
 	}
@@ -396,11 +404,15 @@ func (p *Plan) SecretObjects(o *Options, m *Material) (host, karmada []*unstruct
 	host = append(host, secretObject(SecretAccountsPasswords, "continuum", all))
 	for _, a := range p.Accounts {
 		if a.Cluster == "host" {
-			host = append(host, secretObject(a.Secret, "continuum", map[string][]byte{a.Key: []byte(m.Passwords[a.JID])}))
+			data := map[string][]byte{a.Key: []byte(m.Passwords[a.JID])}
+			if a.Secret == SecretContinuumXMPP {
+				data[AgentHTTPTokenKey] = []byte(m.AgentHTTPToken)
+			}
+			host = append(host, secretObject(a.Secret, "continuum", data))
 			continue
 		}
 		if perSecret[a.Secret] == nil {
-			perSecret[a.Secret] = map[string][]byte{}
+			perSecret[a.Secret] = map[string][]byte{AgentHTTPTokenKey: []byte(m.AgentHTTPToken)}
 			order = append(order, a.Secret)
 		}
 		perSecret[a.Secret][a.Key] = []byte(m.Passwords[a.JID])

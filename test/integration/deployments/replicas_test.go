@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -90,6 +91,8 @@ func testAgentReplicas(t *testing.T, env *testbed.Env, member string) {
 		}
 		return *l.Spec.HolderIdentity, nil
 	}
+	token := agentHTTPToken(t, cs)
+	testAgentHTTPToken(t, &pods[0], token)
 	var leader corev1.Pod
 	testbed.Eventually(t, "one replica leads, the other follows it", time.Minute, func() error {
 		h, err := holder()
@@ -98,7 +101,7 @@ func testAgentReplicas(t *testing.T, env *testbed.Env, member string) {
 		}
 		roles := map[string]string{}
 		for _, p := range pods {
-			st, err := replicaStatus(ctx, &p)
+			st, err := replicaStatus(ctx, &p, token)
 			if err != nil {
 				return err
 			}
@@ -152,7 +155,7 @@ func testAgentReplicas(t *testing.T, env *testbed.Env, member string) {
 		if err != nil {
 			return err
 		}
-		st, err := replicaStatus(ctx, p)
+		st, err := replicaStatus(ctx, p, token)
 		if err != nil {
 			return err
 		}
@@ -174,8 +177,63 @@ type replicaState struct {
 	} `json:"election"`
 }
 
-// replicaStatus reads a replica's /status at its pod's address.
-func replicaStatus(ctx context.Context, p *corev1.Pod) (*replicaState, error) {
+// agentHTTPToken is the token of the agents' HTTP endpoints in a member
+// (its copy of the cluster's agents' Secret).
+func agentHTTPToken(t *testing.T, cs kubernetes.Interface) string {
+	t.Helper()
+	list, err := cs.CoreV1().Secrets(deployer.Namespace).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range list.Items {
+		if strings.HasPrefix(s.Name, deployer.SecretAgentsPrefix) && len(s.Data[deployer.AgentHTTPTokenKey]) >= 16 {
+			return string(s.Data[deployer.AgentHTTPTokenKey])
+		}
+	}
+	t.Fatalf("no Secret %s* with %s in the member", deployer.SecretAgentsPrefix, deployer.AgentHTTPTokenKey)
+	return ""
+}
+
+// testAgentHTTPToken: an installed agent answers /status only with the
+// installation's token, while its probes and /metrics stay open.
+func testAgentHTTPToken(t *testing.T, p *corev1.Pod, token string) {
+	t.Helper()
+	for _, c := range []struct {
+		path, token string
+		want        int
+	}{{"/status", "", http.StatusUnauthorized}, {"/status", "not-the-token-0123456789", http.StatusUnauthorized},
+		{"/status", token, http.StatusOK}, {"/healthz", "", http.StatusOK}, {"/metrics", "", http.StatusOK}} {
+		code, err := agentGet(context.Background(), p, c.path, c.token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code != c.want {
+			t.Errorf("pod %s %s with token %v: %d, want %d", p.Name, c.path, c.token != "", code, c.want)
+		}
+	}
+}
+
+func agentGet(ctx context.Context, p *corev1.Pod, path, token string) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+net.JoinHostPort(p.Status.PodIP, "9464")+path, nil)
+	if err != nil {
+		return 0, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// replicaStatus reads a replica's /status at its pod's address, with the
+// agents' HTTP token.
+func replicaStatus(ctx context.Context, p *corev1.Pod, token string) (*replicaState, error) {
 	if p.Status.PodIP == "" {
 		return nil, fmt.Errorf("pod %s has no address yet", p.Name)
 	}
@@ -185,6 +243,7 @@ func replicaStatus(ctx context.Context, p *corev1.Pod) (*replicaState, error) {
 	if err != nil {
 		return nil, err
 	}
+	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("replica %s: %w", p.Name, err)

@@ -62,6 +62,9 @@ with its cluster's name.
   value: /etc/mlsysops/config/config.yaml
 - name: MLSYSOPS_LISTEN
   value: ":9464"
+# /status, /ping and profiles need this token; probes and /metrics not.
+- name: MLSYSOPS_HTTP_TOKEN_FILE
+  value: /var/run/secrets/mlsysops/http/token
 {{- end }}
 
 {{/*
