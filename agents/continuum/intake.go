@@ -199,10 +199,10 @@ func (s RedisStatus) Update(ctx context.Context, app *mlsysopsv1.MLSysOpsApp) er
 var _ StatusSweeper = RedisStatus{}
 
 // sweptPhases are the phases whose status says the application's
-// MLSysOpsApp was written to Karmada. Queued (accepted, not written yet)
-// and Failed (also what the intake records for a submission it could not
-// write) are never swept: the intake or a removal through the API ends
-// those.
+// MLSysOpsApp was written to Karmada. Queued (accepted, not written yet,
+// unless the intake handled its entry: see Sweep) and Failed (also what
+// the intake records for a submission it could not write) are not: the
+// intake or a removal through the API ends those.
 var sweptPhases = []mlsysopsv1.AppPhase{
 	mlsysopsv1.AppScheduling, mlsysopsv1.AppDeploying, mlsysopsv1.AppRunning, mlsysopsv1.AppDegraded,
 	mlsysopsv1.AppUnschedulable, mlsysopsv1.AppRemoving,
@@ -210,8 +210,14 @@ var sweptPhases = []mlsysopsv1.AppPhase{
 
 // Sweep forgets the statuses, in a phase that says their application was
 // in Karmada, of applications exists does not list, unless a submission of
-// theirs was accepted meanwhile. The statuses are read before exists is
-// called, so an application written to Karmada in between is listed.
+// theirs was accepted meanwhile. Queued statuses count too once the intake
+// has handled their submission (its entry left the stream): an update
+// written to Karmada leaves the status Queued until the placement
+// controller mirrors the next one, and an application deleted from Karmada
+// before that (with kubectl, while this agent was down and the Karmada API
+// failing) was listed Queued for good (chaos soak, seed 16001). The
+// statuses, then the stream, are read before exists is called, so an
+// application written to Karmada in between is listed.
 func (s RedisStatus) Sweep(ctx context.Context, exists func(context.Context) (map[string]bool, error)) ([]string, error) {
 	colls := []*state.Collection{s.Apps}
 	if s.ML != nil {
@@ -219,14 +225,26 @@ func (s RedisStatus) Sweep(ctx context.Context, exists func(context.Context) (ma
 	}
 	read := make([][]state.Status, len(colls))
 	for i, coll := range colls {
-		for after := ""; ; {
-			page, err := coll.Page(ctx, state.ListOptions{Phases: sweptPhases, After: after, Limit: 500})
-			if err != nil {
-				return nil, err
+		if err := pages(ctx, coll, sweptPhases, func(st state.Status) { read[i] = append(read[i], st) }); err != nil {
+			return nil, err
+		}
+		var queued []state.Status
+		var entries []string
+		err := pages(ctx, coll, []mlsysopsv1.AppPhase{mlsysopsv1.AppQueued}, func(st state.Status) {
+			if st.StreamID != "" {
+				queued, entries = append(queued, st), append(entries, st.StreamID)
 			}
-			read[i] = append(read[i], page.Items...)
-			if after = page.Next; after == "" {
-				break
+		})
+		if err != nil {
+			return nil, err
+		}
+		in, err := coll.InStream(ctx, entries)
+		if err != nil {
+			return nil, err
+		}
+		for _, st := range queued {
+			if !in[st.StreamID] {
+				read[i] = append(read[i], st)
 			}
 		}
 	}
@@ -250,6 +268,22 @@ func (s RedisStatus) Sweep(ctx context.Context, exists func(context.Context) (ma
 		}
 	}
 	return gone, nil
+}
+
+// pages calls fn with every status in one of phases.
+func pages(ctx context.Context, coll *state.Collection, phases []mlsysopsv1.AppPhase, fn func(state.Status)) error {
+	for after := ""; ; {
+		page, err := coll.Page(ctx, state.ListOptions{Phases: phases, After: after, Limit: 500})
+		if err != nil {
+			return err
+		}
+		for _, st := range page.Items {
+			fn(st)
+		}
+		if after = page.Next; after == "" {
+			return nil
+		}
+	}
 }
 
 // Removed forgets an application that is gone from Karmada.

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
 )
 
 // QueueOptions tune a Queue. Zero values take the defaults.
@@ -264,11 +266,37 @@ func (q *Queue) entries(ctx context.Context, msgs []redis.XMessage, counts map[s
 			if err := q.deadLetter(ctx, m, reason); err != nil {
 				return out, err
 			}
+			if err := q.failDeadLettered(ctx, e.Submission.ID, m.ID, reason); err != nil {
+				return out, err
+			}
 			continue
 		}
 		out = append(out, e)
 	}
 	return out, nil
+}
+
+// failDeadLettered marks the status of a dead-lettered submission Failed,
+// when it is still that submission's (the generation read guards the
+// write against one accepted meanwhile): Queued would never end, or end
+// in a sweep that takes the entry's absence from the stream for its
+// handling and forgets an accepted submission.
+func (q *Queue) failDeadLettered(ctx context.Context, id, entry, reason string) error {
+	if id == "" {
+		return nil
+	}
+	st, err := q.c.Status(ctx, id)
+	if errors.Is(err, ErrNotFound) || err == nil && (st.StreamID != entry || st.Phase != mlsysopsv1.AppQueued) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	_, err = q.c.SetStatus(ctx, id, StatusUpdate{Phase: mlsysopsv1.AppFailed, Message: "the submission could not be handled: " + reason, Generation: st.Generation})
+	if errors.Is(err, ErrStale) || errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	return err
 }
 
 func (q *Queue) deadLetter(ctx context.Context, m redis.XMessage, reason string) error {
@@ -364,4 +392,30 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	case <-t.C:
 	case <-ctx.Done():
 	}
+}
+
+// InStream reports which of the given stream entries of the collection
+// are still in its stream: not handled yet, or being handled. A consumer
+// acknowledges an entry once it has handled it, and acknowledging deletes
+// it (Ack), so an entry that has left the stream was handled (or
+// dead-lettered).
+func (c *Collection) InStream(ctx context.Context, ids []string) (map[string]bool, error) {
+	out := make(map[string]bool, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	cmds := make([]*redis.XMessageSliceCmd, len(ids))
+	_, err := c.s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range ids {
+			cmds[i] = p.XRange(ctx, c.k.stream(), id, id)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the %s stream: %w", c.name, err)
+	}
+	for i, id := range ids {
+		out[id] = len(cmds[i].Val()) > 0
+	}
+	return out, nil
 }

@@ -165,3 +165,99 @@ func TestRunningAgentSweepsLateStatuses(t *testing.T) {
 		}
 	}
 }
+
+// An update the intake wrote to Karmada leaves the Redis status Queued
+// until the placement controller mirrors the next status; when the
+// application is deleted from Karmada before that (with kubectl, while the
+// agent is down), the agent's sweep forgets it at its start. The chaos
+// soak (seed 16001) found one listed Queued by the API for good: the
+// sweep left every Queued status alone, even one whose submission the
+// intake had handled. A Queued submission the intake has not handled yet
+// is kept.
+func TestSweepForgetsHandledUpdateOfDeletedApp(t *testing.T) {
+	env := testbed.Shared(t)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	rdb := redis.NewClient(&redis.Options{Addr: env.RedisAddr, Password: env.RedisPassword})
+	t.Cleanup(func() { rdb.Close() })
+	store := state.New(rdb, state.Options{Prefix: "test-sweep-upd-" + rand.String(5), Logger: log})
+	apps := store.Applications()
+	cfg := env.RESTConfig(t, testbed.ContextKarmada)
+	scheme, _ := continuum.Scheme()
+	kc, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	spec := func(id, image string) []byte {
+		return []byte(`{"MLSysOpsApp": {"name": "` + id + `", "components": [{"metadata": {"name": "web"},
+		  "containers": [{"image": "` + image + `", "platform_requirements": {"cpu": {"requests": "250m"}}}]}]}}`)
+	}
+	updated, waiting := "sweep-upd-"+rand.String(5), "sweep-wait-"+rand.String(5)
+	for _, id := range []string{updated, waiting} {
+		t.Cleanup(func() { _ = kc.Delete(context.Background(), &mlsysopsv1.MLSysOpsApp{ObjectMeta: metaName(id)}) })
+	}
+
+	// The intake alone (no placement controller to mirror statuses):
+	// the deploy, then the update, reach Karmada.
+	ictx, stopIntake := context.WithCancel(ctx)
+	in, err := continuum.NewIntake(ictx, store, kc, "test", log)
+	if err != nil {
+		stopIntake()
+		t.Fatal(err)
+	}
+	intakeDone := make(chan struct{})
+	go func() { _ = in.Run(ictx); close(intakeDone) }()
+	if _, err := apps.Submit(ctx, state.Submission{ID: updated, Kind: state.KindDeploy, Spec: spec(updated, "registry.example.org/web:1")}); err != nil {
+		t.Fatal(err)
+	}
+	waitRedisPhase(t, apps, updated, string(mlsysopsv1.AppScheduling))
+	rcpt, err := apps.Submit(ctx, state.Submission{ID: updated, Kind: state.KindUpdate, Spec: spec(updated, "registry.example.org/web:2")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 300*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		in, err := apps.InStream(ctx, []string{rcpt.StreamID})
+		return err == nil && !in[rcpt.StreamID], nil
+	})
+	if err != nil {
+		t.Fatalf("the update of %s never handled: %v", updated, err)
+	}
+	stopIntake()
+	<-intakeDone
+	if st, err := apps.Status(ctx, updated); err != nil || st.Phase != mlsysopsv1.AppQueued {
+		t.Fatalf("status of %s after its update was written: %+v (%v), want still Queued (nothing mirrored it)", updated, st, err)
+	}
+
+	// Deleted from Karmada with the agent down; a deploy is queued that
+	// nothing handles.
+	if err := kc.Delete(ctx, &mlsysopsv1.MLSysOpsApp{ObjectMeta: metaName(updated)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := apps.Submit(ctx, state.Submission{ID: waiting, Kind: state.KindDeploy, Spec: spec(waiting, "registry.example.org/web:1")}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The agent starts (controllers, no intake): the deleted
+	// application's status goes, the waiting submission stays.
+	cctx, cancel := context.WithCancel(ctx)
+	ctrls, err := continuum.NewControllers(cctx, cfg, nil, log)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	ctrls.Apps.Status = continuum.RedisStatus{Apps: apps, ML: store.MLDeployments()}
+	done := make(chan struct{})
+	go func() { _ = ctrls.Start(cctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	err = wait.PollUntilContextTimeout(ctx, 300*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := apps.Status(ctx, updated)
+		return errors.Is(err, state.ErrNotFound), nil
+	})
+	if err != nil {
+		st, _ := apps.Status(ctx, updated)
+		t.Fatalf("the Queued status of %s, whose update was handled and which was deleted from Karmada, not swept: %+v", updated, st)
+	}
+	if st, err := apps.Status(ctx, waiting); err != nil || st.Phase != mlsysopsv1.AppQueued {
+		t.Errorf("the waiting submission %s after the sweep: %+v (%v), want Queued", waiting, st, err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -253,6 +254,11 @@ func TestPoisonSubmissionDeadLettered(t *testing.T) {
 	}
 	if p, _ := q.Pending(ctx); p != 0 {
 		t.Errorf("%d entries still pending", p)
+	}
+	// Its status ends Failed, with the reason: left Queued, it would
+	// never end (or be swept once its entry left the stream).
+	if st, err := apps.Status(ctx, "poison"); err != nil || st.Phase != mlsysopsv1.AppFailed || !strings.Contains(st.Message, "delivered") {
+		t.Errorf("status of the dead-lettered submission: %+v (%v), want Failed with the reason", st, err)
 	}
 }
 
