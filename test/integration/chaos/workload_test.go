@@ -234,6 +234,7 @@ func (w *workload) submit(ctx context.Context) {
 		w.mu.Lock()
 		w.apps[a.name] = a
 		w.mu.Unlock()
+		w.r.logf("workload: submitted %s via %s", a.name, a.via)
 	}
 }
 
@@ -258,12 +259,15 @@ func (w *workload) update(ctx context.Context, a *app) {
 		w.mu.Lock()
 		a.mark, a.spec = mark, &next
 		w.mu.Unlock()
+		w.r.logf("workload: updated %s via %s, mark %s", a.name, a.via, mark)
 	}
 }
 
 func (w *workload) remove(ctx context.Context, a *app) {
 	var ok bool
+	how := "kubectl"
 	if w.rng.IntN(2) == 0 {
+		how = "api"
 		sent := false
 		ok = w.retry(ctx, "remove via api", func(ctx context.Context) error {
 			_, err := w.r.nb.Applications().Remove(ctx, a.name, nbclient.WithIdempotencyKey("rm-"+a.name))
@@ -297,6 +301,7 @@ func (w *workload) remove(ctx context.Context, a *app) {
 		w.mu.Lock()
 		a.removed = true
 		w.mu.Unlock()
+		w.r.logf("workload: removed %s via %s", a.name, how)
 	}
 }
 
@@ -370,6 +375,7 @@ func (w *workload) deployML(ctx context.Context) {
 		w.mu.Lock()
 		w.ml[id] = &mlDeployment{id: id}
 		w.mu.Unlock()
+		w.r.logf("workload: ML deployment %s created", id)
 	}
 }
 
@@ -384,6 +390,7 @@ func (w *workload) removeML(ctx context.Context, d *mlDeployment) {
 		w.mu.Lock()
 		d.removed = true
 		w.mu.Unlock()
+		w.r.logf("workload: ML deployment %s removed", d.id)
 	}
 }
 
