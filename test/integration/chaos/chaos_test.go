@@ -209,6 +209,31 @@ func TestChaos(t *testing.T) {
 		strings.Join(fk, " "), strings.Join(ok, " "), strings.Join(rej, " "), len(r.violations))
 
 	r.cleanup(w)
+	if len(r.violations) > 0 {
+		r.keepLogs()
+	}
+}
+
+// keepLogs copies the agents' logs, which go with the test's temporary
+// folder, into the testbed's state (chaos/<seed>), where the components'
+// logs are: a violation is traced in both.
+func (r *run) keepLogs() {
+	dst := filepath.Join(r.env.StateDir, "chaos", strconv.FormatUint(r.seed, 10))
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		r.t.Logf("keep the agents' logs: %v", err)
+		return
+	}
+	files, _ := filepath.Glob(filepath.Join(r.agents.Config.StateDir, "logs", "*.log"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dst, filepath.Base(f)), b, 0o644)
+		}
+		if err != nil {
+			r.t.Logf("keep %s: %v", f, err)
+		}
+	}
+	r.t.Logf("the agents' logs are kept in %s; the testbed's components' in %s", dst, filepath.Join(r.env.StateDir, "logs"))
 }
 
 func copyPolicies(t *testing.T, from, to string) {
