@@ -61,7 +61,9 @@ type ComponentUsage struct {
 // pid file is in the state folder (agents included).
 func (tb *Testbed) Usage() ([]ComponentUsage, error) {
 	files, _ := filepath.Glob(tb.l.path("pids", "*.pid"))
-	files = append(files, tb.l.path("redis", "redis.pid"))
+	// The services keep their pid files with their data (postgres's
+	// children are its backends, one per connection).
+	files = append(files, tb.l.path("redis", "redis.pid"), tb.l.path("postgres", "postgres.pid"), tb.l.path("s3", "s3.pid"))
 	for _, e := range tb.ejabberdNodes(false) {
 		files = append(files, e.PIDFile())
 	}

@@ -46,7 +46,10 @@ type env struct {
 func start(t testing.TB, size testbed.ScaleSize) *env {
 	t.Helper()
 	se := testbed.ScaleTestbed(t, size)
-	ta := testbed.StartTestAgents(t, se.Env, testbed.TestAgentsOptions{Descriptions: se.Descriptions, Args: []string{"--child-grace-period", "0"}})
+	// No node agents on the KWOK nodes (as the scale profile's own
+	// agents): accounts for the continuum and cluster agents alone.
+	ta := testbed.StartTestAgents(t, se.Env, testbed.TestAgentsOptions{Descriptions: se.Descriptions, Args: []string{"--child-grace-period", "0"},
+		AccountsArgs: []string{"--layers", testbed.LayerContinuum + "," + testbed.LayerCluster}})
 	if err := testbed.WaitPlaceable(context.Background(), se.RESTConfig(t, testbed.ContextKarmada), se.Clusters, 5*time.Minute); err != nil {
 		t.Fatal(err)
 	}
