@@ -79,6 +79,7 @@ type scaleResult struct {
 	// seconds from its start to the end of the settling time) of each
 	// component.
 	rss   map[string]int64
+	pss   map[string]int64
 	cpu   map[string]float64
 	upCPU map[string]float64
 	// clusters are the member clusters' names.
@@ -88,7 +89,7 @@ type scaleResult struct {
 }
 
 func measureScale(ctx context.Context, o *options, s size, settle, window time.Duration) (scaleResult, error) {
-	r := scaleResult{size: s, rss: map[string]int64{}, cpu: map[string]float64{}, upCPU: map[string]float64{}}
+	r := scaleResult{size: s, rss: map[string]int64{}, pss: map[string]int64{}, cpu: map[string]float64{}, upCPU: map[string]float64{}}
 	descs := filepath.Join(o.state+"-descriptions", fmt.Sprintf("%dx%d", s.clusters, s.nodes))
 	if _, err := os.Stat(filepath.Join(descs, "clusters")); err != nil {
 		if err := gen.Write(descs, gen.Options{Clusters: s.clusters, Nodes: s.nodes, Continuum: "mls-continuum", Seed: 1}); err != nil {
@@ -143,6 +144,7 @@ func measureScale(ctx context.Context, o *options, s size, settle, window time.D
 	}
 	for _, u := range after {
 		r.rss[u.Name] = u.RSSBytes
+		r.pss[u.Name] = u.PSSBytes
 		r.cpu[u.Name] = (u.CPUSeconds - was[u.Name]) / elapsed
 	}
 	return r, nil
@@ -168,13 +170,14 @@ var memberKinds = []string{"apiserver", "kube-controller-manager", "kube-schedul
 
 // usage is the memory and CPU of a group of components.
 type usage struct {
-	rss        int64
+	rss, pss   int64
 	cpu, upCPU float64
 	processes  int
 }
 
 func (u *usage) add(r scaleResult, name string) {
 	u.rss += r.rss[name]
+	u.pss += r.pss[name]
 	u.cpu += r.cpu[name]
 	u.upCPU += r.upCPU[name]
 	u.processes++
@@ -213,6 +216,7 @@ func (r scaleResult) totals() (all, members usage) {
 	member, shared := r.split()
 	for _, u := range member {
 		members.rss += u.rss
+		members.pss += u.pss
 		members.cpu += u.cpu
 		members.upCPU += u.upCPU
 		members.processes += u.processes
@@ -220,6 +224,7 @@ func (r scaleResult) totals() (all, members usage) {
 	all = members
 	for _, u := range shared {
 		all.rss += u.rss
+		all.pss += u.pss
 		all.cpu += u.cpu
 		all.upCPU += u.upCPU
 		all.processes += u.processes
@@ -240,13 +245,13 @@ func (r scaleResult) print(w io.Writer) {
 	member, shared := r.split()
 	all, members := r.totals()
 	c := float64(r.size.clusters)
-	fmt.Fprintf(w, "%s \t1\t%.0f up-s\t%.0f RSS-MiB\t%.3f cores\t%.0f up-CPU-s\t%d processes\t%.1f load\n",
-		r.name(), r.up.Seconds(), mib(all.rss), all.cpu, all.upCPU, all.processes, r.load)
-	fmt.Fprintf(w, "%s/per-member-cluster \t1\t%.0f RSS-MiB\t%.3f cores\t%.0f up-CPU-s\n",
-		r.name(), mib(members.rss)/c, members.cpu/c, members.upCPU/c)
+	fmt.Fprintf(w, "%s \t1\t%.0f up-s\t%.0f PSS-MiB\t%.0f RSS-MiB\t%.3f cores\t%.0f up-CPU-s\t%d processes\t%.1f load\n",
+		r.name(), r.up.Seconds(), mib(all.pss), mib(all.rss), all.cpu, all.upCPU, all.processes, r.load)
+	fmt.Fprintf(w, "%s/per-member-cluster \t1\t%.0f PSS-MiB\t%.0f RSS-MiB\t%.3f cores\t%.0f up-CPU-s\n",
+		r.name(), mib(members.pss)/c, mib(members.rss)/c, members.cpu/c, members.upCPU/c)
 	for _, k := range memberKinds {
 		if u := member[k]; u != nil {
-			fmt.Fprintf(w, "%s/member=%s \t1\t%.0f RSS-MiB\t%.3f cores\t%.0f up-CPU-s\n", r.name(), k, mib(u.rss)/c, u.cpu/c, u.upCPU/c)
+			fmt.Fprintf(w, "%s/member=%s \t1\t%.0f PSS-MiB\t%.0f RSS-MiB\t%.3f cores\t%.0f up-CPU-s\n", r.name(), k, mib(u.pss)/c, mib(u.rss)/c, u.cpu/c, u.upCPU/c)
 		}
 	}
 	names := make([]string, 0, len(shared))
@@ -256,7 +261,7 @@ func (r scaleResult) print(w io.Writer) {
 	sort.Strings(names)
 	for _, n := range names {
 		u := shared[n]
-		fmt.Fprintf(w, "%s/shared=%s \t1\t%.0f RSS-MiB\t%.3f cores\t%.0f up-CPU-s\n", r.name(), n, mib(u.rss), u.cpu, u.upCPU)
+		fmt.Fprintf(w, "%s/shared=%s \t1\t%.0f PSS-MiB\t%.0f RSS-MiB\t%.3f cores\t%.0f up-CPU-s\n", r.name(), n, mib(u.pss), mib(u.rss), u.cpu, u.upCPU)
 	}
 }
 
@@ -307,9 +312,10 @@ func printGrowth(w io.Writer, rs []scaleResult) {
 			{"", func(r scaleResult) usage { a, _ := r.totals(); return a }},
 			{"/member-clusters", func(r scaleResult) usage { _, m := r.totals(); return m }},
 		} {
-			var rss, cpu, upCPU [][2]float64
+			var pss, rss, cpu, upCPU [][2]float64
 			for _, r := range rs {
 				u := part.get(r)
+				pss = append(pss, [2]float64{x(r), mib(u.pss)})
 				rss = append(rss, [2]float64{x(r), mib(u.rss)})
 				cpu = append(cpu, [2]float64{x(r), u.cpu})
 				upCPU = append(upCPU, [2]float64{x(r), u.upCPU})
@@ -327,10 +333,10 @@ func printGrowth(w io.Writer, rs []scaleResult) {
 			}
 			steps := ""
 			if len(rs) >= 3 {
-				steps = fmt.Sprintf("\t%.2f RSS-last/first-step\t%.2f up-CPU-last/first-step", step(rss), step(upCPU))
+				steps = fmt.Sprintf("\t%.2f PSS-last/first-step\t%.2f up-CPU-last/first-step", step(pss), step(upCPU))
 			}
-			fmt.Fprintf(w, "BenchmarkScaleGrowth/%s%s \t1\t%.0f RSS-MiB\t%.3f cores\t%.0f up-CPU-s%s\t%d sizes\n",
-				name, part.suffix, slope(rss), slope(cpu), slope(upCPU), steps, len(rs))
+			fmt.Fprintf(w, "BenchmarkScaleGrowth/%s%s \t1\t%.0f PSS-MiB\t%.0f RSS-MiB\t%.3f cores\t%.0f up-CPU-s%s\t%d sizes\n",
+				name, part.suffix, slope(pss), slope(rss), slope(cpu), slope(upCPU), steps, len(rs))
 		}
 	}
 	growth("per-1000-nodes,clusters=1", byNodes, func(r scaleResult) float64 { return float64(r.nodes) / 1000 })

@@ -44,17 +44,18 @@ func TestParseSizes(t *testing.T) {
 // process and whose shared components are etcd and Karmada's apiserver;
 // per1000 MiB and CPU seconds per 1,000 nodes in the apiservers.
 func result(clusters, nodes int, per1000 float64) scaleResult {
-	r := scaleResult{size: size{clusters, nodes}, up: time.Minute, rss: map[string]int64{}, cpu: map[string]float64{}, upCPU: map[string]float64{}}
+	r := scaleResult{size: size{clusters, nodes}, up: time.Minute, rss: map[string]int64{}, pss: map[string]int64{}, cpu: map[string]float64{}, upCPU: map[string]float64{}}
 	r.clusters = make([]string, clusters)
 	for i := range r.clusters {
 		c := []string{"cloud-01", "edge-02", "far-edge-03"}[i%3]
 		r.clusters[i] = c
 		for _, k := range []string{c + "-apiserver", c + "-kube-controller-manager", c + "-kube-scheduler", c + "-kwok", "agent-cluster-" + c} {
-			r.rss[k] = 100 << 20
+			r.rss[k], r.pss[k] = 100<<20, 80<<20
 			r.cpu[k] = 0.01
 			r.upCPU[k] = 10
 		}
 		r.rss[c+"-apiserver"] += int64(per1000 * float64(nodes) / 1000 * (1 << 20))
+		r.pss[c+"-apiserver"] += int64(per1000 * float64(nodes) / 1000 * (1 << 20))
 		r.upCPU[c+"-apiserver"] += per1000 * float64(nodes) / 1000
 	}
 	r.rss["etcd"], r.cpu["etcd"], r.upCPU["etcd"] = 200<<20, 0.1, 30
@@ -92,13 +93,15 @@ func TestScaleResultFigures(t *testing.T) {
 		"BenchmarkScaleGrowth/per-1000-nodes,clusters=1 up-CPU-s":                    400,
 		"BenchmarkScaleGrowth/per-member-cluster,nodes=1000 RSS-MiB":                 900,
 		"BenchmarkScaleGrowth/per-member-cluster,nodes=1000/member-clusters RSS-MiB": 900,
-		"BenchmarkScaleGrowth/per-member-cluster,nodes=1000 RSS-last/first-step":     1, // linear
+		"BenchmarkScaleGrowth/per-member-cluster,nodes=1000 PSS-last/first-step":     1, // linear
+		"BenchmarkScaleProfile/clusters=3,nodes=1000/member=kwok PSS-MiB":            80,
+		"BenchmarkScaleGrowth/per-1000-nodes,clusters=1 PSS-MiB":                     400,
 		"BenchmarkScaleGrowth/per-member-cluster,nodes=1000/member-clusters cores":   0.05,
 		"BenchmarkScaleGrowth/per-member-cluster,nodes=1000 sizes":                   3,
 	} {
 		got, ok := figs[key]
 		if !ok {
-			t.Errorf("no figure %s; have %v", key, figs)
+			t.Errorf("no figure %s", key)
 			continue
 		}
 		if d := got - want; d > 0.01 || d < -0.01 {
@@ -106,7 +109,7 @@ func TestScaleResultFigures(t *testing.T) {
 		}
 	}
 	// Two sizes say nothing of linearity.
-	if v, ok := figs["BenchmarkScaleGrowth/per-1000-nodes,clusters=1 RSS-last/first-step"]; ok {
+	if v, ok := figs["BenchmarkScaleGrowth/per-1000-nodes,clusters=1 PSS-last/first-step"]; ok {
 		t.Errorf("a step ratio from two sizes: %v", v)
 	}
 }

@@ -53,6 +53,11 @@ func rss(pid int) int64 {
 type ComponentUsage struct {
 	Name     string
 	RSSBytes int64
+	// PSSBytes is the proportional share of that memory: a page shared
+	// by n processes counts 1/n in each. Ten member apiservers share
+	// their binary's pages, postgres's backends its shared buffers: the
+	// sum of RSS counts those n times, the sum of PSS once.
+	PSSBytes int64
 	// CPUSeconds is user and system time since the component started.
 	CPUSeconds float64
 }
@@ -91,9 +96,25 @@ func PIDFileUsage(file string) ComponentUsage {
 	}
 	for _, p := range append([]int{pid}, proc.Descendants(pid)...) {
 		u.RSSBytes += rss(p)
+		u.PSSBytes += pss(p)
 		u.CPUSeconds += cpuSeconds(p)
 	}
 	return u
+}
+
+// pss is a process's proportional set size (/proc/<pid>/smaps_rollup).
+func pss(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Pss:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb * 1024
+		}
+	}
+	return 0
 }
 
 // cpuSeconds is a process's user and system time (clock ticks of 1/100 s).
