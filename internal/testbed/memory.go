@@ -85,15 +85,23 @@ func (tb *Testbed) Usage() ([]ComponentUsage, error) {
 // descendants; zero when it does not run. The name is the file's, without
 // .pid.
 func PIDFileUsage(file string) ComponentUsage {
-	u := ComponentUsage{Name: strings.TrimSuffix(filepath.Base(file), ".pid")}
+	name := strings.TrimSuffix(filepath.Base(file), ".pid")
 	b, err := os.ReadFile(file)
 	if err != nil {
-		return u
+		return ComponentUsage{Name: name}
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	if err != nil {
-		return u
+		return ComponentUsage{Name: name}
 	}
+	u := ProcessUsage(pid)
+	u.Name = name
+	return u
+}
+
+// ProcessUsage is the usage of a process and of its descendants.
+func ProcessUsage(pid int) ComponentUsage {
+	var u ComponentUsage
 	for _, p := range append([]int{pid}, proc.Descendants(pid)...) {
 		u.RSSBytes += rss(p)
 		u.PSSBytes += pss(p)
