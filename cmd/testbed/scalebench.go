@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -74,15 +75,21 @@ func newScaleBenchCommand(o *options) *cobra.Command {
 type scaleResult struct {
 	size
 	up time.Duration
-	// rss and cpu (share of one core) of each component.
-	rss map[string]int64
-	cpu map[string]float64
-	// member are the components that every member cluster adds, by kind.
+	// rss, cpu (share of one core, over the window) and upCPU (CPU
+	// seconds from its start to the end of the settling time) of each
+	// component.
+	rss   map[string]int64
+	pss   map[string]int64
+	cpu   map[string]float64
+	upCPU map[string]float64
+	// clusters are the member clusters' names.
 	clusters []string
+	// load is the machine's load average over the window.
+	load float64
 }
 
 func measureScale(ctx context.Context, o *options, s size, settle, window time.Duration) (scaleResult, error) {
-	r := scaleResult{size: s, rss: map[string]int64{}, cpu: map[string]float64{}}
+	r := scaleResult{size: s, rss: map[string]int64{}, pss: map[string]int64{}, cpu: map[string]float64{}, upCPU: map[string]float64{}}
 	descs := filepath.Join(o.state+"-descriptions", fmt.Sprintf("%dx%d", s.clusters, s.nodes))
 	if _, err := os.Stat(filepath.Join(descs, "clusters")); err != nil {
 		if err := gen.Write(descs, gen.Options{Clusters: s.clusters, Nodes: s.nodes, Continuum: "mls-continuum", Seed: 1}); err != nil {
@@ -90,8 +97,10 @@ func measureScale(ctx context.Context, o *options, s size, settle, window time.D
 		}
 	}
 	r.clusters = gen.ClusterNames(gen.Options{Clusters: s.clusters, Nodes: s.nodes})
+	// Progress goes to stderr: stdout is the figures, which `make bench`
+	// reads.
 	tb, err := testbed.New(testbed.Options{Descriptions: descs, StateDir: o.state, PortBase: o.portBase, BinDir: o.binDir,
-		Profile: testbed.ProfileScale, Out: io.Discard})
+		Profile: testbed.ProfileScale, Out: os.Stderr})
 	if err != nil {
 		return r, err
 	}
@@ -99,138 +108,237 @@ func measureScale(ctx context.Context, o *options, s size, settle, window time.D
 		return r, err
 	}
 	defer tb.Down(context.Background(), true)
-	fmt.Printf("scale profile %d clusters x %d nodes: starting\n", s.clusters, s.nodes)
+	fmt.Fprintf(os.Stderr, "scale profile %d clusters x %d nodes: starting\n", s.clusters, s.nodes)
 	start := time.Now()
 	if _, err := tb.Up(ctx); err != nil {
 		return r, err
 	}
 	r.up = time.Since(start)
-	time.Sleep(settle)
+	fmt.Fprintf(os.Stderr, "scale profile %d clusters x %d nodes: up in %.0f s; settling %v, then measuring %v\n", s.clusters, s.nodes, r.up.Seconds(), settle, window)
+	select {
+	case <-ctx.Done():
+		return r, ctx.Err()
+	case <-time.After(settle):
+	}
 	before, err := tb.Usage()
 	if err != nil {
 		return r, err
 	}
+	load0 := readLoad()
 	t0 := time.Now()
-	time.Sleep(window)
+	select {
+	case <-ctx.Done():
+		return r, ctx.Err()
+	case <-time.After(window):
+	}
 	after, err := tb.Usage()
 	if err != nil {
 		return r, err
 	}
+	r.load = (load0 + readLoad()) / 2
 	elapsed := time.Since(t0).Seconds()
 	was := map[string]float64{}
 	for _, u := range before {
 		was[u.Name] = u.CPUSeconds
+		r.upCPU[u.Name] = u.CPUSeconds
 	}
 	for _, u := range after {
 		r.rss[u.Name] = u.RSSBytes
+		r.pss[u.Name] = u.PSSBytes
 		r.cpu[u.Name] = (u.CPUSeconds - was[u.Name]) / elapsed
 	}
 	return r, nil
+}
+
+// readLoad is the machine's load average over the last minute.
+func readLoad() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
 }
 
 // memberKinds are what every member cluster runs, by the suffix (or, for
 // its agent, the prefix) of the component's name.
 var memberKinds = []string{"apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "cluster-agent"}
 
-// split sums the components of the member clusters by kind, and the
-// others by name.
-func (r scaleResult) split() (member map[string]int64, memberCPU map[string]float64, shared map[string]int64, sharedCPU map[string]float64) {
-	member, memberCPU = map[string]int64{}, map[string]float64{}
-	shared, sharedCPU = map[string]int64{}, map[string]float64{}
-	for name, rss := range r.rss {
+// usage is the memory and CPU of a group of components.
+type usage struct {
+	rss, pss   int64
+	cpu, upCPU float64
+	processes  int
+}
+
+func (u *usage) add(r scaleResult, name string) {
+	u.rss += r.rss[name]
+	u.pss += r.pss[name]
+	u.cpu += r.cpu[name]
+	u.upCPU += r.upCPU[name]
+	u.processes++
+}
+
+// split sums the components of the member clusters by kind, and lists
+// the others by name.
+func (r scaleResult) split() (member, shared map[string]*usage) {
+	member, shared = map[string]*usage{}, map[string]*usage{}
+	for name := range r.rss {
 		kind := ""
 		for _, c := range r.clusters {
-			if rest, ok := strings.CutPrefix(name, c+"-"); ok {
+			if rest, ok := strings.CutPrefix(name, c+"-"); ok && slices.Contains(memberKinds, rest) {
 				kind = rest
 			}
 			if name == "agent-cluster-"+c {
 				kind = "cluster-agent"
 			}
 		}
+		m, key := member, kind
 		if kind == "" {
-			shared[name] += rss
-			sharedCPU[name] += r.cpu[name]
-			continue
+			m, key = shared, name
 		}
-		member[kind] += rss
-		memberCPU[kind] += r.cpu[name]
+		if m[key] == nil {
+			m[key] = &usage{}
+		}
+		m[key].add(r, name)
 	}
-	return member, memberCPU, shared, sharedCPU
+	return member, shared
 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
 
-func (r scaleResult) totals() (rss int64, cpu float64) {
-	for n, b := range r.rss {
-		rss += b
-		cpu += r.cpu[n]
+// totals sums every component, and the member clusters' alone.
+func (r scaleResult) totals() (all, members usage) {
+	member, shared := r.split()
+	for _, u := range member {
+		members.rss += u.rss
+		members.pss += u.pss
+		members.cpu += u.cpu
+		members.upCPU += u.upCPU
+		members.processes += u.processes
 	}
-	return rss, cpu
+	all = members
+	for _, u := range shared {
+		all.rss += u.rss
+		all.pss += u.pss
+		all.cpu += u.cpu
+		all.upCPU += u.upCPU
+		all.processes += u.processes
+	}
+	return all, members
 }
 
+// name is the benchmark name of a size.
+func (r scaleResult) name() string {
+	return fmt.Sprintf("BenchmarkScaleProfile/clusters=%d,nodes=%d", r.size.clusters, r.nodes)
+}
+
+// print writes the figures in Go's benchmark format (name, 1 run, value
+// unit pairs), which `benchfig run` reads into bench/results.json: the
+// whole testbed, a member cluster on average (all its processes, then by
+// kind) and each shared component.
 func (r scaleResult) print(w io.Writer) {
-	member, memberCPU, shared, sharedCPU := r.split()
-	rss, cpu := r.totals()
-	fmt.Fprintf(w, "BenchmarkScaleProfile clusters=%d nodes_per_cluster=%d nodes=%d up_s=%.0f total_rss_mib=%.0f total_cpu_cores=%.3f\n",
-		r.size.clusters, r.nodes, r.size.clusters*r.nodes, r.up.Seconds(), mib(rss), cpu)
-	var parts []string
+	member, shared := r.split()
+	all, members := r.totals()
+	c := float64(r.size.clusters)
+	fmt.Fprintf(w, "%s \t1\t%.0f up-s\t%.0f PSS-MiB\t%.0f RSS-MiB\t%.3f cores\t%.0f up-CPU-s\t%d processes\t%.1f load\n",
+		r.name(), r.up.Seconds(), mib(all.pss), mib(all.rss), all.cpu, all.upCPU, all.processes, r.load)
+	fmt.Fprintf(w, "%s/per-member-cluster \t1\t%.0f PSS-MiB\t%.0f RSS-MiB\t%.3f cores\t%.0f up-CPU-s\n",
+		r.name(), mib(members.pss)/c, mib(members.rss)/c, members.cpu/c, members.upCPU/c)
 	for _, k := range memberKinds {
-		parts = append(parts, fmt.Sprintf("%s=%.0fMiB/%.3fcores", k, mib(member[k])/float64(r.size.clusters), memberCPU[k]/float64(r.size.clusters)))
+		if u := member[k]; u != nil {
+			fmt.Fprintf(w, "%s/member=%s \t1\t%.0f PSS-MiB\t%.0f RSS-MiB\t%.3f cores\t%.0f up-CPU-s\n", r.name(), k, mib(u.pss)/c, mib(u.rss)/c, u.cpu/c, u.upCPU/c)
+		}
 	}
-	fmt.Fprintf(w, "  per member cluster: %s\n", strings.Join(parts, " "))
 	names := make([]string, 0, len(shared))
 	for n := range shared {
 		names = append(names, n)
 	}
-	sort.Slice(names, func(i, j int) bool { return shared[names[i]] > shared[names[j]] })
-	parts = parts[:0]
+	sort.Strings(names)
 	for _, n := range names {
-		parts = append(parts, fmt.Sprintf("%s=%.0fMiB/%.3fcores", n, mib(shared[n]), sharedCPU[n]))
+		u := shared[n]
+		fmt.Fprintf(w, "%s/shared=%s \t1\t%.0f PSS-MiB\t%.0f RSS-MiB\t%.3f cores\t%.0f up-CPU-s\n", r.name(), n, mib(u.pss), mib(u.rss), u.cpu, u.upCPU)
 	}
-	fmt.Fprintf(w, "  shared: %s\n", strings.Join(parts, " "))
 }
 
-// printGrowth fits how memory and CPU grow: per 1,000 nodes from the
-// one-cluster sizes, per cluster from the sizes of the largest node
-// count.
-func printGrowth(w io.Writer, rs []scaleResult) {
-	slope := func(pts [][2]float64) float64 {
-		// Least squares.
-		var n, sx, sy, sxx, sxy float64
-		for _, p := range pts {
-			n++
-			sx += p[0]
-			sy += p[1]
-			sxx += p[0] * p[0]
-			sxy += p[0] * p[1]
-		}
-		if n < 2 || n*sxx == sx*sx {
-			return 0
-		}
-		return (n*sxy - sx*sy) / (n*sxx - sx*sx)
+// slope is the least-squares slope of y over x.
+func slope(pts [][2]float64) float64 {
+	var n, sx, sy, sxx, sxy float64
+	for _, p := range pts {
+		n++
+		sx += p[0]
+		sy += p[1]
+		sxx += p[0] * p[0]
+		sxy += p[0] * p[1]
 	}
-	var byNodes, byNodesCPU, byClusters, byClustersCPU [][2]float64
+	if n < 2 || n*sxx == sx*sx {
+		return 0
+	}
+	return (n*sxy - sx*sy) / (n*sxx - sx*sx)
+}
+
+// printGrowth says how memory and CPU grow: per 1,000 nodes from the
+// one-cluster sizes, per member cluster from the sizes of the largest
+// node count; and, to tell linear from worse, the ratio of the last
+// step's growth to the first step's (1 is linear, above 1 grows faster
+// than linear). Everything and the member clusters alone.
+func printGrowth(w io.Writer, rs []scaleResult) {
 	maxNodes := 0
 	for _, r := range rs {
 		maxNodes = max(maxNodes, r.nodes)
 	}
+	var byNodes, byClusters []scaleResult
 	for _, r := range rs {
-		rss, cpu := r.totals()
 		if r.size.clusters == 1 {
-			byNodes = append(byNodes, [2]float64{float64(r.nodes) / 1000, mib(rss)})
-			byNodesCPU = append(byNodesCPU, [2]float64{float64(r.nodes) / 1000, cpu})
+			byNodes = append(byNodes, r)
 		}
 		if r.nodes == maxNodes {
-			byClusters = append(byClusters, [2]float64{float64(r.size.clusters), mib(rss)})
-			byClustersCPU = append(byClustersCPU, [2]float64{float64(r.size.clusters), cpu})
+			byClusters = append(byClusters, r)
 		}
 	}
-	if len(byNodes) > 1 {
-		fmt.Fprintf(w, "BenchmarkScaleGrowth per_1000_nodes_one_cluster rss_mib=%.0f cpu_cores=%.3f (least squares over %d sizes)\n",
-			slope(byNodes), slope(byNodesCPU), len(byNodes))
+	growth := func(name string, rs []scaleResult, x func(scaleResult) float64) {
+		if len(rs) < 2 {
+			return
+		}
+		sort.Slice(rs, func(i, j int) bool { return x(rs[i]) < x(rs[j]) })
+		for _, part := range []struct {
+			suffix string
+			get    func(scaleResult) usage
+		}{
+			{"", func(r scaleResult) usage { a, _ := r.totals(); return a }},
+			{"/member-clusters", func(r scaleResult) usage { _, m := r.totals(); return m }},
+		} {
+			var pss, rss, cpu, upCPU [][2]float64
+			for _, r := range rs {
+				u := part.get(r)
+				pss = append(pss, [2]float64{x(r), mib(u.pss)})
+				rss = append(rss, [2]float64{x(r), mib(u.rss)})
+				cpu = append(cpu, [2]float64{x(r), u.cpu})
+				upCPU = append(upCPU, [2]float64{x(r), u.upCPU})
+			}
+			// The growth per unit of the last step against the first:
+			// with three sizes or more, above 1 means faster than linear.
+			step := func(pts [][2]float64) float64 {
+				n := len(pts)
+				first := (pts[1][1] - pts[0][1]) / (pts[1][0] - pts[0][0])
+				last := (pts[n-1][1] - pts[n-2][1]) / (pts[n-1][0] - pts[n-2][0])
+				if first <= 0 {
+					return 0
+				}
+				return last / first
+			}
+			steps := ""
+			if len(rs) >= 3 {
+				steps = fmt.Sprintf("\t%.2f PSS-last/first-step\t%.2f up-CPU-last/first-step", step(pss), step(upCPU))
+			}
+			fmt.Fprintf(w, "BenchmarkScaleGrowth/%s%s \t1\t%.0f PSS-MiB\t%.0f RSS-MiB\t%.3f cores\t%.0f up-CPU-s%s\t%d sizes\n",
+				name, part.suffix, slope(pss), slope(rss), slope(cpu), slope(upCPU), steps, len(rs))
+		}
 	}
-	if len(byClusters) > 1 {
-		fmt.Fprintf(w, "BenchmarkScaleGrowth per_cluster_of_%d_nodes rss_mib=%.0f cpu_cores=%.3f (least squares over %d sizes)\n",
-			maxNodes, slope(byClusters), slope(byClustersCPU), len(byClusters))
-	}
+	growth("per-1000-nodes,clusters=1", byNodes, func(r scaleResult) float64 { return float64(r.nodes) / 1000 })
+	growth(fmt.Sprintf("per-member-cluster,nodes=%d", maxNodes), byClusters, func(r scaleResult) float64 { return float64(r.size.clusters) })
 }

@@ -12,12 +12,14 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 	"mellium.im/xmpp/jid"
 
+	"github.com/mlsysops-go/mlsysops/internal/agentconfig"
 	"github.com/mlsysops-go/mlsysops/internal/logging"
 	"github.com/mlsysops-go/mlsysops/internal/messaging/provision"
 )
@@ -43,6 +45,11 @@ type Options struct {
 	// Accounts are further accounts, "jid=password-file" (the northbound
 	// API's).
 	Accounts []string
+	// Layers are the agent layers whose described agents get accounts
+	// (continuum, cluster, node): a deployment that runs no node agents
+	// (the testbed's scale profile, thousands of simulated nodes) would
+	// otherwise keep thousands of accounts nothing logs in with.
+	Layers []string
 
 	// AdminURLs are ejabberd's mod_http_api base URLs: one, or one per
 	// node of an ejabberd cluster (a call goes to the next when a node
@@ -97,6 +104,7 @@ func NewOptions() *Options {
 		FullInterval:   provision.DefaultFullInterval,
 		ProbeInterval:  provision.DefaultProbeInterval,
 		Workers:        provision.DefaultWorkers,
+		Layers:         []string{string(agentconfig.LayerContinuum), string(agentconfig.LayerCluster), string(agentconfig.LayerNode)},
 		KarmadaContext: "karmada-apiserver",
 		ReportMaxAge:   10 * time.Minute,
 		LogLevel:       "info",
@@ -132,6 +140,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.PasswordDir, "password-dir", o.PasswordDir, "folder of the agents' password files, xmpp-<user>_at_<domain>.password, e.g. a Secret mount ($MLSYSOPS_XMPP_PASSWORD_DIR)")
 	fs.BoolVar(&o.GeneratePasswords, "generate-passwords", o.GeneratePasswords, "write a generated password (0600) for an account whose file is missing (testbeds; installations create the Secrets)")
 	fs.StringSliceVar(&o.Accounts, "account", o.Accounts, "a further account to keep, jid=password-file (repeatable)")
+	fs.StringSliceVar(&o.Layers, "layers", o.Layers, "agent layers whose described agents get accounts and roster links: continuum, cluster, node")
 	fs.StringSliceVar(&o.AdminURLs, "admin-url", o.AdminURLs, "ejabberd mod_http_api base URL, e.g. https://ejabberd:5443/api; repeated or comma-separated for the nodes of an ejabberd cluster ($XMPP_ADMIN_URL)")
 	fs.StringVar(&o.AdminJID, "admin-jid", o.AdminJID, "ejabberd admin account allowed the API ($XMPP_ADMIN_JID)")
 	fs.StringVar(&o.AdminPasswordFile, "admin-password-file", o.AdminPasswordFile, "file holding the admin account's password ($XMPP_ADMIN_PASSWORD_FILE)")
@@ -148,6 +157,15 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.ReportMaxAge, "report-max-age", o.ReportMaxAge, "ignore login failure reports older than this")
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "json or text")
+}
+
+// layers are Layers as agent layers.
+func (o *Options) layers() []agentconfig.Layer {
+	out := make([]agentconfig.Layer, len(o.Layers))
+	for i, l := range o.Layers {
+		out[i] = agentconfig.Layer(l)
+	}
+	return out
 }
 
 // Validate reports every problem with the options.
@@ -174,6 +192,14 @@ func (o *Options) Validate() error {
 		}
 		if p, err := jid.Parse(j); err != nil || p.Localpart() == "" || p.Resourcepart() != "" {
 			add("--account %q: %q is not a bare JID", a, j)
+		}
+	}
+	if len(o.Layers) == 0 {
+		add("--layers: at least one of continuum, cluster, node")
+	}
+	for _, l := range o.Layers {
+		if !slices.Contains(agentconfig.Layers, agentconfig.Layer(l)) {
+			add("--layers %q: want continuum, cluster or node", l)
 		}
 	}
 	if len(o.AdminURLs) == 0 {

@@ -31,12 +31,14 @@ func TestOptionsValidate(t *testing.T) {
 			mutate: func(o *Options) {
 				o.Listen, o.Descriptions, o.XMPPDomain, o.PasswordDir = "nohost", "", "", ""
 				o.AdminURLs, o.AdminJID, o.AdminPasswordFile = nil, "", ""
+				o.Layers = nil
 			},
 			want: []string{
 				`--listen "nohost": want host:port`,
 				"--descriptions: required",
 				"--xmpp-domain: required",
 				"--password-dir: required (the agents' password files)",
+				"--layers: at least one of continuum, cluster, node",
 				`--admin-url "": want the API's http(s) URL`,
 				`--admin-jid "": want the admin account's bare JID`,
 				"--admin-password-file: required (never give the password on the command line)",
@@ -48,6 +50,7 @@ func TestOptionsValidate(t *testing.T) {
 				o.AdminURLs = []string{"https://ejabberd-0:5443/api", "ftp://x/api"}
 				o.Interval, o.FullInterval, o.ProbeInterval, o.ReportMaxAge = 0, -time.Second, 0, 0
 				o.Workers = 0
+				o.Layers = []string{"cluster", "pod"}
 				o.EventContexts = []string{"cloud-1"}
 				o.KarmadaClusters = []string{"*"}
 				o.LogLevel, o.LogFormat = "loud", "xml"
@@ -55,6 +58,7 @@ func TestOptionsValidate(t *testing.T) {
 			want: []string{
 				`--account "northbound@d": want jid=password-file`,
 				`--account "nb@d/x=/f": "nb@d/x" is not a bare JID`,
+				`--layers "pod": want continuum, cluster or node`,
 				`--admin-url "ftp://x/api": want the API's http(s) URL`,
 				"--interval must be positive",
 				"--full-interval must be positive",

@@ -75,7 +75,7 @@ func describe(o *Options) (provision.Desired, map[string]string, error) {
 	if err != nil {
 		return provision.Desired{}, nil, fmt.Errorf("descriptions in %s: %w", o.Descriptions, err)
 	}
-	d, files, err := Described(set, o.XMPPDomain, o.PasswordDir, o.Accounts)
+	d, files, err := Described(set, o.XMPPDomain, o.PasswordDir, o.Accounts, o.layers())
 	if err != nil {
 		return provision.Desired{}, nil, fmt.Errorf("descriptions in %s: %w", o.Descriptions, err)
 	}

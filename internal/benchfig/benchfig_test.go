@@ -202,3 +202,56 @@ func TestDocsTablesFromResults(t *testing.T) {
 		}
 	}
 }
+
+// The scale profile's tables: a row per size, ordered by clusters then
+// nodes, whatever the order of the results; a size lacking a figure says
+// so.
+func TestScaleTables(t *testing.T) {
+	at := time.Date(2026, 11, 28, 1, 0, 0, 0, time.UTC)
+	r := &Results{}
+	add := func(bench, unit string, v float64) {
+		r.Add(Figure{Benchmark: bench, Unit: unit, Value: v, Iterations: 1, Command: "testbed scale-bench", Time: at, Load: Load{Load1: 20, CPUs: 2}})
+	}
+	for _, s := range []struct {
+		name string
+		pss  float64
+	}{{"clusters=10,nodes=1000", 9000}, {"clusters=1,nodes=100", 2000}, {"clusters=2,nodes=1000", 3000}} {
+		b := "BenchmarkScaleProfile/" + s.name
+		add(b, "up-s", 300)
+		add(b, "PSS-MiB", s.pss)
+		add(b, "RSS-MiB", s.pss+500)
+		add(b, "cores", 0.5)
+		add(b, "up-CPU-s", 200)
+		if s.name != "clusters=2,nodes=1000" {
+			add(b, "processes", 23)
+		}
+		add(b+"/per-member-cluster", "PSS-MiB", 700)
+		add(b+"/per-member-cluster", "RSS-MiB", 800)
+		add(b+"/per-member-cluster", "cores", 0.1)
+		add(b+"/per-member-cluster", "up-CPU-s", 60)
+		add(b+"/member=apiserver", "PSS-MiB", 400)
+	}
+	add("BenchmarkScaleGrowth/per-member-cluster,nodes=1000", "PSS-MiB", 700)
+	add("BenchmarkScaleGrowth/per-member-cluster,nodes=1000/member-clusters", "PSS-MiB", 690)
+	got, err := Render("<!-- bench:scale-profile -->\n<!-- /bench:scale-profile -->\n<!-- bench:scale-growth -->\n<!-- /bench:scale-growth -->\n", r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"| clusters × nodes | up | memory (PSS) | RSS | CPU at rest | CPU to settle | processes | load |\n",
+		"| 1 × 100 | 300 s | 2000 MiB | 2500 MiB | 0.500 cores | 200 s | 23.0 | 20.0 on 2 CPUs |\n" +
+			"| 2 × 1000 | 300 s | 3000 MiB | 3500 MiB | 0.500 cores | 200 s | — | 20.0 on 2 CPUs |\n" +
+			"| 10 × 1000 | 300 s | 9000 MiB | 9500 MiB | 0.500 cores | 200 s | 23.0 | 20.0 on 2 CPUs |\n",
+		"| 10 × 1000 | 700 MiB | 800 MiB | 0.100 cores | 60.0 s | 20.0 on 2 CPUs |\n",
+		"not measured: `bench/results.json` has no figure of `BenchmarkScaleProfile/clusters=2,nodes=1000` processes",
+		"| per-member-cluster,nodes=1000 | 700 MiB | — |",
+		"| per-member-cluster,nodes=1000, member clusters alone | 690 MiB | — |",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("rendered:\n%s\nwant it to contain %q", got, want)
+		}
+	}
+	if got, err := Render("<!-- bench:scale-profile -->\n<!-- /bench:scale-profile -->", &Results{}); err != nil || !strings.Contains(got, "No figures of `testbed scale-bench`") {
+		t.Errorf("scale table of no results = %q, %v", got, err)
+	}
+}

@@ -28,6 +28,18 @@ var Tables = map[string]func(*Results) (string, error){
 	"testbed": func(r *Results) (string, error) {
 		return figuresTable(r, "BenchmarkTestbed", "BenchmarkRealNode", "BenchmarkImage")
 	},
+	// The scale profile (cmd/testbed scale-bench), the 1,000 node agents,
+	// the 500-application burst and the continuum's decisions
+	// (docs/performance.md).
+	"scale-profile": scaleProfileTable,
+	"scale-growth":  scaleGrowthTable,
+	"node-agents": func(r *Results) (string, error) {
+		return figuresTable(r, "BenchmarkNodeAgents/")
+	},
+	"burst": func(r *Results) (string, error) { return figuresTable(r, "BenchmarkBurst500") },
+	"continuum-decisions": func(r *Results) (string, error) {
+		return figuresTable(r, "BenchmarkContinuumDecisions")
+	},
 }
 
 // Render rewrites every marked section of a Markdown document from r.
@@ -251,4 +263,117 @@ func figuresTable(r *Results, prefixes ...string) (string, error) {
 	}
 	l := &lookup{r: r, seen: figs}
 	return b.String() + "\n" + l.provenance() + "\n", nil
+}
+
+// column is one figure of a row: its unit and what follows the value.
+type column struct{ title, unit, suffix string }
+
+// rowsTable is a table with a row per benchmark and a column per unit;
+// the load column says the highest load of the row's figures.
+func rowsTable(r *Results, first string, rows [][2]string, cols []column) string {
+	l := &lookup{r: r}
+	var b strings.Builder
+	b.WriteString("| " + first)
+	for _, c := range cols {
+		b.WriteString(" | " + c.title)
+	}
+	b.WriteString(" | load |\n|" + strings.Repeat(" --- |", len(cols)+2) + "\n")
+	for _, row := range rows {
+		fmt.Fprintf(&b, "| %s", row[0])
+		load, cpus := -1.0, 0
+		for _, c := range cols {
+			fmt.Fprintf(&b, " | %s", l.cell(row[1], c.unit, c.suffix))
+			if f, ok := r.Find(row[1], c.unit); ok && f.Load.Load1 > load {
+				load, cpus = f.Load.Load1, f.Load.CPUs
+			}
+		}
+		if load < 0 {
+			b.WriteString(" | — |\n")
+		} else {
+			fmt.Fprintf(&b, " | %s on %d CPUs |\n", strconv.FormatFloat(load, 'f', 1, 64), cpus)
+		}
+	}
+	return b.String() + l.footer()
+}
+
+// scaleSizes are the sizes of the scale profile the results have, by
+// clusters then nodes: the names of BenchmarkScaleProfile/clusters=C,nodes=N.
+func scaleSizes(r *Results) [][2]string {
+	type sz struct {
+		c, n int
+		name string
+	}
+	seen := map[string]bool{}
+	var out []sz
+	for _, f := range r.Figures {
+		rest, ok := strings.CutPrefix(f.Benchmark, "BenchmarkScaleProfile/")
+		if !ok || strings.Contains(rest, "/") || seen[f.Benchmark] {
+			continue
+		}
+		seen[f.Benchmark] = true
+		var c, n int
+		if _, err := fmt.Sscanf(rest, "clusters=%d,nodes=%d", &c, &n); err == nil {
+			out = append(out, sz{c, n, f.Benchmark})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].c != out[j].c {
+			return out[i].c < out[j].c
+		}
+		return out[i].n < out[j].n
+	})
+	rows := make([][2]string, len(out))
+	for i, s := range out {
+		rows[i] = [2]string{fmt.Sprintf("%d × %d", s.c, s.n), s.name}
+	}
+	return rows
+}
+
+// scaleProfileTable is the scale profile at each size measured (cmd/testbed
+// scale-bench): the whole testbed, then a member cluster on average.
+func scaleProfileTable(r *Results) (string, error) {
+	sizes := scaleSizes(r)
+	if len(sizes) == 0 {
+		return "No figures of `testbed scale-bench` in `bench/results.json` yet (run `make bench`).\n", nil
+	}
+	var b strings.Builder
+	b.WriteString(rowsTable(r, "clusters × nodes", sizes, []column{
+		{"up", "up-s", " s"}, {"memory (PSS)", "PSS-MiB", " MiB"}, {"RSS", "RSS-MiB", " MiB"},
+		{"CPU at rest", "cores", " cores"}, {"CPU to settle", "up-CPU-s", " s"}, {"processes", "processes", ""},
+	}))
+	members := make([][2]string, len(sizes))
+	for i, s := range sizes {
+		members[i] = [2]string{s[0], s[1] + "/per-member-cluster"}
+	}
+	b.WriteString("\nA member cluster (its apiserver, controller manager, scheduler, KWOK and cluster agent), on average:\n\n")
+	b.WriteString(rowsTable(r, "clusters × nodes", members, []column{
+		{"memory (PSS)", "PSS-MiB", " MiB"}, {"RSS", "RSS-MiB", " MiB"}, {"CPU at rest", "cores", " cores"}, {"CPU to settle", "up-CPU-s", " s"},
+	}))
+	return b.String(), nil
+}
+
+// scaleGrowthTable is how the scale profile grows (cmd/testbed
+// scale-bench): per 1,000 nodes of one cluster, per member cluster of
+// 1,000 nodes; everything, and the member clusters alone.
+func scaleGrowthTable(r *Results) (string, error) {
+	var rows [][2]string
+	seen := map[string]bool{}
+	for _, f := range r.Figures {
+		rest, ok := strings.CutPrefix(f.Benchmark, "BenchmarkScaleGrowth/")
+		if !ok || seen[f.Benchmark] {
+			continue
+		}
+		seen[f.Benchmark] = true
+		label := strings.Replace(rest, "/member-clusters", ", member clusters alone", 1)
+		rows = append(rows, [2]string{label, f.Benchmark})
+	}
+	if len(rows) == 0 {
+		return "No growth figures of `testbed scale-bench` in `bench/results.json` yet (run `make bench`).\n", nil
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i][0] < rows[j][0] })
+	return rowsTable(r, "growth", rows, []column{
+		{"memory (PSS)", "PSS-MiB", " MiB"}, {"RSS", "RSS-MiB", " MiB"}, {"CPU at rest", "cores", " cores"},
+		{"CPU to settle", "up-CPU-s", " s"}, {"last step / first (PSS)", "PSS-last/first-step", ""},
+		{"last step / first (CPU)", "up-CPU-last/first-step", ""}, {"sizes", "sizes", ""},
+	}), nil
 }

@@ -3,6 +3,8 @@ package testbed
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -342,12 +344,69 @@ func StartAccounts(ctx context.Context, cfg AgentsConfig) (*proc.Process, error)
 			return nil, err
 		}
 	}
-	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	if err := p.WaitReady(wctx); err != nil {
+	if err := waitAccounts(ctx, p, "http://"+cfg.AccountsListen+"/metrics", accountsStall); err != nil {
 		return nil, fmt.Errorf("accounts reconciler: %w; see %s:\n%s", err, p.LogFile, proc.Tail(p.LogFile, 15))
 	}
 	return p, nil
+}
+
+// accountsStall is how long the first pass of the accounts reconciler may
+// go without creating or checking an account before StartAccounts gives
+// up.
+const accountsStall = 2 * time.Minute
+
+// waitAccounts waits until the reconciler is ready, for as long as its
+// first pass makes progress: a pass over a thousand agents' accounts
+// takes minutes on a loaded machine (three admin API calls each), a fixed
+// deadline would fail it half way; a pass that stops creating and
+// checking accounts for stall has failed.
+func waitAccounts(ctx context.Context, p *proc.Process, metricsURL string, stall time.Duration) error {
+	last, since := -1.0, time.Now()
+	for {
+		wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		err := p.WaitReady(wctx)
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		if n := accountsWork(ctx, metricsURL); n > last {
+			last, since = n, time.Now()
+		} else if time.Since(since) > stall {
+			return fmt.Errorf("no account created or checked for %v (%.0f so far): %w", stall, max(last, 0), err)
+		}
+	}
+}
+
+// accountsWork is what the reconciler has done so far: the accounts it
+// checked (and created) and its failed admin API calls, read from its
+// /metrics; -1 when it cannot be read.
+func accountsWork(ctx context.Context, url string) float64 {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return -1
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return -1
+	}
+	var sum float64
+	for _, line := range strings.Split(string(b), "\n") {
+		name, _, _ := strings.Cut(line, " ")
+		name, _, _ = strings.Cut(name, "{")
+		if name != "mlsysops_accounts_checked_total" && name != "mlsysops_accounts_errors_total" {
+			continue
+		}
+		if i := strings.LastIndexByte(line, ' '); i > 0 {
+			v, _ := strconv.ParseFloat(line[i+1:], 64)
+			sum += v
+		}
+	}
+	return sum
 }
 
 // StartAgents starts the agents that are not running with their current
@@ -402,6 +461,11 @@ func (tb *Testbed) agents() ([]*AgentProcess, AgentsConfig, error) {
 		ListenBase: tb.l.port(portAgents),
 		// The northbound API pings agents and sets their mode.
 		Args: append([]string{"--xmpp-controllers", northboundXMPPUser + "@" + tb.ejabberd.Domain()}, tb.settings().agentArgs...),
+	}
+	if !tb.settings().nodeAgents {
+		// Accounts for the agents that run: thousands of node accounts
+		// nothing logs in with would be most of ejabberd's start-up.
+		cfg.AccountsArgs = []string{"--layers", LayerContinuum + "," + LayerCluster}
 	}
 	as, err := PlanAgents(tb.set, cfg)
 	if err != nil || tb.settings().nodeAgents {

@@ -2,6 +2,7 @@ package testbed
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -21,6 +22,9 @@ type builtImages struct {
 }
 
 func (b *builtImages) wait() (*images.Manifest, string, error) {
+	if b == nil {
+		return nil, "", errors.New("images not built: the testbed runs no real node")
+	}
 	<-b.done
 	return b.m, b.archive, b.err
 }

@@ -53,6 +53,11 @@ func rss(pid int) int64 {
 type ComponentUsage struct {
 	Name     string
 	RSSBytes int64
+	// PSSBytes is the proportional share of that memory: a page shared
+	// by n processes counts 1/n in each. Ten member apiservers share
+	// their binary's pages, postgres's backends its shared buffers: the
+	// sum of RSS counts those n times, the sum of PSS once.
+	PSSBytes int64
 	// CPUSeconds is user and system time since the component started.
 	CPUSeconds float64
 }
@@ -61,7 +66,9 @@ type ComponentUsage struct {
 // pid file is in the state folder (agents included).
 func (tb *Testbed) Usage() ([]ComponentUsage, error) {
 	files, _ := filepath.Glob(tb.l.path("pids", "*.pid"))
-	files = append(files, tb.l.path("redis", "redis.pid"))
+	// The services keep their pid files with their data (postgres's
+	// children are its backends, one per connection).
+	files = append(files, tb.l.path("redis", "redis.pid"), tb.l.path("postgres", "postgres.pid"), tb.l.path("s3", "s3.pid"))
 	for _, e := range tb.ejabberdNodes(false) {
 		files = append(files, e.PIDFile())
 	}
@@ -78,20 +85,44 @@ func (tb *Testbed) Usage() ([]ComponentUsage, error) {
 // descendants; zero when it does not run. The name is the file's, without
 // .pid.
 func PIDFileUsage(file string) ComponentUsage {
-	u := ComponentUsage{Name: strings.TrimSuffix(filepath.Base(file), ".pid")}
+	name := strings.TrimSuffix(filepath.Base(file), ".pid")
 	b, err := os.ReadFile(file)
 	if err != nil {
-		return u
+		return ComponentUsage{Name: name}
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	if err != nil {
-		return u
+		return ComponentUsage{Name: name}
 	}
+	u := ProcessUsage(pid)
+	u.Name = name
+	return u
+}
+
+// ProcessUsage is the usage of a process and of its descendants.
+func ProcessUsage(pid int) ComponentUsage {
+	var u ComponentUsage
 	for _, p := range append([]int{pid}, proc.Descendants(pid)...) {
 		u.RSSBytes += rss(p)
+		u.PSSBytes += pss(p)
 		u.CPUSeconds += cpuSeconds(p)
 	}
 	return u
+}
+
+// pss is a process's proportional set size (/proc/<pid>/smaps_rollup).
+func pss(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Pss:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb * 1024
+		}
+	}
+	return 0
 }
 
 // cpuSeconds is a process's user and system time (clock ticks of 1/100 s).

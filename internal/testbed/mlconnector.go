@@ -105,9 +105,11 @@ func (tb *Testbed) s3() (*services.S3, error) {
 }
 
 // installsMLSysOps says whether Up installs MLSysOps with the deployer,
-// the ML connector included (see installMLSysOps).
+// the ML connector included (see installMLSysOps): only where a real node
+// can run its pods. The scale profile, without real nodes, runs the
+// agents and the connector as processes.
 func (tb *Testbed) installsMLSysOps() bool {
-	return !tb.opts.SkipAgents && !testing.Testing() && !tb.opts.KWOKOnly
+	return !tb.opts.SkipAgents && !testing.Testing() && !tb.opts.KWOKOnly && tb.settings().realNodes
 }
 
 // continuumNodeIP is the address of the host cluster's real node, where

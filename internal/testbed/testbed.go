@@ -202,8 +202,13 @@ func (tb *Testbed) Up(ctx context.Context) (*Env, error) {
 		return nil, fmt.Errorf("testbed network (needs root and ip(8)): %w", err)
 	}
 	// The images run on the real nodes; the kwoklets run their programs
-	// on KWOK nodes.
-	imgs := tb.ensureImages(ctx)
+	// on KWOK nodes (which only a testbed with real nodes runs). Without
+	// real nodes nothing imports them: the scale profile does not build
+	// them (minutes of CPU).
+	var imgs *builtImages
+	if len(tb.real) > 0 {
+		imgs = tb.ensureImages(ctx)
+	}
 	if err := tb.buildTestbedBinary(ctx); err != nil {
 		return nil, err
 	}
@@ -276,7 +281,7 @@ func (tb *Testbed) Up(ctx context.Context) (*Env, error) {
 		return nil, fmt.Errorf("ML connector: %w", err)
 	}
 	installed := tb.settings().realNodes && !tb.opts.KWOKOnly
-	if installed && tb.settings().nodeAgents {
+	if installed && tb.settings().nodeAgents && len(tb.real) > 0 {
 		if err := tb.startKwoklets(ctx, imgs); err != nil {
 			return nil, err
 		}

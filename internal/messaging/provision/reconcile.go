@@ -522,6 +522,7 @@ func (r *Reconciler) each(ctx context.Context, accounts []string, fn func(string
 // thorough checks the password and the roster even when nothing hints at
 // a difference.
 func (r *Reconciler) checkAccount(ctx context.Context, desc description, account string, present map[string]bool, thorough bool, trigger string) error {
+	defer r.m.checked.Inc()
 	log := r.log.With("account", account, "trigger", trigger)
 	pw, err := r.cfg.Secrets.Password(ctx, account)
 	if err != nil {
@@ -720,6 +721,7 @@ func (b *retry) next() time.Duration {
 func (b *retry) reset() { b.d = 0 }
 
 type reconcilerMetrics struct {
+	checked   prometheus.Counter
 	passes    *prometheus.CounterVec
 	repairs   *prometheus.CounterVec
 	errors    *prometheus.CounterVec
@@ -734,6 +736,8 @@ func newReconcilerMetrics() *reconcilerMetrics {
 		return prometheus.Opts{Namespace: "mlsysops", Subsystem: "accounts", Name: name, Help: help}
 	}
 	return &reconcilerMetrics{
+		checked: prometheus.NewCounter(prometheus.CounterOpts(opts("checked_total",
+			"Accounts compared with the server (and created or repaired when they differed), by every kind of pass: a first pass over thousands of agents shows its progress here."))),
 		passes: prometheus.NewCounterVec(prometheus.CounterOpts(opts("reconcile_passes_total",
 			"Reconcile passes by kind (full, light, account) and trigger (start, periodic, restart, report, retry).")), []string{"kind", "trigger"}),
 		repairs: prometheus.NewCounterVec(prometheus.CounterOpts(opts("repairs_total",
@@ -752,7 +756,7 @@ func newReconcilerMetrics() *reconcilerMetrics {
 }
 
 func (m *reconcilerMetrics) register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.passes, m.repairs, m.errors, m.reports, m.restarts, m.described, m.lastFull} {
+	for _, c := range []prometheus.Collector{m.checked, m.passes, m.repairs, m.errors, m.reports, m.restarts, m.described, m.lastFull} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

@@ -288,6 +288,9 @@ func TestReconcilerCreatesWhatIsDescribed(t *testing.T) {
 	if got := f.repairs(RepairAccount) + f.repairs(RepairPassword); got != 4 {
 		t.Errorf("repairs after a pass over a correct server = %v, want still 4", got)
 	}
+	// Both passes counted every account checked: the progress a testbed
+	// waiting for the first pass over thousands of accounts watches.
+	waitFor(t, "the second pass's checks counted", func() bool { return testutil.ToFloat64(f.rec.m.checked) == 8 })
 }
 
 func TestReconcilerRepairsAfterServerRestart(t *testing.T) {

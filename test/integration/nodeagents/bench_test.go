@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"os"
 	"runtime"
 	"sort"
+	"syscall"
 	"testing"
 	"time"
 
@@ -49,8 +51,12 @@ func BenchmarkNodeAgents(b *testing.B) {
 			} else {
 				opts.Nodes = true
 			}
+			// The accounts of every agent (the reconciler's first pass)
+			// and the continuum and cluster agents.
+			provision := time.Now()
 			ta := testbed.StartTestAgents(b, env, opts)
-			heap0, gr0 := heapInUse(), runtime.NumGoroutine()
+			b.ReportMetric(time.Since(provision).Seconds(), "provision-s")
+			heap0, gr0, rss0 := heapInUse(), runtime.NumGoroutine(), selfRSS()
 			start := time.Now()
 			var sw *swarm
 			if len(names) > 0 {
@@ -60,6 +66,7 @@ func BenchmarkNodeAgents(b *testing.B) {
 			if len(names) > 0 {
 				connect = time.Since(start)
 				b.ReportMetric(float64(heapInUse()-heap0)/float64(len(names)), "heap-B/swarm-agent")
+				b.ReportMetric(float64(selfRSS()-rss0)/float64(len(names)), "RSS-B/swarm-agent")
 				b.ReportMetric(float64(runtime.NumGoroutine()-gr0)/float64(len(names)), "goroutines/swarm-agent")
 			}
 			b.ReportMetric(connect.Seconds(), "connect-all-s")
@@ -67,11 +74,19 @@ func BenchmarkNodeAgents(b *testing.B) {
 			time.Sleep(time.Minute) // the storm's aftermath (descriptions, CRs) settles
 			m0 := clusterMetrics(b, ta)
 			_, cpu0 := ejabberdUsage(b, env)
+			self0, clusters0 := selfCPU(), clusterAgentsCPU(ta)
 			t0 := time.Now()
 			time.Sleep(time.Minute)
 			m1 := clusterMetrics(b, ta)
 			rss, cpu1 := ejabberdUsage(b, env)
 			window := time.Since(t0).Seconds()
+			if len(names) > 0 {
+				// This process is the swarm (and the benchmark's polling,
+				// a few requests a second): its CPU per agent is an upper
+				// bound of one agent's.
+				b.ReportMetric(100*(selfCPU()-self0)/window/float64(len(names)), "CPU-%/swarm-agent")
+			}
+			b.ReportMetric(100*(clusterAgentsCPU(ta)-clusters0)/window, "cluster-agents-CPU-%")
 			interval := telemetryInterval(b, ta)
 			for _, typ := range []struct {
 				name  string
@@ -92,8 +107,8 @@ func BenchmarkNodeAgents(b *testing.B) {
 			b.ReportMetric(pct(pings, 0.99), "ping-p99-ms")
 			detect := detectLoss(b, ta, victim)
 			b.ReportMetric(detect.Seconds(), "loss-detected-s")
-			fmt.Printf("node agents n=%d: connected in %.1f s; telemetry %.1f/s (%.0f%% of expected), p50 %.1f ms p99 %.1f ms; heartbeats %.1f/s; ping p50 %.1f ms p99 %.1f ms; ejabberd %.1f%% CPU %.0f MiB; loss noticed in %.2f s\n",
-				n, connect.Seconds(),
+			fmt.Printf("node agents n=%d: accounts and parents in %.1f s, connected in %.1f s; telemetry %.1f/s (%.0f%% of expected), p50 %.1f ms p99 %.1f ms; heartbeats %.1f/s; ping p50 %.1f ms p99 %.1f ms; ejabberd %.1f%% CPU %.0f MiB; loss noticed in %.2f s\n",
+				n, time.Since(provision).Seconds()-time.Since(start).Seconds(), connect.Seconds(),
 				(sumOf(m1, "mlsysops_messaging_received_total", `type="telemetry_report"`)-sumOf(m0, "mlsysops_messaging_received_total", `type="telemetry_report"`))/window,
 				100*(sumOf(m1, "mlsysops_messaging_received_total", `type="telemetry_report"`)-sumOf(m0, "mlsysops_messaging_received_total", `type="telemetry_report"`))/window/(float64(n)/interval.Seconds()),
 				quantile(m0, m1, "telemetry_report", 0.5)*1000, quantile(m0, m1, "telemetry_report", 0.99)*1000,
@@ -169,4 +184,29 @@ func pct(v []float64, p float64) float64 {
 	s := append([]float64(nil), v...)
 	sort.Float64s(s)
 	return s[int(p*float64(len(s)-1))]
+}
+
+// selfRSS is this process's resident memory.
+func selfRSS() int64 {
+	return testbed.ProcessUsage(os.Getpid()).RSSBytes
+}
+
+// selfCPU is this process's CPU time so far, in seconds.
+func selfCPU() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
+// clusterAgentsCPU is the CPU seconds so far of the cluster agents.
+func clusterAgentsCPU(ta *testbed.TestAgents) float64 {
+	var s float64
+	for _, a := range ta.All {
+		if a.Layer == testbed.LayerCluster {
+			s += testbed.PIDFileUsage(a.PIDFile).CPUSeconds
+		}
+	}
+	return s
 }

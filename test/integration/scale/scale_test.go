@@ -8,11 +8,14 @@ package scale_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"os"
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -38,6 +41,7 @@ const scaleLabel = "mlsysops.eu/scale-test"
 // env is a scale testbed with the agents running and placeable.
 type env struct {
 	*testbed.ScaleEnv
+	agents  *testbed.TestAgents
 	karmada client.WithWatch
 	set     *description.Set
 	members map[string]kubernetes.Interface
@@ -46,7 +50,10 @@ type env struct {
 func start(t testing.TB, size testbed.ScaleSize) *env {
 	t.Helper()
 	se := testbed.ScaleTestbed(t, size)
-	ta := testbed.StartTestAgents(t, se.Env, testbed.TestAgentsOptions{Descriptions: se.Descriptions, Args: []string{"--child-grace-period", "0"}})
+	// No node agents on the KWOK nodes (as the scale profile's own
+	// agents): accounts for the continuum and cluster agents alone.
+	ta := testbed.StartTestAgents(t, se.Env, testbed.TestAgentsOptions{Descriptions: se.Descriptions, Args: []string{"--child-grace-period", "0"},
+		AccountsArgs: []string{"--layers", testbed.LayerContinuum + "," + testbed.LayerCluster}})
 	if err := testbed.WaitPlaceable(context.Background(), se.RESTConfig(t, testbed.ContextKarmada), se.Clusters, 5*time.Minute); err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +70,7 @@ func start(t testing.TB, size testbed.ScaleSize) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{ScaleEnv: se, karmada: kc, set: set, members: map[string]kubernetes.Interface{}}
+	e := &env{ScaleEnv: se, agents: ta, karmada: kc, set: set, members: map[string]kubernetes.Interface{}}
 	for _, c := range se.Clusters {
 		cs, err := kubernetes.NewForConfig(se.RESTConfig(t, c))
 		if err != nil {
@@ -108,6 +115,114 @@ func (e *env) cleanup(t testing.TB) {
 		time.Sleep(2 * time.Second)
 	}
 	t.Fatalf("the tests' applications were not all removed: %v", ctx.Err())
+}
+
+// noPacketLeaves checks that nothing of the scale testbed can send a
+// packet off the machine: every address its clusters hand out (nodes,
+// pods, Services, endpoints, in every member, the host and Karmada) is in
+// the testbed's range, which the host blackholes, so that a connection to
+// any of them fails on the host without a packet sent; and no process of
+// the testbed or of the test's agents holds a socket to an address
+// outside that range and loopback.
+func (e *env) noPacketLeaves(t testing.TB) {
+	t.Helper()
+	ctx := context.Background()
+	_, rng, err := net.ParseCIDR(e.Network.Range)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addrs := map[string]string{} // address -> where it was found
+	add := func(ip, where string) {
+		if ip != "" {
+			addrs[ip] = where
+		}
+	}
+	for _, c := range append([]string{testbed.ContextHost, testbed.ContextKarmada}, e.Clusters...) {
+		cs, err := kubernetes.NewForConfig(e.RESTConfig(t, c))
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range nodes.Items {
+			for _, a := range n.Status.Addresses {
+				if a.Type == corev1.NodeInternalIP || a.Type == corev1.NodeExternalIP {
+					add(a.Address, c+" node "+n.Name)
+				}
+			}
+		}
+		pods, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pods.Items {
+			add(p.Status.HostIP, c+" pod "+p.Namespace+"/"+p.Name+" host")
+			for _, ip := range p.Status.PodIPs {
+				add(ip.IP, c+" pod "+p.Namespace+"/"+p.Name)
+			}
+		}
+		svcs, err := cs.CoreV1().Services("").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sv := range svcs.Items {
+			for _, ip := range sv.Spec.ClusterIPs {
+				if ip != corev1.ClusterIPNone {
+					add(ip, c+" service "+sv.Namespace+"/"+sv.Name)
+				}
+			}
+			for _, ip := range sv.Spec.ExternalIPs {
+				add(ip, c+" service "+sv.Namespace+"/"+sv.Name+" external")
+			}
+		}
+		eps, err := cs.DiscoveryV1().EndpointSlices("").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, es := range eps.Items {
+			for _, ep := range es.Endpoints {
+				for _, ip := range ep.Addresses {
+					add(ip, c+" endpoints "+es.Namespace+"/"+es.Name)
+				}
+			}
+		}
+	}
+	if len(addrs) == 0 {
+		t.Fatal("the clusters hand out no address at all")
+	}
+	for ip, where := range addrs {
+		parsed := net.ParseIP(ip)
+		if parsed == nil || !rng.Contains(parsed) {
+			t.Errorf("%s (%s) is outside the testbed's blackholed range %s", ip, where, rng)
+			continue
+		}
+		if ip == e.Network.HostIP {
+			continue // the host's own address on the bridge: local
+		}
+		// Port 9 (discard): nothing listens there; the blackhole answers
+		// at once, before any packet is sent.
+		c, err := net.DialTimeout("tcp", net.JoinHostPort(ip, "9"), 5*time.Second)
+		if err == nil {
+			c.Close()
+		}
+		if err == nil || !(errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENETUNREACH) || errors.Is(err, syscall.EHOSTUNREACH)) {
+			t.Errorf("dial %s (%s): %v, want the host's blackhole to refuse it", ip, where, err)
+		}
+	}
+	files := append(testbed.PIDFiles(e.StateDir), testbed.PIDFiles(e.agents.Config.StateDir)...)
+	if len(files) < 2*len(e.Clusters) {
+		t.Fatalf("%d pid files for %d clusters", len(files), len(e.Clusters))
+	}
+	socks, err := testbed.PeerSockets(files, rng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range socks {
+		t.Errorf("a socket to an address outside the testbed: %s", s)
+	}
+	t.Logf("%d addresses handed out, all in %s and blackholed; %d processes' sockets on loopback or in it", len(addrs), rng, len(files))
 }
 
 // kind is a kind of application of the mix.
@@ -159,8 +274,10 @@ func (e *env) app(name string, k kind) *mlsysopsv1.MLSysOpsApp {
 }
 
 // burst creates the applications, 16 at a time, and returns each one's
-// time from creation to Running.
-func (e *env) burst(t testing.TB, apps []*mlsysopsv1.MLSysOpsApp, timeout time.Duration) (map[string]time.Duration, time.Duration) {
+// time from creation to Running, the time until all were, and the
+// clusters each one's status named on the way (a component moved to
+// another cluster names two).
+func (e *env) burst(t testing.TB, apps []*mlsysopsv1.MLSysOpsApp, timeout time.Duration) (map[string]time.Duration, time.Duration, map[string]map[string]bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -179,6 +296,7 @@ func (e *env) burst(t testing.TB, apps []*mlsysopsv1.MLSysOpsApp, timeout time.D
 	defer burst.Wait()
 	lat := map[string]time.Duration{}
 	last := map[string]*mlsysopsv1.MLSysOpsApp{}
+	seen := map[string]map[string]bool{}
 	for len(lat) < len(apps) {
 		select {
 		case ev := <-w.ResultChan():
@@ -187,6 +305,15 @@ func (e *env) burst(t testing.TB, apps []*mlsysopsv1.MLSysOpsApp, timeout time.D
 				continue
 			}
 			last[a.Name] = a
+			for _, c := range a.Status.Components {
+				if c.Cluster == "" {
+					continue
+				}
+				if seen[a.Name] == nil {
+					seen[a.Name] = map[string]bool{}
+				}
+				seen[a.Name][c.Cluster] = true
+			}
 			if a.Status.Phase != mlsysopsv1.AppRunning {
 				continue
 			}
@@ -207,7 +334,77 @@ func (e *env) burst(t testing.TB, apps []*mlsysopsv1.MLSysOpsApp, timeout time.D
 			t.Fatalf("%d of %d applications Running after %v; others %v (e.g. %s)", len(lat), len(apps), timeout, phases, example)
 		}
 	}
-	return lat, time.Since(burst.Start)
+	return lat, time.Since(burst.Start), seen
+}
+
+// nothingPiledUp checks that no member cluster was given more than it
+// holds: no pod of the tests' applications is left unscheduled, and on
+// every node the requests of the pods bound to it (every resource: CPU,
+// memory, GPUs) are within its allocatable. It returns, per cluster, its
+// pods and the share of its allocatable CPUs and GPUs they request.
+func (e *env) nothingPiledUp(t testing.TB) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	use := map[string]string{}
+	for _, c := range e.Clusters {
+		cs := e.members[c]
+		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		alloc := map[string]corev1.ResourceList{}
+		total := corev1.ResourceList{}
+		for _, n := range nodes.Items {
+			alloc[n.Name] = n.Status.Allocatable
+			for r, q := range n.Status.Allocatable {
+				sum := total[r]
+				sum.Add(q)
+				total[r] = sum
+			}
+		}
+		// Every pod: the scale testbed's members run only the tests'
+		// applications.
+		pods, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		requested := map[string]corev1.ResourceList{}
+		all := corev1.ResourceList{}
+		for _, p := range pods.Items {
+			if p.Spec.NodeName == "" {
+				t.Errorf("%s: pod %s/%s is not scheduled (%s)", c, p.Namespace, p.Name, p.Status.Phase)
+				continue
+			}
+			if requested[p.Spec.NodeName] == nil {
+				requested[p.Spec.NodeName] = corev1.ResourceList{}
+			}
+			for _, ctr := range p.Spec.Containers {
+				for r, q := range ctr.Resources.Requests {
+					for _, l := range []corev1.ResourceList{requested[p.Spec.NodeName], all} {
+						sum := l[r]
+						sum.Add(q)
+						l[r] = sum
+					}
+				}
+			}
+		}
+		for node, req := range requested {
+			for r, q := range req {
+				if a, ok := alloc[node][r]; !ok || q.Cmp(a) > 0 {
+					t.Errorf("%s: the pods on node %s request %s %s, it has %s", c, node, q.String(), r, a.String())
+				}
+			}
+		}
+		share := func(r corev1.ResourceName) string {
+			a, q := total[r], all[r]
+			if a.IsZero() {
+				return "-"
+			}
+			return fmt.Sprintf("%.0f%%", 100*q.AsApproximateFloat64()/a.AsApproximateFloat64())
+		}
+		use[c] = fmt.Sprintf("%d pods, CPU %s, GPU %s", len(pods.Items), share(corev1.ResourceCPU), share(mlsysopsv1.ResourceGPU))
+	}
+	return use
 }
 
 // placedOn returns, for a Running application, its cluster and the node of
@@ -263,14 +460,19 @@ func TestScaleProfileSmoke(t *testing.T) {
 			apps = append(apps, e.app(fmt.Sprintf("smoke-%d-%s", i, k.name), k))
 		}
 	}
-	lat, _ := e.burst(t, apps, 10*time.Minute)
+	lat, _, seen := e.burst(t, apps, 10*time.Minute)
 	if len(lat) != len(apps) {
 		t.Fatalf("%d of %d Running", len(lat), len(apps))
 	}
 	for _, a := range apps {
 		cluster, node := e.placedOn(t, a.Name)
 		t.Logf("%s on %s/%s (%s, %s, %s)", a.Name, cluster, node.Name, node.Labels[mlsysopsv1.LabelGPUProduct], node.Labels[mlsysopsv1.LabelArch], node.Labels[mlsysopsv1.LabelLayer])
+		if len(seen[a.Name]) != 1 {
+			t.Errorf("%s was placed on %v: moved from a cluster that could not hold it", a.Name, seen[a.Name])
+		}
 	}
+	t.Logf("use of the clusters: %v", e.nothingPiledUp(t))
+	e.noPacketLeaves(t)
 	far := e.app("smoke-far-edge", kind{"far", func() mlsysopsv1.Component { return armComp("sense", mlsysopsv1.LayerFarEdge) }})
 	if err := e.karmada.Create(context.Background(), far); err != nil {
 		t.Fatal(err)
@@ -326,17 +528,24 @@ func BenchmarkBurst500(b *testing.B) {
 		k := mix[i%len(mix)]
 		apps[i] = e.app(fmt.Sprintf("burst-%03d-%s", i, k.name), k)
 	}
-	lat, total := e.burst(b, apps, 60*time.Minute)
+	lat, total, seen := e.burst(b, apps, 60*time.Minute)
 	var all []time.Duration
 	for _, d := range lat {
 		all = append(all, d)
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
 	perCluster := map[string]int{}
+	moved := 0
 	for _, a := range apps {
 		c, _ := e.placedOn(b, a.Name)
 		perCluster[c]++
+		if len(seen[a.Name]) != 1 {
+			moved++
+			b.Errorf("%s was placed on %v: moved from a cluster that could not hold it", a.Name, seen[a.Name])
+		}
 	}
+	use := e.nothingPiledUp(b)
+	e.noPacketLeaves(b)
 	b.ReportMetric(total.Seconds(), "total-s")
 	b.ReportMetric(float64(n)/total.Seconds(), "apps/s")
 	b.ReportMetric(all[len(all)/2].Seconds(), "p50-s")
@@ -349,7 +558,9 @@ func BenchmarkBurst500(b *testing.B) {
 	var dist []string
 	for _, c := range clusters {
 		dist = append(dist, fmt.Sprintf("%s=%d", c, perCluster[c]))
+		fmt.Printf("  %s: %d applications; %s\n", c, perCluster[c], use[c])
 	}
+	b.ReportMetric(float64(moved), "moved-apps")
 	fmt.Printf("burst of %d on %dx%d: all Running in %.1f s (%.2f apps/s), p50 %.1f s, p99 %.1f s; per cluster %s\n",
 		n, len(e.Clusters), len(e.set.Nodes)/len(e.Clusters), total.Seconds(), float64(n)/total.Seconds(),
 		all[len(all)/2].Seconds(), all[len(all)*99/100].Seconds(), strings.Join(dist, " "))
