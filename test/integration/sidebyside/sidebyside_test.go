@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,6 +72,8 @@ type harness struct {
 	karmada client.WithWatch
 	members map[string]kubernetes.Interface
 	api     *nbclient.Client
+	// trace records when each application of a run reached each step.
+	trace *testbed.AppTracer
 }
 
 func newHarness(tb testing.TB, env *testbed.Env) *harness {
@@ -93,6 +96,11 @@ func newHarness(tb testing.TB, env *testbed.Env) *harness {
 		h.members[c] = cs
 	}
 	if h.api, err = nbclient.New(nbclient.Config{URL: env.NorthboundURL, Token: env.NorthboundToken}); err != nil {
+		tb.Fatal(err)
+	}
+	// The tracer's watches live as long as the test binary: the
+	// benchmark's sub-benchmarks share the harness.
+	if h.trace, err = testbed.StartAppTracer(context.Background(), env, env.Clusters); err != nil {
 		tb.Fatal(err)
 	}
 	h.placeable(tb)
@@ -179,6 +187,9 @@ type Result struct {
 	Total time.Duration
 	// Latencies from each application's submission to its Running.
 	Latencies []time.Duration
+	// Steps are, per application, when it reached each step on its way
+	// to Running (testbed.TraceSteps), from its submission.
+	Steps []testbed.StepTimes
 }
 
 // Rate is applications per second.
@@ -203,6 +214,7 @@ func (h *harness) run(tb testing.TB, p Path, s Shape, n int, prefix string, time
 	}
 	watcher, running := h.watchRunning(ctx, tb, p, s)
 	defer watcher.Stop()
+	h.trace.Follow(func(app string) bool { return strings.HasPrefix(app, prefix+"-") })
 
 	burst := testbed.StartBurst(names, 16, func(name string) error { return h.submit(ctx, tb, p, s, name) },
 		func(name string, err error) { tb.Errorf("submit %s by %s: %v", name, p, err) })
@@ -224,6 +236,14 @@ func (h *harness) run(tb testing.TB, p Path, s Shape, n int, prefix string, time
 		}
 	}
 	res.Total = time.Since(burst.Start)
+	// The last watch events of the run (the template's status in
+	// Karmada) may trail the watch that saw Running.
+	time.Sleep(time.Second)
+	for _, name := range names {
+		if at, ok := burst.At(name); ok {
+			res.Steps = append(res.Steps, h.trace.Times(name, at))
+		}
+	}
 	return res
 }
 
@@ -439,7 +459,8 @@ func TestSideBySideSmoke(t *testing.T) {
 				if len(res.Latencies) != 10 {
 					t.Fatalf("%d applications Running, want 10", len(res.Latencies))
 				}
-				t.Logf("%s %s: 10 applications Running in %.1f s (p50 %.1f s, p99 %.1f s)", s.Name, p, res.Total.Seconds(), res.Percentile(0.5).Seconds(), res.Percentile(0.99).Seconds())
+				t.Logf("%s %s: 10 applications Running in %.1f s (p50 %.1f s, p99 %.1f s, load %s); steps (p50, p99 from submission):\n%s", s.Name, p,
+					res.Total.Seconds(), res.Percentile(0.5).Seconds(), res.Percentile(0.99).Seconds(), loadAverage(), testbed.FormatSteps(testbed.SummariseSteps(res.Steps)))
 				for i := range 10 {
 					h.checkPlaced(t, p, s, fmt.Sprintf("%s-%04d", prefix, i))
 				}
