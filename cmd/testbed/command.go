@@ -202,7 +202,7 @@ func newBenchCommand(o *options) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("first application: %w", err)
 			}
-			fmt.Printf("BenchmarkFirstApp app=llm-inference path=northbound submit_to_running_s=%.2f\n", first.Seconds())
+			printFirstApp("llm-inference", first)
 			// Let start-up transients settle before reading memory.
 			time.Sleep(10 * time.Second)
 			mem, err := tb.Memory()

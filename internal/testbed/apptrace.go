@@ -453,11 +453,14 @@ func SummariseSteps(all []StepTimes) []StepSummary {
 	return out
 }
 
-// FormatSteps prints summaries as one line per step.
+// FormatSteps prints summaries as one line per step, with the p50's
+// growth since the step before.
 func FormatSteps(sums []StepSummary) string {
 	var b strings.Builder
+	var prev time.Duration
 	for _, s := range sums {
-		fmt.Fprintf(&b, "  %-15s p50 %7.3f s  p99 %7.3f s  (%d apps)\n", s.Step, s.P50.Seconds(), s.P99.Seconds(), s.Apps)
+		fmt.Fprintf(&b, "  %-15s p50 %7.3f s (%+7.3f)  p99 %7.3f s  (%d apps)\n", s.Step, s.P50.Seconds(), (s.P50 - prev).Seconds(), s.P99.Seconds(), s.Apps)
+		prev = s.P50
 	}
 	return b.String()
 }

@@ -63,6 +63,7 @@ func BenchmarkSideBySide(b *testing.B) {
 	env := testbed.ScaleTestbed(b, testbed.ScaleSize{Clusters: 2, Nodes: 60})
 	agents := testbed.StartTestAgents(b, env.Env, testbed.TestAgentsOptions{Descriptions: env.Descriptions, Args: benchAgentArgs})
 	h := newHarness(b, env.Env)
+	h.prof = newProfiler(env.Env, agents)
 	agents.WaitCapacityReports(env.Clusters)
 	h.cleanup(b)
 	running := true
@@ -101,13 +102,14 @@ func BenchmarkSideBySide(b *testing.B) {
 					for _, p := range order {
 						setAgents(p != PathRaw)
 						prefix := fmt.Sprintf("b%d-%d-%s%d", n, i, shortPath(p), r)
-						w0 := h.writes(b)
+						w0, q0 := h.writes(b), h.karmadaQueues()
 						res := h.run(b, p, s, n, prefix, time.Duration(n)*3*time.Second+10*time.Minute)
 						byKind, total := h.writes(b).since(w0)
+						queues := h.karmadaQueues().since(q0)
 						writes[p] += total / float64(n)
 						results[p] = append(results[p], res)
-						fmt.Printf("side-by-side n=%d %s %s round %d: %.1f s (load %s); %.1f API writes per application; most: %s\n",
-							n, s.Name, p, r, res.Total.Seconds(), loadAverage(), total/float64(n), byKind.top(12))
+						fmt.Printf("side-by-side n=%d %s %s round %d: %.1f s (load %s); %.1f API writes per application; most: %s; Karmada: %s\n",
+							n, s.Name, p, r, res.Total.Seconds(), loadAverage(), total/float64(n), byKind.top(12), queues)
 						h.cleanup(b)
 					}
 				}

@@ -74,6 +74,8 @@ type harness struct {
 	api     *nbclient.Client
 	// trace records when each application of a run reached each step.
 	trace *testbed.AppTracer
+	// prof, when set, profiles the busy processes during each run.
+	prof *profiler
 }
 
 func newHarness(tb testing.TB, env *testbed.Env) *harness {
@@ -216,6 +218,7 @@ func (h *harness) run(tb testing.TB, p Path, s Shape, n int, prefix string, time
 	defer watcher.Stop()
 	h.trace.Follow(func(app string) bool { return strings.HasPrefix(app, prefix+"-") })
 
+	defer h.prof.start(tb, prefix)()
 	burst := testbed.StartBurst(names, 16, func(name string) error { return h.submit(ctx, tb, p, s, name) },
 		func(name string, err error) { tb.Errorf("submit %s by %s: %v", name, p, err) })
 	defer burst.Wait()
