@@ -411,6 +411,11 @@ func (r *AppReconciler) applyPolicy(ctx context.Context, app *mlsysopsv1.MLSysOp
 		}}
 		pp.Spec.Placement = policyv1alpha1.Placement{ClusterAffinity: &policyv1alpha1.ClusterAffinity{ClusterNames: sorted}}
 		pp.Spec.ConflictResolution = policyv1alpha1.ConflictOverwrite
+		if pp.CreationTimestamp.IsZero() {
+			// Bound by the continuum's own scheduler (BindingScheduler).
+			// Immutable: a policy written before keeps karmada-scheduler.
+			pp.Spec.SchedulerName = SchedulerName
+		}
 		return controllerutil.SetControllerReference(app, pp, r.client.Scheme())
 	})
 	if err != nil {

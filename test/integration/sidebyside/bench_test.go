@@ -52,6 +52,11 @@ func largeShapes() bool { return os.Getenv("MLSYSOPS_SIDE_BY_SIDE_SHAPES") == "a
 // path alike; the times and ratios are over all rounds (the ratio of the
 // summed times), with the smallest and largest ratio of a round beside.
 //
+// With $MLSYSOPS_SIDE_BY_SIDE_BASELINE naming an agent executable (a
+// build of an earlier commit: go build -o FILE ./agents), MLSysOpsApps
+// also go through agents running it (path mlsysops-cr-baseline), in the
+// same rounds: a change's figure before and after, from one run.
+//
 // The testbed is the scale profile's with generated descriptions: two
 // clusters of 60 KWOK nodes (room for 6,600 pods each), the real agent
 // processes (continuum and cluster agents; no node agents, see the scale
@@ -66,17 +71,28 @@ func BenchmarkSideBySide(b *testing.B) {
 	h.prof = newProfiler(env.Env, agents)
 	agents.WaitCapacityReports(env.Clusters)
 	h.cleanup(b)
-	running := true
-	setAgents := func(on bool) {
-		switch {
-		case on && !running:
+	// Which agents run: "" none (Karmada alone), "new" this checkout's,
+	// "base" the baseline build's.
+	running := "new"
+	baseline := os.Getenv("MLSYSOPS_SIDE_BY_SIDE_BASELINE")
+	setAgents := func(want string) {
+		if want == running {
+			return
+		}
+		if running != "" {
+			agents.StopAll()
+		}
+		if want != "" {
+			bin := ""
+			if want == "base" {
+				bin = baseline
+			}
+			agents.UseBinary(bin)
 			agents.StartAll()
 			h.placeable(b)
 			agents.WaitCapacityReports(env.Clusters)
-		case !on && running:
-			agents.StopAll()
 		}
-		running = on
+		running = want
 	}
 	rounds := benchRounds(b)
 	for _, n := range benchSizes(b) {
@@ -92,6 +108,9 @@ func BenchmarkSideBySide(b *testing.B) {
 				if i == 0 {
 					paths = append(paths, PathAPI)
 				}
+				if baseline != "" {
+					paths = append(paths, PathCRBaseline)
+				}
 				results := map[Path][]Result{}
 				writes := map[Path]float64{}
 				for r := range rounds {
@@ -100,7 +119,14 @@ func BenchmarkSideBySide(b *testing.B) {
 						slices.Reverse(order)
 					}
 					for _, p := range order {
-						setAgents(p != PathRaw)
+						switch p {
+						case PathRaw:
+							setAgents("")
+						case PathCRBaseline:
+							setAgents("base")
+						default:
+							setAgents("new")
+						}
 						prefix := fmt.Sprintf("b%d-%d-%s%d", n, i, shortPath(p), r)
 						w0, q0 := h.writes(b), h.karmadaQueues()
 						res := h.run(b, p, s, n, prefix, time.Duration(n)*3*time.Second+10*time.Minute)
@@ -156,6 +182,11 @@ func reportSideBySide(b *testing.B, n int, s Shape, paths []Path, results map[Pa
 			b.ReportMetric(ratio, name+"/raw")
 			b.ReportMetric(lo, name+"/raw-min")
 			b.ReportMetric(hi, name+"/raw-max")
+		}
+		if p == PathCRBaseline {
+			cr, _, _ := sum(results[PathCR])
+			b.ReportMetric(cr.Seconds()/total.Seconds(), "cr/crbase")
+			fmt.Printf("side-by-side n=%d %s: this build's MLSysOpsApps took %.3f x the baseline build's\n", n, s.Name, cr.Seconds()/total.Seconds())
 		}
 		fmt.Printf("side-by-side n=%d %s %s: %.1f s per run over %d rounds, %.2f apps/s, p50 %.1f s, p99 %.1f s, %.3f x raw Karmada (rounds %.3f to %.3f), %.1f API writes per application; steps (p50, p99 from submission):\n%s",
 			n, s.Name, p, total.Seconds()/rounds, len(rs), all.Rate(), all.Percentile(0.5).Seconds(), all.Percentile(0.99).Seconds(), ratio, lo, hi,

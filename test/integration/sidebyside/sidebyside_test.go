@@ -47,6 +47,9 @@ const (
 	PathCR Path = "mlsysops-cr"
 	// PathAPI posts the description to the northbound API.
 	PathAPI Path = "mlsysops-api"
+	// PathCRBaseline writes an MLSysOpsApp to Karmada, handled by agents
+	// of a baseline build (BenchmarkSideBySide).
+	PathCRBaseline Path = "mlsysops-cr-baseline"
 )
 
 // Shape is the kind of application of a run.
@@ -266,7 +269,7 @@ func (h *harness) submit(ctx context.Context, tb testing.TB, p Path, s Shape, na
 			}
 		}
 		return nil
-	case PathCR:
+	case PathCR, PathCRBaseline:
 		app := &mlsysopsv1.MLSysOpsApp{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: mlsysopsv1.Namespace, Labels: map[string]string{benchLabel: "true"}},
 			Spec:       *appSpec(name, s),
@@ -432,7 +435,7 @@ func (h *harness) checkPlaced(tb testing.TB, p Path, s Shape, name string) {
 
 // shortPath names a path in application names.
 func shortPath(p Path) string {
-	return map[Path]string{PathRaw: "raw", PathCR: "cr", PathAPI: "api"}[p]
+	return map[Path]string{PathRaw: "raw", PathCR: "cr", PathAPI: "api", PathCRBaseline: "crbase"}[p]
 }
 
 // shapes of applications for a testbed's clusters.
