@@ -84,6 +84,10 @@ type AppReconciler struct {
 
 var _ reconcile.Reconciler = (*AppReconciler)(nil)
 
+// PlacementWorkers is how many applications the controller handles at
+// once.
+const PlacementWorkers = 16
+
 // NewAppReconciler returns a reconciler for the member cluster named
 // cluster.
 func NewAppReconciler(c client.Client, cluster string, log *slog.Logger) *AppReconciler {
@@ -114,10 +118,12 @@ func (r *AppReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// Resync reconciles every application on demand.
 		WatchesRawSource(source.Channel(r.resync.C, kube.EveryApp(mgr.GetClient(), mlsysopsv1.Namespace))).
 		Named("cluster-fluidity").
-		// Few in flight: each chooses nodes from the cached free capacity,
-		// which the pods of a placement in flight do not show yet; many
-		// at once would crowd the same nodes.
-		WithOptions(controller.Options{SkipNameValidation: ptr(true), MaxConcurrentReconciles: 4}).
+		// Node decisions are made one at a time and see the placements
+		// in flight through the assumed replicas (decide), so workers do
+		// not crowd the same nodes; a new application's pass is three
+		// API round trips (finalizer and namespace, the Deployments,
+		// the status) that 4 workers made a queue of in a burst.
+		WithOptions(controller.Options{SkipNameValidation: ptr(true), MaxConcurrentReconciles: PlacementWorkers}).
 		Complete(r)
 }
 
@@ -174,22 +180,34 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (_
 			r.passes.Done(app.Name, read)
 		}
 	}()
+	// The finalizer and the namespace are written at once: each is a
+	// round trip to the API server before the components' Deployments,
+	// which need only the namespace (one after the other, a burst's
+	// pods waited for both). A removal in between is caught below: the
+	// namespace made goes; one the finalizer's failure (a conflict)
+	// leaves behind is swept (NamespaceSweeper). The update rewrites app:
+	// until it returns, only name is read.
+	name := app.Name
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: members.Namespace(name)}}
+	finalized := make(chan error, 1)
 	if controllerutil.AddFinalizer(app, mlsysopsv1.Finalizer) {
-		if err := r.client.Update(ctx, app); err != nil {
-			return reconcile.Result{}, err
-		}
+		go func() { finalized <- r.client.Update(ctx, app) }()
+	} else {
+		finalized <- nil
 	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: members.Namespace(app.Name)}}
 	op, err := controllerutil.CreateOrUpdate(ctx, r.client, ns, func() error {
 		if ns.Labels == nil {
 			ns.Labels = map[string]string{}
 		}
-		ns.Labels[mlsysopsv1.LabelApp] = app.Name
+		ns.Labels[mlsysopsv1.LabelApp] = name
 		ns.Labels[mlsysopsv1.LabelManagedBy] = mlsysopsv1.ManagedByValue
 		return nil
 	})
+	if ferr := <-finalized; ferr != nil {
+		return reconcile.Result{}, ferr
+	}
 	if err != nil {
-		return reconcile.Result{}, fmt.Errorf("namespace for %s: %w", app.Name, err)
+		return reconcile.Result{}, fmt.Errorf("namespace for %s: %w", name, err)
 	}
 	if op == controllerutil.OperationResultCreated {
 		// The application was read from the cache: if it was removed
