@@ -118,6 +118,7 @@ func newCommand() *cobra.Command {
 		},
 	})
 	root.AddCommand(newBenchCommand(o))
+	root.AddCommand(newFirstAppCommand(o))
 	root.AddCommand(newGenCommand())
 	root.AddCommand(newScaleBenchCommand(o))
 	root.AddCommand(newAdmissionCommand())

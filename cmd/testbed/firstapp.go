@@ -5,15 +5,18 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
+	"github.com/mlsysops-go/mlsysops/internal/benchfig"
 	"github.com/mlsysops-go/mlsysops/internal/testbed"
 	nbclient "github.com/mlsysops-go/mlsysops/northbound/client"
 )
@@ -106,4 +109,58 @@ func firstApp(ctx context.Context, env *testbed.Env, file, name string) (firstAp
 func printFirstApp(app string, r firstAppResult) {
 	fmt.Printf("BenchmarkFirstApp/app=%s,path=northbound \t1\t%.2f s-to-Running-in-Karmada\t%.2f s-to-Running-in-API\n", app, r.Karmada.Seconds(), r.API.Seconds())
 	fmt.Printf("first application %s, steps from its submission:\n%s", app, testbed.FormatSteps(testbed.SummariseSteps([]testbed.StepTimes{r.Steps})))
+}
+
+// newFirstAppCommand measures the first application after a cold start,
+// several times: each run purges the state folder, starts the testbed
+// (make up's), submits examples/apps/gpu-inference.yaml through the API
+// at once and stops the testbed again.
+func newFirstAppCommand(o *options) *cobra.Command {
+	var runs int
+	cmd := &cobra.Command{
+		Use:   "first-app",
+		Short: "Measure the first application after a cold start, --runs times (uses its own state folder; purged first)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			var all []time.Duration
+			for i := range runs {
+				tb, err := testbed.New(testbed.Options{Descriptions: o.descriptions, StateDir: o.state, PortBase: o.portBase, BinDir: o.binDir})
+				if err != nil {
+					return err
+				}
+				if err := tb.Down(ctx, true); err != nil {
+					return err
+				}
+				start := time.Now()
+				env, err := tb.Up(ctx)
+				if err != nil {
+					return err
+				}
+				cold := time.Since(start)
+				first, err := firstApp(ctx, env, filepath.Join(filepath.Dir(o.descriptions), "examples", "apps", "gpu-inference.yaml"), "llm-inference")
+				if derr := tb.Down(context.Background(), true); err == nil {
+					err = derr
+				}
+				if err != nil {
+					return fmt.Errorf("run %d: %w", i+1, err)
+				}
+				fmt.Printf("first application, run %d of %d: cold start %.1f s, load %s\n", i+1, runs, cold.Seconds(), loadAverage())
+				printFirstApp(fmt.Sprintf("llm-inference,run=%d", i+1), first)
+				all = append(all, first.Karmada)
+			}
+			sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
+			fmt.Printf("BenchmarkFirstApp/app=llm-inference,path=northbound,runs=%d \t%d\t%.2f s-to-Running-median\t%.2f s-to-Running-min\t%.2f s-to-Running-max\n",
+				runs, runs, all[len(all)/2].Seconds(), all[0].Seconds(), all[len(all)-1].Seconds())
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&runs, "runs", 3, "cold starts to measure")
+	return cmd
+}
+
+// loadAverage is the machine's load average over 1, 5 and 15 minutes.
+func loadAverage() string {
+	l := benchfig.ReadLoad()
+	return fmt.Sprintf("%.1f %.1f %.1f", l.Load1, l.Load5, l.Load15)
 }

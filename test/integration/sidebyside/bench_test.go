@@ -68,7 +68,7 @@ func BenchmarkSideBySide(b *testing.B) {
 	env := testbed.ScaleTestbed(b, testbed.ScaleSize{Clusters: 2, Nodes: 60})
 	agents := testbed.StartTestAgents(b, env.Env, testbed.TestAgentsOptions{Descriptions: env.Descriptions, Args: benchAgentArgs})
 	h := newHarness(b, env.Env)
-	h.prof = newProfiler(env.Env, agents)
+	h.prof = newProfiler(b, env.Env, agents)
 	agents.WaitCapacityReports(env.Clusters)
 	h.cleanup(b)
 	// Which agents run: "" none (Karmada alone), "new" this checkout's,
@@ -113,6 +113,7 @@ func BenchmarkSideBySide(b *testing.B) {
 				}
 				results := map[Path][]Result{}
 				writes := map[Path]float64{}
+				cpus := map[Path]float64{}
 				for r := range rounds {
 					order := slices.Clone(paths)
 					if r%2 == 1 {
@@ -128,29 +129,41 @@ func BenchmarkSideBySide(b *testing.B) {
 							setAgents("new")
 						}
 						prefix := fmt.Sprintf("b%d-%d-%s%d", n, i, shortPath(p), r)
-						w0, q0 := h.writes(b), h.karmadaQueues()
+						// The testbed's CPU while idle (KWOK's heartbeats, the
+						// agents' own) is taken out of the run's.
+						i0 := cpuTimes(env.StateDir)
+						time.Sleep(idleSample)
+						idle, _ := cpuSince(cpuTimes(env.StateDir), i0, 1)
+						w0, q0, c0 := h.writes(b), h.karmadaQueues(), cpuTimes(env.StateDir)
 						res := h.run(b, p, s, n, prefix, time.Duration(n)*3*time.Second+10*time.Minute)
 						byKind, total := h.writes(b).since(w0)
 						queues := h.karmadaQueues().since(q0)
+						cpu, cpuTop := cpuSince(cpuTimes(env.StateDir), c0, float64(n))
+						cpu -= idle / idleSample.Seconds() * res.Total.Seconds()
+						cpus[p] += cpu / float64(n)
 						writes[p] += total / float64(n)
 						results[p] = append(results[p], res)
-						fmt.Printf("side-by-side n=%d %s %s round %d: %.1f s (load %s); %.1f API writes per application; most: %s; Karmada: %s\n",
-							n, s.Name, p, r, res.Total.Seconds(), loadAverage(), total/float64(n), byKind.top(12), queues)
+						fmt.Printf("side-by-side n=%d %s %s round %d: %.1f s (load %s); %.1f API writes per application; most: %s; Karmada: %s; CPU %.2f s per application beyond idle (%.2f cores idle), most (with idle): %s\n",
+							n, s.Name, p, r, res.Total.Seconds(), loadAverage(), total/float64(n), byKind.top(12), queues, cpu/float64(n), idle/idleSample.Seconds(), cpuTop)
 						h.cleanup(b)
 					}
 				}
-				reportSideBySide(b, n, s, paths, results, writes)
+				reportSideBySide(b, n, s, paths, results, writes, cpus)
 			})
 		}
 	}
 }
+
+// idleSample is how long the testbed's idle CPU is measured before each
+// run.
+const idleSample = 10 * time.Second
 
 // benchAgentArgs are the agents' flags in the benchmark: info logs (the
 // test agents' default is debug, for failing tests' logs).
 var benchAgentArgs = []string{"--child-grace-period", "0", "--log-level", "info"}
 
 // reportSideBySide reports a size and shape's figures over every round.
-func reportSideBySide(b *testing.B, n int, s Shape, paths []Path, results map[Path][]Result, writes map[Path]float64) {
+func reportSideBySide(b *testing.B, n int, s Shape, paths []Path, results map[Path][]Result, writes, cpus map[Path]float64) {
 	sum := func(rs []Result) (total time.Duration, lat []time.Duration, steps []testbed.StepTimes) {
 		for _, r := range rs {
 			total += r.Total
@@ -171,6 +184,7 @@ func reportSideBySide(b *testing.B, n int, s Shape, paths []Path, results map[Pa
 		b.ReportMetric(all.Percentile(0.5).Seconds(), name+"-p50-s")
 		b.ReportMetric(all.Percentile(0.99).Seconds(), name+"-p99-s")
 		b.ReportMetric(writes[p]/rounds, name+"-api-writes/app")
+		b.ReportMetric(cpus[p]/rounds, name+"-cpu-s/app")
 		ratio, lo, hi := total.Seconds()/rawTotal.Seconds(), 0.0, 0.0
 		if p != PathRaw {
 			var per []float64
@@ -188,8 +202,8 @@ func reportSideBySide(b *testing.B, n int, s Shape, paths []Path, results map[Pa
 			b.ReportMetric(cr.Seconds()/total.Seconds(), "cr/crbase")
 			fmt.Printf("side-by-side n=%d %s: this build's MLSysOpsApps took %.3f x the baseline build's\n", n, s.Name, cr.Seconds()/total.Seconds())
 		}
-		fmt.Printf("side-by-side n=%d %s %s: %.1f s per run over %d rounds, %.2f apps/s, p50 %.1f s, p99 %.1f s, %.3f x raw Karmada (rounds %.3f to %.3f), %.1f API writes per application; steps (p50, p99 from submission):\n%s",
+		fmt.Printf("side-by-side n=%d %s %s: %.1f s per run over %d rounds, %.2f apps/s, p50 %.1f s, p99 %.1f s, %.3f x raw Karmada (rounds %.3f to %.3f), %.1f API writes and %.2f CPU s per application; steps (p50, p99 from submission):\n%s",
 			n, s.Name, p, total.Seconds()/rounds, len(rs), all.Rate(), all.Percentile(0.5).Seconds(), all.Percentile(0.99).Seconds(), ratio, lo, hi,
-			writes[p]/rounds, testbed.FormatSteps(testbed.SummariseSteps(steps)))
+			writes[p]/rounds, cpus[p]/rounds, testbed.FormatSteps(testbed.SummariseSteps(steps)))
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
+
 	"github.com/mlsysops-go/mlsysops/internal/testbed"
 )
 
@@ -24,9 +26,11 @@ type profiler struct {
 	seconds int
 	// targets are /debug/pprof/ URLs by process name.
 	targets map[string]string
+	// apiservers serve /debug/pprof/ behind their authentication.
+	apiservers map[string]kubernetes.Interface
 }
 
-func newProfiler(env *testbed.Env, agents *testbed.TestAgents) *profiler {
+func newProfiler(tb testing.TB, env *testbed.Env, agents *testbed.TestAgents) *profiler {
 	dir := os.Getenv("MLSYSOPS_SIDE_BY_SIDE_PROFILES")
 	if dir == "" {
 		return nil
@@ -35,6 +39,14 @@ func newProfiler(env *testbed.Env, agents *testbed.TestAgents) *profiler {
 		"karmada-controller-manager": env.KarmadaControllers.PprofURL,
 		"karmada-scheduler":          env.KarmadaScheduler.PprofURL,
 	}}
+	p.apiservers = map[string]kubernetes.Interface{}
+	for _, c := range append([]string{testbed.ContextKarmada}, env.Clusters...) {
+		cs, err := kubernetes.NewForConfig(env.RESTConfig(tb, c))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		p.apiservers[c+"-apiserver"] = cs
+	}
 	if agents != nil {
 		for _, a := range agents.All {
 			if u := a.URL(); u != "" {
@@ -55,6 +67,22 @@ func (p *profiler) start(tb testing.TB, run string) (wait func()) {
 		tb.Fatal(err)
 	}
 	var wg sync.WaitGroup
+	for name, cs := range p.apiservers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Duration(p.seconds+30)*time.Second)
+			defer cancel()
+			raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", fmt.Sprint(p.seconds)).DoRaw(ctx)
+			if err != nil {
+				tb.Logf("profile of %s: %v", name, err)
+				return
+			}
+			if err := os.WriteFile(filepath.Join(p.dir, run+"-"+name+".pprof"), raw, 0o644); err != nil {
+				tb.Logf("profile of %s: %v", name, err)
+			}
+		}()
+	}
 	for name, u := range p.targets {
 		wg.Add(1)
 		go func() {
