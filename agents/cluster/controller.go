@@ -62,6 +62,10 @@ type AppReconciler struct {
 	// cluster; FeedEngine points them at the agent's MAPE engine.
 	AppSeen func(ctx context.Context, app *mlsysopsv1.MLSysOpsApp)
 	AppGone func(ctx context.Context, name string)
+	// FirstStatusDelay is how long an application's first status waits
+	// while its components are starting (see writeStatus); set it before
+	// starting.
+	FirstStatusDelay time.Duration
 	// PendingSettle is how long a component's pod may stay unschedulable
 	// on the nodes chosen for it before those nodes count as full for it
 	// and the component is placed again; set it before starting.
@@ -80,9 +84,16 @@ type AppReconciler struct {
 	refused refusals
 	// passes records what each successful pass read.
 	passes *kube.Passes
+	// firstStatus delays first statuses (FirstStatusDelay).
+	firstStatus firstSeen
 }
 
 var _ reconcile.Reconciler = (*AppReconciler)(nil)
+
+// DefaultFirstStatusDelay is AppReconciler.FirstStatusDelay's default: on
+// this machine a component's pod ran within a second of its Deployment
+// alone, and within a few in a burst.
+const DefaultFirstStatusDelay = 5 * time.Second
 
 // PlacementWorkers is how many applications the controller handles at
 // once.
@@ -92,6 +103,7 @@ const PlacementWorkers = 16
 // cluster.
 func NewAppReconciler(c client.Client, cluster string, log *slog.Logger) *AppReconciler {
 	return &AppReconciler{client: c, cluster: cluster, log: log, resync: kube.NewResyncer(), passes: kube.NewPasses(), PendingSettle: DefaultPendingSettle,
+		FirstStatusDelay: DefaultFirstStatusDelay,
 		feed: indexFeed{index: placement.NewIndex()}}
 }
 
@@ -319,8 +331,12 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (_
 	if err := r.prune(ctx, ns.Name, app); err != nil {
 		return reconcile.Result{}, err
 	}
-	if err := r.writeStatus(ctx, app, statuses, unschedulable); err != nil {
+	wait, err := r.writeStatus(ctx, app, statuses, unschedulable)
+	if err != nil {
 		return reconcile.Result{}, err
+	}
+	if wait > 0 && (requeue == 0 || wait < requeue) {
+		requeue = wait
 	}
 	if unschedulable && (requeue == 0 || requeue > 15*time.Second) {
 		// Capacity may free up; try again.
@@ -331,6 +347,7 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (_
 
 func (r *AppReconciler) gone(ctx context.Context, app string) {
 	r.assumed.forget(app)
+	r.firstStatus.forget(app)
 	r.refused.forget(app)
 	if r.AppGone != nil {
 		r.AppGone(ctx, app)
