@@ -104,7 +104,7 @@ const PlacementWorkers = 16
 func NewAppReconciler(c client.Client, cluster string, log *slog.Logger) *AppReconciler {
 	return &AppReconciler{client: c, cluster: cluster, log: log, resync: kube.NewResyncer(), passes: kube.NewPasses(), PendingSettle: DefaultPendingSettle,
 		FirstStatusDelay: DefaultFirstStatusDelay,
-		feed: indexFeed{index: placement.NewIndex()}}
+		feed:             indexFeed{index: placement.NewIndex()}}
 }
 
 // SetupWithManager watches applications, the Deployments made for them
