@@ -129,23 +129,25 @@ func BenchmarkSideBySide(b *testing.B) {
 							setAgents("new")
 						}
 						prefix := fmt.Sprintf("b%d-%d-%s%d", n, i, shortPath(p), r)
-						// The testbed's CPU while idle (KWOK's heartbeats, the
-						// agents' own) is taken out of the run's.
-						i0 := cpuTimes(env.StateDir)
-						time.Sleep(idleSample)
-						idle, _ := cpuSince(cpuTimes(env.StateDir), i0, 1)
 						w0, q0, c0 := h.writes(b), h.karmadaQueues(), cpuTimes(env.StateDir)
 						res := h.run(b, p, s, n, prefix, time.Duration(n)*3*time.Second+10*time.Minute)
 						byKind, total := h.writes(b).since(w0)
 						queues := h.karmadaQueues().since(q0)
 						cpu, cpuTop := cpuSince(cpuTimes(env.StateDir), c0, float64(n))
-						cpu -= idle / idleSample.Seconds() * res.Total.Seconds()
-						cpus[p] += cpu / float64(n)
 						writes[p] += total / float64(n)
 						results[p] = append(results[p], res)
-						fmt.Printf("side-by-side n=%d %s %s round %d: %.1f s (load %s); %.1f API writes per application; most: %s; Karmada: %s; CPU %.2f s per application beyond idle (%.2f cores idle), most (with idle): %s\n",
-							n, s.Name, p, r, res.Total.Seconds(), loadAverage(), total/float64(n), byKind.top(12), queues, cpu/float64(n), idle/idleSample.Seconds(), cpuTop)
+						fmt.Printf("side-by-side n=%d %s %s round %d: %.1f s (load %s); %.1f API writes per application; most: %s; Karmada: %s; CPU per application (with idle): %s\n",
+							n, s.Name, p, r, res.Total.Seconds(), loadAverage(), total/float64(n), byKind.top(12), queues, cpuTop)
 						h.cleanup(b)
+						// The testbed's CPU while idle (KWOK's heartbeats, the
+						// agents' own), with the same agents, after the run: it
+						// is taken out of the run's.
+						i0 := cpuTimes(env.StateDir)
+						time.Sleep(idleSample)
+						idle, _ := cpuSince(cpuTimes(env.StateDir), i0, 1)
+						cpu -= idle / idleSample.Seconds() * res.Total.Seconds()
+						cpus[p] += cpu / float64(n)
+						fmt.Printf("side-by-side n=%d %s %s round %d: CPU %.2f s per application beyond idle (%.2f cores idle)\n", n, s.Name, p, r, cpu/float64(n), idle/idleSample.Seconds())
 					}
 				}
 				reportSideBySide(b, n, s, paths, results, writes, cpus)
