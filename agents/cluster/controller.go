@@ -135,7 +135,7 @@ func (r *AppReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// not crowd the same nodes; a new application's pass is three
 		// API round trips (finalizer and namespace, the Deployments,
 		// the status) that 4 workers made a queue of in a burst.
-		WithOptions(controller.Options{SkipNameValidation: ptr(true), MaxConcurrentReconciles: PlacementWorkers}).
+		WithOptions(controller.Options{SkipNameValidation: ptr(true), MaxConcurrentReconciles: PlacementWorkers, RateLimiter: kube.ItemRateLimiter()}).
 		Complete(r)
 }
 

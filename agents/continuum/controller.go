@@ -184,12 +184,26 @@ func (r *AppReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// new application's pass is two API writes (its policy, its
 		// status), so 4 workers placed a burst of 50 over 8 s (p50) at
 		// a load of 20, ahead of everything Karmada and the members do.
-		WithOptions(controller.Options{SkipNameValidation: ptr(true), MaxConcurrentReconciles: PlacementWorkers}).
+		WithOptions(controller.Options{SkipNameValidation: ptr(true), MaxConcurrentReconciles: PlacementWorkers, RateLimiter: kube.ItemRateLimiter()}).
 		Complete(r)
 }
 
 // Reconcile places one application and updates its status.
-func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, err error) {
+func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	res, err := r.reconcile(ctx, req)
+	if apierrors.IsConflict(err) {
+		// The application changed since the cache's copy (Karmada's
+		// detector labels each new one): the newer copy's event brings
+		// another pass at once. An error would requeue it behind the
+		// rate limiter instead, which a burst of applications, each
+		// labelled as it is placed, turned into seconds.
+		r.log.Debug("application changed during its pass; the next pass takes it", "app", req.Name)
+		return reconcile.Result{}, nil
+	}
+	return res, err
+}
+
+func (r *AppReconciler) reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, err error) {
 	log := r.log.With("app", req.Name, "namespace", req.Namespace)
 	app := &mlsysopsv1.MLSysOpsApp{}
 	if err := r.client.Get(ctx, req.NamespacedName, app); err != nil {

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
+	"github.com/mlsysops-go/mlsysops/internal/kube"
 )
 
 // SchedulerName is the Karmada scheduler name of the propagation policies
@@ -90,7 +91,7 @@ func (s *BindingScheduler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&clusterv1alpha1.Cluster{}, everyBinding, builder.WithPredicates(clusterSchedulable)).
 		Named("continuum-binding-scheduler").
 		// Each binding is two API writes, independent of the others'.
-		WithOptions(controller.Options{SkipNameValidation: ptr(true), MaxConcurrentReconciles: 8}).
+		WithOptions(controller.Options{SkipNameValidation: ptr(true), MaxConcurrentReconciles: 8, RateLimiter: kube.ItemRateLimiter()}).
 		Complete(s)
 }
 
