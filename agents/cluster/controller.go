@@ -62,6 +62,10 @@ type AppReconciler struct {
 	// cluster; FeedEngine points them at the agent's MAPE engine.
 	AppSeen func(ctx context.Context, app *mlsysopsv1.MLSysOpsApp)
 	AppGone func(ctx context.Context, name string)
+	// FirstStatusDelay is how long an application's first status waits
+	// while its components are starting (see writeStatus); set it before
+	// starting.
+	FirstStatusDelay time.Duration
 	// PendingSettle is how long a component's pod may stay unschedulable
 	// on the nodes chosen for it before those nodes count as full for it
 	// and the component is placed again; set it before starting.
@@ -80,15 +84,27 @@ type AppReconciler struct {
 	refused refusals
 	// passes records what each successful pass read.
 	passes *kube.Passes
+	// firstStatus delays first statuses (FirstStatusDelay).
+	firstStatus firstSeen
 }
 
 var _ reconcile.Reconciler = (*AppReconciler)(nil)
+
+// DefaultFirstStatusDelay is AppReconciler.FirstStatusDelay's default: on
+// this machine a component's pod ran within a second of its Deployment
+// alone, and within a few in a burst.
+const DefaultFirstStatusDelay = 5 * time.Second
+
+// PlacementWorkers is how many applications the controller handles at
+// once.
+const PlacementWorkers = 16
 
 // NewAppReconciler returns a reconciler for the member cluster named
 // cluster.
 func NewAppReconciler(c client.Client, cluster string, log *slog.Logger) *AppReconciler {
 	return &AppReconciler{client: c, cluster: cluster, log: log, resync: kube.NewResyncer(), passes: kube.NewPasses(), PendingSettle: DefaultPendingSettle,
-		feed: indexFeed{index: placement.NewIndex()}}
+		FirstStatusDelay: DefaultFirstStatusDelay,
+		feed:             indexFeed{index: placement.NewIndex()}}
 }
 
 // SetupWithManager watches applications, the Deployments made for them
@@ -114,10 +130,12 @@ func (r *AppReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// Resync reconciles every application on demand.
 		WatchesRawSource(source.Channel(r.resync.C, kube.EveryApp(mgr.GetClient(), mlsysopsv1.Namespace))).
 		Named("cluster-fluidity").
-		// Few in flight: each chooses nodes from the cached free capacity,
-		// which the pods of a placement in flight do not show yet; many
-		// at once would crowd the same nodes.
-		WithOptions(controller.Options{SkipNameValidation: ptr(true), MaxConcurrentReconciles: 4}).
+		// Node decisions are made one at a time and see the placements
+		// in flight through the assumed replicas (decide), so workers do
+		// not crowd the same nodes; a new application's pass is three
+		// API round trips (finalizer and namespace, the Deployments,
+		// the status) that 4 workers made a queue of in a burst.
+		WithOptions(controller.Options{SkipNameValidation: ptr(true), MaxConcurrentReconciles: PlacementWorkers, RateLimiter: kube.ItemRateLimiter()}).
 		Complete(r)
 }
 
@@ -174,22 +192,34 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (_
 			r.passes.Done(app.Name, read)
 		}
 	}()
+	// The finalizer and the namespace are written at once: each is a
+	// round trip to the API server before the components' Deployments,
+	// which need only the namespace (one after the other, a burst's
+	// pods waited for both). A removal in between is caught below: the
+	// namespace made goes; one the finalizer's failure (a conflict)
+	// leaves behind is swept (NamespaceSweeper). The update rewrites app:
+	// until it returns, only name is read.
+	name := app.Name
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: members.Namespace(name)}}
+	finalized := make(chan error, 1)
 	if controllerutil.AddFinalizer(app, mlsysopsv1.Finalizer) {
-		if err := r.client.Update(ctx, app); err != nil {
-			return reconcile.Result{}, err
-		}
+		go func() { finalized <- r.client.Update(ctx, app) }()
+	} else {
+		finalized <- nil
 	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: members.Namespace(app.Name)}}
 	op, err := controllerutil.CreateOrUpdate(ctx, r.client, ns, func() error {
 		if ns.Labels == nil {
 			ns.Labels = map[string]string{}
 		}
-		ns.Labels[mlsysopsv1.LabelApp] = app.Name
+		ns.Labels[mlsysopsv1.LabelApp] = name
 		ns.Labels[mlsysopsv1.LabelManagedBy] = mlsysopsv1.ManagedByValue
 		return nil
 	})
+	if ferr := <-finalized; ferr != nil {
+		return reconcile.Result{}, ferr
+	}
 	if err != nil {
-		return reconcile.Result{}, fmt.Errorf("namespace for %s: %w", app.Name, err)
+		return reconcile.Result{}, fmt.Errorf("namespace for %s: %w", name, err)
 	}
 	if op == controllerutil.OperationResultCreated {
 		// The application was read from the cache: if it was removed
@@ -301,8 +331,12 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (_
 	if err := r.prune(ctx, ns.Name, app); err != nil {
 		return reconcile.Result{}, err
 	}
-	if err := r.writeStatus(ctx, app, statuses, unschedulable); err != nil {
+	wait, err := r.writeStatus(ctx, app, statuses, unschedulable)
+	if err != nil {
 		return reconcile.Result{}, err
+	}
+	if wait > 0 && (requeue == 0 || wait < requeue) {
+		requeue = wait
 	}
 	if unschedulable && (requeue == 0 || requeue > 15*time.Second) {
 		// Capacity may free up; try again.
@@ -313,6 +347,7 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (_
 
 func (r *AppReconciler) gone(ctx context.Context, app string) {
 	r.assumed.forget(app)
+	r.firstStatus.forget(app)
 	r.refused.forget(app)
 	if r.AppGone != nil {
 		r.AppGone(ctx, app)

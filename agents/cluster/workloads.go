@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"sync"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -140,7 +142,16 @@ func podNodes(pods []corev1.Pod) []string {
 	return out
 }
 
-func (r *AppReconciler) writeStatus(ctx context.Context, app *mlsysopsv1.MLSysOpsApp, statuses map[string]*mlsysopsv1.ComponentStatus, unschedulable bool) error {
+// writeStatus writes the application's status in the member, but for an
+// application's first status while it is Deploying, which waits until its
+// components had FirstStatusDelay to start (wait says how much longer;
+// the pass is repeated then, and on any change of its Deployments before).
+// Every status written here is carried to Karmada (the Work, the
+// ResourceBinding) and into the application's status there: one that
+// only says the components are starting cost a burst of applications
+// three more writes each to Karmada's API server, the resource that
+// bounds a burst, for an application Running a moment later.
+func (r *AppReconciler) writeStatus(ctx context.Context, app *mlsysopsv1.MLSysOpsApp, statuses map[string]*mlsysopsv1.ComponentStatus, unschedulable bool) (wait time.Duration, err error) {
 	var comps []mlsysopsv1.ComponentStatus
 	allReady, stopped := true, 0
 	for i := range app.Spec.Components {
@@ -167,6 +178,11 @@ func (r *AppReconciler) writeStatus(ctx context.Context, app *mlsysopsv1.MLSysOp
 	case app.Status.Phase == mlsysopsv1.AppRunning || app.Status.Phase == mlsysopsv1.AppDegraded:
 		phase, msg = mlsysopsv1.AppDegraded, "components lost ready replicas"
 	}
+	if phase == mlsysopsv1.AppDeploying && app.Status.Phase == "" {
+		if wait = r.firstStatus.wait(app.Name, r.FirstStatusDelay, time.Now()); wait > 0 {
+			return wait, nil
+		}
+	}
 	before := app.DeepCopy()
 	patch := client.MergeFrom(before)
 	app.Status.Components = comps
@@ -177,10 +193,38 @@ func (r *AppReconciler) writeStatus(ctx context.Context, app *mlsysopsv1.MLSysOp
 		ObservedGeneration: app.Generation,
 	})
 	if equality.Semantic.DeepEqual(before.Status, app.Status) {
-		return nil // nothing to write
+		return 0, nil // nothing to write
 	}
 	if err := r.client.Status().Patch(ctx, app, patch); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("status of %s: %w", app.Name, err)
+		return 0, fmt.Errorf("status of %s: %w", app.Name, err)
 	}
-	return nil
+	return 0, nil
+}
+
+// firstSeen remembers when the controller first handled each
+// application, for the delay of its first status.
+type firstSeen struct {
+	mu sync.Mutex
+	at map[string]time.Time
+}
+
+// wait returns how much of delay is left for app, seen first now if not
+// before.
+func (f *firstSeen) wait(app string, delay time.Duration, now time.Time) time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.at == nil {
+		f.at = map[string]time.Time{}
+	}
+	at, ok := f.at[app]
+	if !ok {
+		f.at[app], at = now, now
+	}
+	return max(at.Add(delay).Sub(now), 0)
+}
+
+func (f *firstSeen) forget(app string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.at, app)
 }

@@ -126,6 +126,9 @@ func NewControllersWith(ctx context.Context, cfg *rest.Config, log *slog.Logger,
 	if err := apps.SetupWithManager(mgr); err != nil {
 		return nil, err
 	}
+	if err := NewBindingScheduler(mgr.GetClient(), log).SetupWithManager(mgr); err != nil {
+		return nil, err
+	}
 	return &Controllers{mgr: mgr, Apps: apps}, nil
 }
 

@@ -118,6 +118,7 @@ func newCommand() *cobra.Command {
 		},
 	})
 	root.AddCommand(newBenchCommand(o))
+	root.AddCommand(newFirstAppCommand(o))
 	root.AddCommand(newGenCommand())
 	root.AddCommand(newScaleBenchCommand(o))
 	root.AddCommand(newAdmissionCommand())
@@ -202,7 +203,7 @@ func newBenchCommand(o *options) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("first application: %w", err)
 			}
-			fmt.Printf("BenchmarkFirstApp app=llm-inference path=northbound submit_to_running_s=%.2f\n", first.Seconds())
+			printFirstApp("llm-inference", first)
 			// Let start-up transients settle before reading memory.
 			time.Sleep(10 * time.Second)
 			mem, err := tb.Memory()

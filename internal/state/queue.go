@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -27,6 +28,10 @@ type QueueOptions struct {
 	// MaxDeliveries is how many times an entry is delivered before it is
 	// moved to the dead-letter stream instead. Default 10.
 	MaxDeliveries int64
+	// Workers is how many entries of one read Run handles at once
+	// (entries of one submission ID one after the other, in stream
+	// order). Default 1.
+	Workers int
 }
 
 func (o QueueOptions) withDefaults() QueueOptions {
@@ -41,6 +46,9 @@ func (o QueueOptions) withDefaults() QueueOptions {
 	}
 	if o.MaxDeliveries <= 0 {
 		o.MaxDeliveries = 10
+	}
+	if o.Workers <= 0 {
+		o.Workers = 1
 	}
 	return o
 }
@@ -352,10 +360,12 @@ func (q *Queue) DeadLetters(ctx context.Context, count int64) ([]redis.XMessage,
 	return msgs, nil
 }
 
-// Run reads entries and hands them to h one by one until ctx ends. An
-// entry is acknowledged when h returns nil; when h fails, it stays pending
-// and comes back after ClaimIdle. Redis errors (a restart, a failover) are
-// logged and retried with backoff.
+// Run reads entries and hands them to h until ctx ends, up to Workers at
+// once; the entries of one submission ID are handled one after the
+// other, in stream order, so a removal never overtakes the deploy before
+// it. An entry is acknowledged when h returns nil; when h fails, it stays
+// pending and comes back after ClaimIdle. Redis errors (a restart, a
+// failover) are logged and retried with backoff.
 func (q *Queue) Run(ctx context.Context, h func(context.Context, Entry) error) error {
 	wait := 100 * time.Millisecond
 	for ctx.Err() == nil {
@@ -370,19 +380,54 @@ func (q *Queue) Run(ctx context.Context, h func(context.Context, Entry) error) e
 			continue
 		}
 		wait = 100 * time.Millisecond
-		for _, e := range entries {
-			if err := h(ctx, e); err != nil {
-				q.c.s.log.Error("handling a submission failed; it will be delivered again",
-					"id", e.Submission.ID, "kind", e.Submission.Kind, "entry", e.ID, "deliveries", e.Deliveries, "err", err)
-				continue
-			}
-			// An Ack lost to a Redis outage only means one more delivery.
-			if err := q.Ack(ctx, e.ID); err != nil && ctx.Err() == nil {
-				q.c.s.log.Warn("ack failed; the entry will be delivered again", "entry", e.ID, "err", err)
-			}
+		done := q.handle(ctx, entries, h)
+		// An Ack lost to a Redis outage only means one more delivery.
+		if err := q.Ack(ctx, done...); err != nil && ctx.Err() == nil {
+			q.c.s.log.Warn("ack failed; the entries will be delivered again", "entries", len(done), "err", err)
 		}
 	}
 	return nil
+}
+
+// handle hands entries to h, Workers submission IDs at a time, and
+// returns the ids of the entries h handled.
+func (q *Queue) handle(ctx context.Context, entries []Entry, h func(context.Context, Entry) error) []string {
+	var order []string
+	byID := map[string][]Entry{}
+	for _, e := range entries {
+		if _, ok := byID[e.Submission.ID]; !ok {
+			order = append(order, e.Submission.ID)
+		}
+		byID[e.Submission.ID] = append(byID[e.Submission.ID], e)
+	}
+	var (
+		mu   sync.Mutex
+		done []string
+		wg   sync.WaitGroup
+	)
+	sem := make(chan struct{}, q.opts.Workers)
+	for _, id := range order {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func(list []Entry) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			for _, e := range list {
+				if err := h(ctx, e); err != nil {
+					q.c.s.log.Error("handling a submission failed; it will be delivered again",
+						"id", e.Submission.ID, "kind", e.Submission.Kind, "entry", e.ID, "deliveries", e.Deliveries, "err", err)
+					// As one by one: the later entries go on (the failed
+					// one's redelivery finds itself superseded by them).
+					continue
+				}
+				mu.Lock()
+				done = append(done, e.ID)
+				mu.Unlock()
+			}
+		}(byID[id])
+	}
+	wg.Wait()
+	return done
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) {

@@ -60,6 +60,15 @@ func (b *Burst) Since(name string) (time.Duration, bool) {
 	return time.Since(at), true
 }
 
+// At returns when name's submission started; false when it has not
+// (yet), or is not of the burst.
+func (b *Burst) At(name string) (time.Time, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	at, ok := b.at[name]
+	return at, ok
+}
+
 // Wait waits until every submission returned.
 func (b *Burst) Wait() { b.wg.Wait() }
 

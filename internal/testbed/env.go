@@ -46,6 +46,12 @@ type Env struct {
 	PostgresAddr   string `json:"postgresAddr"`
 	S3URL          string `json:"s3URL"`
 
+	// Karmada's controller manager and scheduler: their Prometheus
+	// metrics and Go profiles (/debug/pprof/), on loopback, for the
+	// benchmarks to read where a burst's time goes.
+	KarmadaControllers KarmadaProcessEnv `json:"karmadaControllers"`
+	KarmadaScheduler   KarmadaProcessEnv `json:"karmadaScheduler"`
+
 	// Network is the testbed's address plan (see netPlan).
 	Network NetworkEnv `json:"network"`
 	// RealNodes are the nodes with containerd and a kubelet.
@@ -54,6 +60,12 @@ type Env struct {
 	// Agents say where the installed agents' pods reach the services and
 	// the Karmada API (InstallOptions).
 	Agents AgentsEnv `json:"agents"`
+}
+
+// KarmadaProcessEnv locates a Karmada process's debugging endpoints.
+type KarmadaProcessEnv struct {
+	MetricsURL string `json:"metricsURL"`
+	PprofURL   string `json:"pprofURL"`
 }
 
 // AgentsEnv is what an installation of MLSysOps on the testbed needs
@@ -165,6 +177,8 @@ func (tb *Testbed) env() *Env {
 		e.Nodes = append(e.Nodes, n.Name)
 	}
 	tb.northboundEnv(e)
+	e.KarmadaControllers = KarmadaProcessEnv{MetricsURL: "http://" + tb.l.addr(portKarmadaCMMetric) + "/metrics", PprofURL: "http://" + tb.l.addr(portKarmadaCMPprof) + "/debug/pprof/"}
+	e.KarmadaScheduler = KarmadaProcessEnv{MetricsURL: "http://" + tb.l.addr(portKarmadaSchedMet) + "/metrics", PprofURL: "http://" + tb.l.addr(portKarmadaSchedPpr) + "/debug/pprof/"}
 	e.Agents = AgentsEnv{
 		XMPPAddr: tb.ejabberd.C2SAddrOn(tb.net.HostIP()), XMPPAddrs: tb.xmppAddrs(tb.net.HostIP()), RedisAddr: tb.net.HostIP() + ":" + strconv.Itoa(tb.l.port(portRedis)),
 		XMPPAdminURL: tb.ejabberd.APIURLOn(tb.net.HostIP()),

@@ -13,6 +13,8 @@ const (
 	portEtcdPeer        = 1
 	portHostAPIServer   = 10
 	portHostKCM         = 11
+	portKarmadaCMPprof  = 12 // Go's profiles of karmada-controller-manager (loopback)
+	portKarmadaSchedPpr = 13 // ... and of karmada-scheduler
 	portKarmadaAPI      = 20
 	portKarmadaAgg      = 21
 	portKarmadaWebhook  = 22

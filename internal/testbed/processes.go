@@ -255,6 +255,9 @@ func (tb *Testbed) prepare() (*plan, error) {
 			"--cluster-api-qps=200", "--cluster-api-burst=400",
 			"--rate-limiter-qps=200", "--rate-limiter-bucket-size=1000",
 			"--concurrent-resourcebinding-syncs=10", "--concurrent-work-syncs=10", "--concurrent-resource-template-syncs=10",
+			// Profiles for the benchmarks (where a burst's time goes),
+			// on loopback.
+			"--enable-pprof", "--profiling-bind-address=" + tb.l.addr(portKarmadaCMPprof),
 		}, prof.karmadaCM...), httpReady("http://"+tb.l.addr(portKarmadaCMHealth)+"/healthz")),
 		tb.process("karmada-scheduler", "karmada-scheduler", []string{
 			"--kubeconfig=" + karmadaKubeconfig,
@@ -263,6 +266,7 @@ func (tb *Testbed) prepare() (*plan, error) {
 			"--kube-api-qps=200", "--kube-api-burst=400",
 			"--rate-limiter-qps=200", "--rate-limiter-bucket-size=1000",
 			"--metrics-bind-address=" + tb.l.addr(portKarmadaSchedMet),
+			"--enable-pprof", "--profiling-bind-address=" + tb.l.addr(portKarmadaSchedPpr),
 			"--health-probe-bind-address=" + tb.l.addr(portKarmadaSchedHlt),
 		}, httpReady("http://"+tb.l.addr(portKarmadaSchedHlt)+"/healthz")),
 	}

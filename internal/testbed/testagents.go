@@ -357,6 +357,20 @@ func (a *TestAgents) StopAll() {
 	}
 }
 
+// UseBinary makes the continuum and cluster agents run the agent
+// executable path from their next start, path "" this checkout's (an A/B
+// comparison of two builds on one testbed; stop them first).
+func (a *TestAgents) UseBinary(path string) {
+	if path == "" {
+		path = a.Config.Binary
+	}
+	for _, ag := range a.All {
+		if ag.Layer != LayerNode {
+			ag.Process.Path = path
+		}
+	}
+}
+
 // StartAll starts every agent that is not running, layer by layer, and
 // waits until they are ready.
 func (a *TestAgents) StartAll() {

@@ -581,6 +581,13 @@ func testRBAC(t *testing.T, env *testbed.Env) {
 		{verb: "update", group: mgroup, resource: "mlsysopscontinuums", subresource: "status", namespace: mls, allowed: true},
 		{verb: "create", group: karmada, resource: "propagationpolicies", namespace: mls, allowed: true},
 		{verb: "list", group: "work.karmada.io", resource: "resourcebindings", namespace: mls, allowed: true},
+		// The Karmada scheduler of its own policies: it binds their
+		// bindings, in its namespace only, and neither creates nor
+		// deletes them.
+		{verb: "patch", group: "work.karmada.io", resource: "resourcebindings", namespace: mls, allowed: true},
+		{verb: "patch", group: "work.karmada.io", resource: "resourcebindings", subresource: "status", namespace: mls, allowed: true},
+		{verb: "patch", group: "work.karmada.io", resource: "resourcebindings", namespace: fw},
+		{verb: "delete", group: "work.karmada.io", resource: "resourcebindings", namespace: mls},
 		{verb: "list", group: "cluster.karmada.io", resource: "clusters", allowed: true},
 		{verb: "get", group: "cluster.karmada.io", resource: "clusters", subresource: "proxy", name: "cloud-1", allowed: true},
 		// Deleting, through the proxy, members' copies Karmada left behind.

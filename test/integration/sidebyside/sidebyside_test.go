@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,6 +47,9 @@ const (
 	PathCR Path = "mlsysops-cr"
 	// PathAPI posts the description to the northbound API.
 	PathAPI Path = "mlsysops-api"
+	// PathCRBaseline writes an MLSysOpsApp to Karmada, handled by agents
+	// of a baseline build (BenchmarkSideBySide).
+	PathCRBaseline Path = "mlsysops-cr-baseline"
 )
 
 // Shape is the kind of application of a run.
@@ -71,6 +75,10 @@ type harness struct {
 	karmada client.WithWatch
 	members map[string]kubernetes.Interface
 	api     *nbclient.Client
+	// trace records when each application of a run reached each step.
+	trace *testbed.AppTracer
+	// prof, when set, profiles the busy processes during each run.
+	prof *profiler
 }
 
 func newHarness(tb testing.TB, env *testbed.Env) *harness {
@@ -93,6 +101,11 @@ func newHarness(tb testing.TB, env *testbed.Env) *harness {
 		h.members[c] = cs
 	}
 	if h.api, err = nbclient.New(nbclient.Config{URL: env.NorthboundURL, Token: env.NorthboundToken}); err != nil {
+		tb.Fatal(err)
+	}
+	// The tracer's watches live as long as the test binary: the
+	// benchmark's sub-benchmarks share the harness.
+	if h.trace, err = testbed.StartAppTracer(context.Background(), env, env.Clusters); err != nil {
 		tb.Fatal(err)
 	}
 	h.placeable(tb)
@@ -179,6 +192,9 @@ type Result struct {
 	Total time.Duration
 	// Latencies from each application's submission to its Running.
 	Latencies []time.Duration
+	// Steps are, per application, when it reached each step on its way
+	// to Running (testbed.TraceSteps), from its submission.
+	Steps []testbed.StepTimes
 }
 
 // Rate is applications per second.
@@ -203,7 +219,9 @@ func (h *harness) run(tb testing.TB, p Path, s Shape, n int, prefix string, time
 	}
 	watcher, running := h.watchRunning(ctx, tb, p, s)
 	defer watcher.Stop()
+	h.trace.Follow(func(app string) bool { return strings.HasPrefix(app, prefix+"-") })
 
+	defer h.prof.start(tb, prefix)()
 	burst := testbed.StartBurst(names, 16, func(name string) error { return h.submit(ctx, tb, p, s, name) },
 		func(name string, err error) { tb.Errorf("submit %s by %s: %v", name, p, err) })
 	defer burst.Wait()
@@ -224,6 +242,14 @@ func (h *harness) run(tb testing.TB, p Path, s Shape, n int, prefix string, time
 		}
 	}
 	res.Total = time.Since(burst.Start)
+	// The last watch events of the run (the template's status in
+	// Karmada) may trail the watch that saw Running.
+	time.Sleep(time.Second)
+	for _, name := range names {
+		if at, ok := burst.At(name); ok {
+			res.Steps = append(res.Steps, h.trace.Times(name, at))
+		}
+	}
 	return res
 }
 
@@ -243,7 +269,7 @@ func (h *harness) submit(ctx context.Context, tb testing.TB, p Path, s Shape, na
 			}
 		}
 		return nil
-	case PathCR:
+	case PathCR, PathCRBaseline:
 		app := &mlsysopsv1.MLSysOpsApp{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: mlsysopsv1.Namespace, Labels: map[string]string{benchLabel: "true"}},
 			Spec:       *appSpec(name, s),
@@ -409,7 +435,7 @@ func (h *harness) checkPlaced(tb testing.TB, p Path, s Shape, name string) {
 
 // shortPath names a path in application names.
 func shortPath(p Path) string {
-	return map[Path]string{PathRaw: "raw", PathCR: "cr", PathAPI: "api"}[p]
+	return map[Path]string{PathRaw: "raw", PathCR: "cr", PathAPI: "api", PathCRBaseline: "crbase"}[p]
 }
 
 // shapes of applications for a testbed's clusters.
@@ -439,7 +465,8 @@ func TestSideBySideSmoke(t *testing.T) {
 				if len(res.Latencies) != 10 {
 					t.Fatalf("%d applications Running, want 10", len(res.Latencies))
 				}
-				t.Logf("%s %s: 10 applications Running in %.1f s (p50 %.1f s, p99 %.1f s)", s.Name, p, res.Total.Seconds(), res.Percentile(0.5).Seconds(), res.Percentile(0.99).Seconds())
+				t.Logf("%s %s: 10 applications Running in %.1f s (p50 %.1f s, p99 %.1f s, load %s); steps (p50, p99 from submission):\n%s", s.Name, p,
+					res.Total.Seconds(), res.Percentile(0.5).Seconds(), res.Percentile(0.99).Seconds(), loadAverage(), testbed.FormatSteps(testbed.SummariseSteps(res.Steps)))
 				for i := range 10 {
 					h.checkPlaced(t, p, s, fmt.Sprintf("%s-%04d", prefix, i))
 				}

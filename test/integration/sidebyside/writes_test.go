@@ -3,6 +3,8 @@ package sidebyside_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"sort"
 	"strconv"
 	"strings"
@@ -92,4 +94,111 @@ func (w writes) top(n int) string {
 		parts = append(parts, fmt.Sprintf("%s=%.0f", k, w[k]))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// promCounters reads the counters of a Prometheus endpoint whose names
+// start with one of prefixes, by full series ("name{labels}").
+func promCounters(url string, prefixes ...string) map[string]float64 {
+	out := map[string]float64{}
+	resp, err := http.Get(url)
+	if err != nil {
+		return out
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return out
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		match := false
+		for _, p := range prefixes {
+			if strings.HasPrefix(line, p) {
+				match = true
+			}
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if !match || i < 0 {
+			continue
+		}
+		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
+			out[line[:i]] = v
+		}
+	}
+	return out
+}
+
+// karmadaQueues is what Karmada's controllers and scheduler did during a
+// run: the scheduler's attempts and their end-to-end time, and per
+// controller queue the items added, their time waiting in the queue and
+// being worked on.
+type karmadaQueues struct {
+	sched, cm map[string]float64
+}
+
+func (h *harness) karmadaQueues() karmadaQueues {
+	return karmadaQueues{
+		sched: promCounters(h.env.KarmadaScheduler.MetricsURL, "karmada_scheduler_e2e_scheduling_duration_seconds_sum", "karmada_scheduler_e2e_scheduling_duration_seconds_count"),
+		cm:    promCounters(h.env.KarmadaControllers.MetricsURL, "workqueue_adds_total", "workqueue_queue_duration_seconds_sum", "workqueue_work_duration_seconds_sum"),
+	}
+}
+
+// since describes the difference: the scheduler's, then the busiest
+// controller queues.
+func (q karmadaQueues) since(before karmadaQueues) string {
+	sum := func(m, b map[string]float64, prefix string) float64 {
+		t := 0.0
+		for k, v := range m {
+			if strings.HasPrefix(k, prefix) {
+				t += v - b[k]
+			}
+		}
+		return t
+	}
+	n := sum(q.sched, before.sched, "karmada_scheduler_e2e_scheduling_duration_seconds_count")
+	s := sum(q.sched, before.sched, "karmada_scheduler_e2e_scheduling_duration_seconds_sum")
+	type ctl struct {
+		name              string
+		adds, queue, work float64
+	}
+	byName := map[string]*ctl{}
+	for k, v := range q.cm {
+		i := strings.Index(k, `name="`)
+		if i < 0 {
+			continue
+		}
+		name := k[i+6:]
+		name = name[:strings.IndexByte(name, '"')]
+		c := byName[name]
+		if c == nil {
+			c = &ctl{name: name}
+			byName[name] = c
+		}
+		d := v - before.cm[k]
+		switch {
+		case strings.HasPrefix(k, "workqueue_adds_total"):
+			c.adds += d
+		case strings.HasPrefix(k, "workqueue_queue_duration"):
+			c.queue += d
+		default:
+			c.work += d
+		}
+	}
+	var ctls []*ctl
+	for _, c := range byName {
+		if c.adds > 0 {
+			ctls = append(ctls, c)
+		}
+	}
+	sort.Slice(ctls, func(i, j int) bool { return ctls[i].work+ctls[i].queue > ctls[j].work+ctls[j].queue })
+	parts := []string{fmt.Sprintf("scheduler %.0f attempts, %.2f s each", n, s/max(n, 1))}
+	for i, c := range ctls {
+		if i == 6 {
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%s %.0f items, %.2f s queued + %.2f s worked each", c.name, c.adds, c.queue/c.adds, c.work/c.adds))
+	}
+	return strings.Join(parts, "; ")
 }

@@ -567,3 +567,86 @@ func TestForgetIfKeepsAResubmission(t *testing.T) {
 		t.Errorf("ForgetIf of a forgotten id = %v, %v", forgot, err)
 	}
 }
+
+// TestQueueWorkers: with several workers, a read's entries of different
+// applications are handled at once, those of one application one after
+// the other in the order they were submitted, and every one is
+// acknowledged.
+func TestQueueWorkers(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	apps := e.store.Applications()
+	const ids = 6
+	var want []string
+	for i := range ids {
+		id := fmt.Sprintf("w%d", i)
+		if _, err := apps.Submit(ctx, state.Submission{ID: id, Kind: state.KindDeploy, Spec: appSpec(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range ids {
+		id := fmt.Sprintf("w%d", i)
+		if _, err := apps.Submit(ctx, state.Submission{ID: id, Kind: state.KindUpdate, Spec: appSpec(i + 10)}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := apps.Submit(ctx, state.Submission{ID: id, Kind: state.KindRemove}); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, string(state.KindDeploy), string(state.KindUpdate), string(state.KindRemove))
+	}
+	q, err := apps.Queue(ctx, "", "continuum-0", state.QueueOptions{Block: 20 * time.Millisecond, Count: 3 * ids, Workers: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu             sync.Mutex
+		order          = map[string][]string{}
+		inFlight, most int
+		handled        int
+		rctx, cancel   = context.WithCancel(ctx)
+		done           = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		_ = q.Run(rctx, func(ctx context.Context, en state.Entry) error {
+			mu.Lock()
+			inFlight++
+			most = max(most, inFlight)
+			mu.Unlock()
+			time.Sleep(50 * time.Millisecond)
+			mu.Lock()
+			defer mu.Unlock()
+			inFlight--
+			order[en.Submission.ID] = append(order[en.Submission.ID], string(en.Submission.Kind))
+			handled++
+			return nil
+		})
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		mu.Lock()
+		n := handled
+		mu.Unlock()
+		p, err := q.Pending(ctx)
+		if err == nil && n == 3*ids && p == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d entries handled, %d pending (err %v)", n, 3*ids, p, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	for i := range ids {
+		id := fmt.Sprintf("w%d", i)
+		if diff := cmp.Diff(want[:3], order[id]); diff != "" {
+			t.Errorf("%s handled out of order (-want +got):\n%s", id, diff)
+		}
+	}
+	if most < 2 || most > 4 {
+		t.Errorf("at most %d entries in flight at once, want 2 to 4 (Workers 4)", most)
+	}
+}

@@ -1,0 +1,173 @@
+package continuum
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	clusterv1alpha1 "github.com/karmada-io/karmada/pkg/apis/cluster/v1alpha1"
+	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
+	workv1alpha2 "github.com/karmada-io/karmada/pkg/apis/work/v1alpha2"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
+)
+
+// karmadaCluster is a member as Karmada describes it, serving the
+// MLSysOpsApp API unless noAPI.
+func karmadaCluster(name string, noAPI bool, taints ...corev1.Taint) clusterv1alpha1.Cluster {
+	c := clusterv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: clusterv1alpha1.ClusterSpec{Taints: taints}}
+	if !noAPI {
+		c.Status.APIEnablements = []clusterv1alpha1.APIEnablement{{GroupVersion: mlsysopsv1.SchemeGroupVersion.String(),
+			Resources: []clusterv1alpha1.APIResource{{Name: "mlsysopsapps", Kind: "MLSysOpsApp"}}}}
+	}
+	return c
+}
+
+// appBinding is the ResourceBinding Karmada makes for an application
+// whose policy names clusters.
+func appBinding(app string, clusters ...string) *workv1alpha2.ResourceBinding {
+	return &workv1alpha2.ResourceBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: bindingName(app), Namespace: mlsysopsv1.Namespace, Generation: 1},
+		Spec: workv1alpha2.ResourceBindingSpec{
+			SchedulerName: SchedulerName,
+			Resource:      workv1alpha2.ObjectReference{APIVersion: mlsysopsv1.SchemeGroupVersion.String(), Kind: "MLSysOpsApp", Namespace: mlsysopsv1.Namespace, Name: app},
+			Placement:     &policyv1alpha1.Placement{ClusterAffinity: &policyv1alpha1.ClusterAffinity{ClusterNames: clusters}},
+		},
+	}
+}
+
+func TestScheduleBinding(t *testing.T) {
+	notReady := corev1.Taint{Key: "cluster.karmada.io/not-ready", Effect: corev1.TaintEffectNoSchedule}
+	clusters := []clusterv1alpha1.Cluster{
+		karmadaCluster("cloud-1", false), karmadaCluster("edge-1", false), karmadaCluster("far-1", true),
+		karmadaCluster("down-1", false, notReady),
+	}
+	cases := map[string]struct {
+		rb     *workv1alpha2.ResourceBinding
+		want   []string
+		whyHas string
+		mutate func(*workv1alpha2.ResourceBinding)
+	}{
+		"the clusters named": {rb: appBinding("a", "edge-1", "cloud-1"), want: []string{"cloud-1", "edge-1"}},
+		"a cluster without the API is left out": {
+			rb: appBinding("a", "cloud-1", "far-1"), want: []string{"cloud-1"},
+		},
+		"an unknown cluster is left out": {rb: appBinding("a", "cloud-1", "gone-1"), want: []string{"cloud-1"}},
+		"an untolerated taint keeps a new binding off": {
+			rb: appBinding("a", "down-1"), whyHas: "down-1: untolerated taint",
+		},
+		"a tolerated taint does not": {
+			rb: appBinding("a", "down-1"), want: []string{"down-1"},
+			mutate: func(rb *workv1alpha2.ResourceBinding) {
+				rb.Spec.Placement.ClusterTolerations = []corev1.Toleration{{Key: notReady.Key, Operator: corev1.TolerationOpExists}}
+			},
+		},
+		"a binding there already stays (the taint manager decides)": {
+			rb: appBinding("a", "down-1"), want: []string{"down-1"},
+			mutate: func(rb *workv1alpha2.ResourceBinding) {
+				rb.Spec.Clusters = []workv1alpha2.TargetCluster{{Name: "down-1"}}
+			},
+		},
+		"a cluster evicting the binding is left out": {
+			rb: appBinding("a", "cloud-1", "edge-1"), want: []string{"edge-1"},
+			mutate: func(rb *workv1alpha2.ResourceBinding) {
+				rb.Spec.GracefulEvictionTasks = []workv1alpha2.GracefulEvictionTask{{FromCluster: "cloud-1"}}
+			},
+		},
+		"no cluster named": {rb: appBinding("a"), whyHas: "names no cluster"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			if c.mutate != nil {
+				c.mutate(c.rb)
+			}
+			got, why := scheduleBinding(c.rb, clusters)
+			if diff := cmp.Diff(c.want, targetNamesOrNil(got)); diff != "" {
+				t.Errorf("clusters (-want +got):\n%s", diff)
+			}
+			if c.whyHas == "" && why != "" || !strings.Contains(why, c.whyHas) {
+				t.Errorf("why = %q, want it to say %q", why, c.whyHas)
+			}
+		})
+	}
+}
+
+func targetNamesOrNil(ts []workv1alpha2.TargetCluster) []string {
+	if len(ts) == 0 {
+		return nil
+	}
+	return targetNames(ts)
+}
+
+// TestBindingSchedulerBinds: a binding of the continuum's scheduler gets
+// its clusters, the applied placement Karmada's taint manager reads, and
+// the Scheduled condition with its generation observed; a second pass
+// writes nothing; a binding of karmada-scheduler is left alone; one that
+// fits nowhere says why.
+func TestBindingSchedulerBinds(t *testing.T) {
+	scheme, err := Scheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs := appBinding("theirs", "cloud-1")
+	theirs.Spec.SchedulerName = "default-scheduler"
+	cloud, edge := karmadaCluster("cloud-1", false), karmadaCluster("edge-1", false)
+	kc := fake.NewClientBuilder().WithScheme(scheme).
+		WithObjects(appBinding("a", "cloud-1", "edge-1"), appBinding("nowhere", "far-1"), theirs, &cloud, &edge).
+		WithStatusSubresource(&workv1alpha2.ResourceBinding{}).Build()
+	s := NewBindingScheduler(kc, quiet())
+	ctx := context.Background()
+	get := func(name string) *workv1alpha2.ResourceBinding {
+		t.Helper()
+		rb := &workv1alpha2.ResourceBinding{}
+		if err := kc.Get(ctx, client.ObjectKey{Namespace: mlsysopsv1.Namespace, Name: bindingName(name)}, rb); err != nil {
+			t.Fatal(err)
+		}
+		return rb
+	}
+	pass := func(name string) {
+		t.Helper()
+		if _, err := s.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: mlsysopsv1.Namespace, Name: bindingName(name)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	pass("a")
+	rb := get("a")
+	if diff := cmp.Diff([]string{"cloud-1", "edge-1"}, targetNames(rb.Spec.Clusters)); diff != "" {
+		t.Errorf("clusters (-want +got):\n%s", diff)
+	}
+	want, _ := json.Marshal(*rb.Spec.Placement)
+	if rb.Annotations[appliedPlacement] != string(want) {
+		t.Errorf("applied placement %q, want %q", rb.Annotations[appliedPlacement], want)
+	}
+	if !meta.IsStatusConditionTrue(rb.Status.Conditions, workv1alpha2.Scheduled) || rb.Status.SchedulerObservedGeneration != rb.Generation || rb.Status.LastScheduledTime == nil {
+		t.Errorf("status %+v: want Scheduled, generation %d observed", rb.Status, rb.Generation)
+	}
+	version := rb.ResourceVersion
+	pass("a")
+	if again := get("a"); again.ResourceVersion != version {
+		t.Error("a second pass over a scheduled binding wrote it again")
+	}
+
+	pass("theirs")
+	if got := get("theirs"); len(got.Spec.Clusters) != 0 || len(got.Status.Conditions) != 0 {
+		t.Errorf("karmada-scheduler's binding was touched: %+v", got)
+	}
+
+	pass("nowhere")
+	got := get("nowhere")
+	cond := meta.FindStatusCondition(got.Status.Conditions, workv1alpha2.Scheduled)
+	if len(got.Spec.Clusters) != 0 || cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != workv1alpha2.BindingReasonNoClusterFit ||
+		!strings.Contains(cond.Message, "far-1: no such cluster") {
+		t.Errorf("binding that fits nowhere: clusters %v, condition %+v", got.Spec.Clusters, cond)
+	}
+}
