@@ -86,8 +86,18 @@ func TestNoSecretLeaks(t *testing.T) {
 	if _, err := op.Applications().Remove(ctx, name); err != nil {
 		t.Errorf("remove: %v", err)
 	}
-	// Let the agents see the submission and its removal.
-	time.Sleep(3 * time.Second)
+	// The agents have handled the submission and its removal once the
+	// API no longer knows the application: their logs hold both.
+	for {
+		_, err := view.Applications().Get(ctx, name)
+		if nbclient.IsNotFound(err) {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the removed application %s is still listed: %v", name, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 	t.Run("every Redis client is its component's ACL user", func(t *testing.T) { testRedisUsers(t, env) })
 
 	secrets := collectSecrets(t, env, agents.Config.StateDir)
