@@ -145,19 +145,7 @@ func lightGBMTransform(objective string, groups int) (func(out []float64), int, 
 	case name == "multiclass" && param == "num_class:"+strconv.Itoa(groups) && groups > 1:
 		return func(out []float64) {
 			for r := 0; r+groups <= len(out); r += groups {
-				row := out[r : r+groups]
-				top := row[0]
-				for _, v := range row {
-					top = math.Max(top, v)
-				}
-				sum := 0.0
-				for g, v := range row {
-					row[g] = math.Exp(v - top)
-					sum += row[g]
-				}
-				for g := range row {
-					row[g] /= sum
-				}
+				softmax(out[r : r+groups])
 			}
 		}, groups, nil
 	}

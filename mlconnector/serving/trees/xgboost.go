@@ -260,19 +260,25 @@ func (e *xgbEnsemble) predict(vals []float64, rows, cols int, out []float64) err
 				margin[g] = math.Exp(margin[g])
 			}
 		case "softmax":
-			m := margin[0]
-			for _, v := range margin {
-				m = math.Max(m, v)
-			}
-			sum := 0.0
-			for g, v := range margin {
-				margin[g] = math.Exp(v - m)
-				sum += margin[g]
-			}
-			for g := range margin {
-				margin[g] /= sum
-			}
+			softmax(margin)
 		}
 	}
 	return nil
+}
+
+// softmax turns a row of margins into probabilities in place (shifted by
+// the largest, so that no exponential overflows).
+func softmax(row []float64) {
+	top := row[0]
+	for _, v := range row {
+		top = math.Max(top, v)
+	}
+	sum := 0.0
+	for g, v := range row {
+		row[g] = math.Exp(v - top)
+		sum += row[g]
+	}
+	for g := range row {
+		row[g] /= sum
+	}
 }
