@@ -175,11 +175,15 @@ func (in *injector) run(kind, target string, d time.Duration) {
 	switch kind {
 	case faultAgentKill:
 		ag := in.r.agent(target)
+		// Expected down before the kill: the liveness check may see the
+		// process gone before Kill returns (seed 28001 on a testbed the
+		// state tests had used: "died without a fault" at the kill).
+		in.r.expectDown(target, true)
 		if err := ag.Kill(); err != nil {
+			in.r.expectDown(target, false)
 			in.r.violate("fault %s %s: %v", kind, target, err)
 			return
 		}
-		in.r.expectDown(target, true)
 		time.Sleep(d)
 		in.startAgent(target)
 	case faultAgentPause:
