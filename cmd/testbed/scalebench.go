@@ -215,21 +215,22 @@ func mib(b int64) float64 { return float64(b) / (1 << 20) }
 func (r scaleResult) totals() (all, members usage) {
 	member, shared := r.split()
 	for _, u := range member {
-		members.rss += u.rss
-		members.pss += u.pss
-		members.cpu += u.cpu
-		members.upCPU += u.upCPU
-		members.processes += u.processes
+		members.plus(u)
 	}
 	all = members
 	for _, u := range shared {
-		all.rss += u.rss
-		all.pss += u.pss
-		all.cpu += u.cpu
-		all.upCPU += u.upCPU
-		all.processes += u.processes
+		all.plus(u)
 	}
 	return all, members
+}
+
+// plus adds o to u.
+func (u *usage) plus(o *usage) {
+	u.rss += o.rss
+	u.pss += o.pss
+	u.cpu += o.cpu
+	u.upCPU += o.upCPU
+	u.processes += o.processes
 }
 
 // name is the benchmark name of a size.

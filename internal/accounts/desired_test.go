@@ -12,6 +12,18 @@ import (
 
 func TestDescribed(t *testing.T) {
 	const dom = "@d"
+	// The valid descriptions with every layer's agents.
+	everyAgent := provision.Desired{
+		Accounts: []string{"cont.continuum" + dom, "c1.cluster" + dom, "n1" + dom, "n2" + dom, "northbound" + dom},
+		Links:    [][2]string{{"cont.continuum" + dom, "c1.cluster" + dom}, {"c1.cluster" + dom, "n1" + dom}, {"c1.cluster" + dom, "n2" + dom}},
+	}
+	everyAgentFiles := map[string]string{
+		"cont.continuum" + dom: "/pki/xmpp-cont.continuum_at_d.password",
+		"c1.cluster" + dom:     "/pki/xmpp-c1.cluster_at_d.password",
+		"n1" + dom:             "/pki/xmpp-n1_at_d.password",
+		"n2" + dom:             "/pki/xmpp-n2_at_d.password",
+		"northbound" + dom:     "/pki/northbound.password",
+	}
 	cases := map[string]struct {
 		dir       string
 		layers    []agentconfig.Layer
@@ -19,33 +31,15 @@ func TestDescribed(t *testing.T) {
 		wantFiles map[string]string
 	}{
 		"valid": {
-			dir: "testdata/valid",
-			want: provision.Desired{
-				Accounts: []string{"cont.continuum" + dom, "c1.cluster" + dom, "n1" + dom, "n2" + dom, "northbound" + dom},
-				Links:    [][2]string{{"cont.continuum" + dom, "c1.cluster" + dom}, {"c1.cluster" + dom, "n1" + dom}, {"c1.cluster" + dom, "n2" + dom}},
-			},
-			wantFiles: map[string]string{
-				"cont.continuum" + dom: "/pki/xmpp-cont.continuum_at_d.password",
-				"c1.cluster" + dom:     "/pki/xmpp-c1.cluster_at_d.password",
-				"n1" + dom:             "/pki/xmpp-n1_at_d.password",
-				"n2" + dom:             "/pki/xmpp-n2_at_d.password",
-				"northbound" + dom:     "/pki/northbound.password",
-			},
+			dir:       "testdata/valid",
+			want:      everyAgent,
+			wantFiles: everyAgentFiles,
 		},
 		"every layer named": {
-			dir:    "testdata/valid",
-			layers: agentconfig.Layers,
-			want: provision.Desired{
-				Accounts: []string{"cont.continuum" + dom, "c1.cluster" + dom, "n1" + dom, "n2" + dom, "northbound" + dom},
-				Links:    [][2]string{{"cont.continuum" + dom, "c1.cluster" + dom}, {"c1.cluster" + dom, "n1" + dom}, {"c1.cluster" + dom, "n2" + dom}},
-			},
-			wantFiles: map[string]string{
-				"cont.continuum" + dom: "/pki/xmpp-cont.continuum_at_d.password",
-				"c1.cluster" + dom:     "/pki/xmpp-c1.cluster_at_d.password",
-				"n1" + dom:             "/pki/xmpp-n1_at_d.password",
-				"n2" + dom:             "/pki/xmpp-n2_at_d.password",
-				"northbound" + dom:     "/pki/northbound.password",
-			},
+			dir:       "testdata/valid",
+			layers:    agentconfig.Layers,
+			want:      everyAgent,
+			wantFiles: everyAgentFiles,
 		},
 		// No node agents run: no node accounts, no links to them.
 		"continuum and clusters": {
