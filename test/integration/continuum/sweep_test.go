@@ -129,10 +129,7 @@ func TestStartSweepsStatusesOfAppsGoneFromKarmada(t *testing.T) {
 // one left in Removing, listed by the API, for good.
 func TestRunningAgentSweepsLateStatuses(t *testing.T) {
 	env := testbed.Shared(t)
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	rdb := redis.NewClient(&redis.Options{Addr: env.RedisAddr, Password: env.RedisPassword})
-	t.Cleanup(func() { rdb.Close() })
-	store := state.New(rdb, state.Options{Prefix: "test-sweep-late-" + rand.String(5), Logger: log})
+	store, _, log := intakeDeps(t, env, "test-sweep-late-")
 	apps := store.Applications()
 	ctx, cancel := context.WithCancel(context.Background())
 	ctrls, err := continuum.NewControllers(ctx, env.RESTConfig(t, testbed.ContextKarmada), nil, log)
@@ -176,17 +173,9 @@ func TestRunningAgentSweepsLateStatuses(t *testing.T) {
 // is kept.
 func TestSweepForgetsHandledUpdateOfDeletedApp(t *testing.T) {
 	env := testbed.Shared(t)
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	rdb := redis.NewClient(&redis.Options{Addr: env.RedisAddr, Password: env.RedisPassword})
-	t.Cleanup(func() { rdb.Close() })
-	store := state.New(rdb, state.Options{Prefix: "test-sweep-upd-" + rand.String(5), Logger: log})
+	store, kc, log := intakeDeps(t, env, "test-sweep-upd-")
 	apps := store.Applications()
 	cfg := env.RESTConfig(t, testbed.ContextKarmada)
-	scheme, _ := continuum.Scheme()
-	kc, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
 	spec := func(id, image string) []byte {
 		return []byte(`{"MLSysOpsApp": {"name": "` + id + `", "components": [{"metadata": {"name": "web"},
