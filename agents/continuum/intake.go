@@ -23,6 +23,11 @@ import (
 // written, so a crash re-delivers them; handling is idempotent (create or
 // update by name, delete if present), so a re-delivery changes nothing.
 type Intake struct {
+	// Live reads Karmada past any cache (the manager's API reader), for
+	// the checks a stale cache would get wrong; nil reads through the
+	// client.
+	Live client.Reader
+
 	queue  *state.Queue
 	apps   *state.Collection
 	client client.Client
@@ -69,7 +74,8 @@ func (in *Intake) Run(ctx context.Context) error { return in.queue.Run(ctx, in.H
 func (in *Intake) Handle(ctx context.Context, e state.Entry) error {
 	sub := e.Submission
 	log := in.log.With("app", sub.ID, "kind", sub.Kind, "entry", e.ID)
-	if stale, err := in.superseded(ctx, e); err != nil {
+	st, stale, err := in.superseded(ctx, e)
+	if err != nil {
 		return err
 	} else if stale {
 		log.Info("submission superseded by a later one of the application; dropped")
@@ -94,6 +100,20 @@ func (in *Intake) Handle(ctx context.Context, e state.Entry) error {
 			return in.status(ctx, sub.ID, mlsysopsv1.AppFailed, msg)
 		}
 		app := &mlsysopsv1.MLSysOpsApp{ObjectMeta: metav1.ObjectMeta{Name: sub.ID, Namespace: mlsysopsv1.Namespace}}
+		if sub.Kind == state.KindUpdate && st.Written {
+			if gone, err := in.deletedMeanwhile(ctx, app); err != nil {
+				return err
+			} else if gone {
+				// Deleted from Karmada (kubectl delete) after this update
+				// was accepted, while it waited for this agent: the
+				// deletion came last, so the update is not applied (it
+				// would create the application again, chaos soak seed
+				// 28001) and the status goes with the application.
+				log.Info("application deleted from Karmada after the update was accepted; update dropped")
+				_, err := in.apps.ForgetIf(ctx, sub.ID, e.ID)
+				return err
+			}
+		}
 		op, err := controllerutil.CreateOrUpdate(ctx, in.client, app, func() error {
 			app.Spec = parsed.Spec
 			app.Spec.Name = sub.ID
@@ -120,7 +140,13 @@ func (in *Intake) Handle(ctx context.Context, e state.Entry) error {
 		}
 		log.Info("application submitted to Karmada", "operation", op)
 		if op == controllerutil.OperationResultCreated {
-			return in.status(ctx, sub.ID, mlsysopsv1.AppScheduling, "handed to placement")
+			_, err := in.apps.SetStatus(ctx, sub.ID, state.StatusUpdate{
+				Phase: mlsysopsv1.AppScheduling, Message: "handed to placement", Written: true,
+			})
+			if errors.Is(err, state.ErrNotFound) {
+				return nil
+			}
+			return err
 		}
 		return nil
 	default:
@@ -136,15 +162,34 @@ func (in *Intake) Handle(ctx context.Context, e state.Entry) error {
 // acknowledgement was lost, before a later submission was handled);
 // applying it would undo what the user asked last, e.g. bring back a
 // removed application.
-func (in *Intake) superseded(ctx context.Context, e state.Entry) (bool, error) {
+// It returns the application's status too.
+func (in *Intake) superseded(ctx context.Context, e state.Entry) (state.Status, bool, error) {
 	st, err := in.apps.Status(ctx, e.Submission.ID)
 	if errors.Is(err, state.ErrNotFound) {
-		return e.Submission.Kind != state.KindRemove, nil
+		return st, e.Submission.Kind != state.KindRemove, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("status of %s: %w", e.Submission.ID, err)
+		return st, false, fmt.Errorf("status of %s: %w", e.Submission.ID, err)
 	}
-	return st.StreamID != "" && st.StreamID != e.ID, nil
+	return st, st.StreamID != "" && st.StreamID != e.ID, nil
+}
+
+// deletedMeanwhile reports whether Karmada has no application app.
+func (in *Intake) deletedMeanwhile(ctx context.Context, app *mlsysopsv1.MLSysOpsApp) (bool, error) {
+	var r client.Reader = in.client
+	if in.Live != nil {
+		// A cache can lag behind the write of this application's deploy
+		// just before.
+		r = in.Live
+	}
+	err := r.Get(ctx, client.ObjectKeyFromObject(app), &mlsysopsv1.MLSysOpsApp{})
+	if apierrors.IsNotFound(err) {
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read application %s: %w", app.Name, err)
+	}
+	return false, nil
 }
 
 func (in *Intake) status(ctx context.Context, id string, phase mlsysopsv1.AppPhase, msg string) error {
@@ -185,7 +230,7 @@ func (s RedisStatus) Update(ctx context.Context, app *mlsysopsv1.MLSysOpsApp) er
 		}
 		placement[c.Name] = where
 	}
-	u := state.StatusUpdate{Phase: app.Status.Phase, Message: app.Status.Message, Placement: placement}
+	u := state.StatusUpdate{Phase: app.Status.Phase, Message: app.Status.Message, Placement: placement, Written: true}
 	if s.ML != nil {
 		_, err := s.ML.SetStatus(ctx, app.Name, u)
 		if !errors.Is(err, state.ErrNotFound) {

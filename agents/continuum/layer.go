@@ -321,6 +321,7 @@ func (c *continuumLayer) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("ML deployment submission intake: %w", err)
 	}
+	apps.Live, ml.Live = ctrls.APIReader(), ctrls.APIReader()
 	ictx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	for _, intake := range []*Intake{apps, ml} {

@@ -137,3 +137,6 @@ func (c *Controllers) Start(ctx context.Context) error { return c.mgr.Start(ctx)
 
 // Client is the manager's client on the Karmada API (cached reads).
 func (c *Controllers) Client() client.Client { return c.mgr.GetClient() }
+
+// APIReader reads the Karmada API past the manager's cache.
+func (c *Controllers) APIReader() client.Reader { return c.mgr.GetAPIReader() }

@@ -115,6 +115,7 @@ const (
 	fieldStreamID    = "stream_id"
 	fieldGeneration  = "generation"
 	fieldKind        = "kind"
+	fieldWritten     = "written"
 )
 
 // Stream entry field carrying the submission (JSON).

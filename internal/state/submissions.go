@@ -69,6 +69,12 @@ type Status struct {
 	StreamID   string
 	Generation int64
 	Kind       Kind
+	// Written is true once the application has been in Karmada (the
+	// intake wrote it, or a status was mirrored or tracked from there).
+	// An update of a written application that Karmada no longer has was
+	// overtaken by its deletion there (kubectl delete while the update
+	// waited): applying it would bring the deleted application back.
+	Written bool
 }
 
 // StatusUpdate changes a status.
@@ -88,8 +94,11 @@ type StatusUpdate struct {
 	// none instead of failing with ErrNotFound: the id was deployed at
 	// that time without a submission (an MLSysOpsApp applied directly to
 	// Karmada), and from now on it is listed and can be removed like a
-	// submitted one.
+	// submitted one. It implies Written.
 	TrackSince time.Time
+	// Written records that the application is in Karmada (see
+	// Status.Written); it is never cleared, only forgotten with the status.
+	Written bool
 }
 
 // Collection is a kind of submission (applications or ML deployments): its
@@ -212,7 +221,8 @@ func (c *Collection) Submit(ctx context.Context, sub Submission) (Receipt, error
 //
 // KEYS: status, ids, phases. ARGV: phase, message, placement JSON (""
 // keeps it), now, expected generation ("" for any), id, the Removing
-// phase, tracked since ("" to fail on an unknown id).
+// phase, tracked since ("" to fail on an unknown id), "1" to mark it
+// written (in Karmada).
 var setStatusScript = redis.NewScript(luaReindex + `
 local function reply()
   local all = redis.call('HGETALL', KEYS[1])
@@ -223,12 +233,15 @@ local phase, msg, placement = ARGV[1], ARGV[2], ARGV[3]
 if redis.call('EXISTS', KEYS[1]) == 0 then
   if ARGV[8] == '' then return {'notfound'} end
   redis.call('HSET', KEYS[1], 'phase', phase, 'message', msg, 'updated_at', ARGV[4],
-    'submitted_at', ARGV[8], 'kind', 'deploy', 'generation', 0, 'request_id', '', 'stream_id', '')
+    'submitted_at', ARGV[8], 'kind', 'deploy', 'generation', 0, 'request_id', '', 'stream_id', '', 'written', '1')
   if placement ~= '' then redis.call('HSET', KEYS[1], 'placement', placement) end
   reindex(KEYS[2], KEYS[3], ARGV[6], false, phase)
   return reply()
 end
 if ARGV[5] ~= '' and redis.call('HGET', KEYS[1], 'generation') ~= ARGV[5] then return {'stale'} end
+if ARGV[9] == '1' and redis.call('HGET', KEYS[1], 'written') ~= '1' then
+  redis.call('HSET', KEYS[1], 'written', '1')
+end
 local old = redis.call('HGET', KEYS[1], 'phase')
 if old == ARGV[7] and redis.call('HGET', KEYS[1], 'kind') == 'remove' then
   phase, msg = old, redis.call('HGET', KEYS[1], 'message')
@@ -268,8 +281,12 @@ func (c *Collection) SetStatus(ctx context.Context, id string, u StatusUpdate) (
 	if !u.TrackSince.IsZero() {
 		since = formatTime(u.TrackSince)
 	}
+	written := ""
+	if u.Written {
+		written = "1"
+	}
 	res, err := setStatusScript.Run(ctx, c.s.rdb, []string{c.k.status(id), c.k.ids(), c.k.phases()},
-		string(u.Phase), u.Message, placement, formatTime(c.s.now()), gen, id, string(mlsysopsv1.AppRemoving), since).StringSlice()
+		string(u.Phase), u.Message, placement, formatTime(c.s.now()), gen, id, string(mlsysopsv1.AppRemoving), since, written).StringSlice()
 	if err != nil {
 		return Status{}, fmt.Errorf("set status of %s %s: %w", c.name, id, err)
 	}
@@ -294,6 +311,7 @@ func parseStatus(id string, m map[string]string) Status {
 		ID: id, Phase: mlsysopsv1.AppPhase(m[fieldPhase]), Message: m[fieldMessage],
 		SubmittedAt: parseTime(m[fieldSubmittedAt]), UpdatedAt: parseTime(m[fieldUpdatedAt]),
 		RequestID: m[fieldRequestID], StreamID: m[fieldStreamID], Kind: Kind(m[fieldKind]),
+		Written: m[fieldWritten] == "1",
 	}
 	st.Generation, _ = strconv.ParseInt(m[fieldGeneration], 10, 64)
 	if p := m[fieldPlacement]; p != "" {

@@ -140,70 +140,167 @@ func waitRedisPhase(t *testing.T, apps *state.Collection, id, phase string) stat
 // application's latest submission still applies. (Found by the chaos
 // soak, seed 4: a removed application re-created.)
 func TestRedeliveredSubmissionIsDropped(t *testing.T) {
+	f := newIntakeFixture(t, "redelivered")
+	deploy := f.submission(state.KindDeploy, "registry.example.org/web:1")
+	first := f.submit(deploy)
+	f.handle("the deploy", deploy, first)
+	if !f.exists() {
+		t.Fatal("the deploy wrote no application")
+	}
+	remove := state.Submission{ID: f.id, Kind: state.KindRemove}
+	f.handle("the removal", remove, f.submit(remove))
+	if f.exists() {
+		t.Fatal("the removal left the application")
+	}
+	f.handle("the deploy again, the removal running", deploy, first)
+	if f.exists() {
+		t.Error("the deploy delivered again after the removal brought the application back")
+	}
+	if err := f.apps.Forget(f.ctx, f.id); err != nil {
+		t.Fatal(err)
+	}
+	f.handle("the deploy again, the removal done", deploy, first)
+	if f.exists() {
+		t.Error("the deploy delivered again after the removal was done brought the application back")
+	}
+	f.handle("a new deploy", deploy, f.submit(deploy))
+	if !f.exists() {
+		t.Error("a new deploy after the removal wrote no application")
+	}
+}
+
+// intakeFixture is an intake (no controllers) on a shared testbed's Karmada
+// and a Redis prefix of its own, and one application id.
+type intakeFixture struct {
+	t      *testing.T
+	ctx    context.Context
+	intake *continuum.Intake
+	kc     client.Client
+	apps   *state.Collection
+	id     string
+}
+
+func newIntakeFixture(t *testing.T, name string) *intakeFixture {
+	t.Helper()
 	env := testbed.Shared(t)
 	ctx := context.Background()
-	store, kc, log := intakeDeps(t, env, "test-redelivered-")
+	store, kc, log := intakeDeps(t, env, "test-"+name+"-")
 	intake, err := continuum.NewIntake(ctx, store, kc, "test", log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	waitAppAPI(t, env)
-	apps := store.Applications()
-	id := "redelivered-" + rand.String(5)
+	id := name + "-" + rand.String(5)
 	t.Cleanup(func() {
 		_ = kc.Delete(context.Background(), &mlsysopsv1.MLSysOpsApp{ObjectMeta: metaName(id)})
 	})
-	spec := []byte(`{"MLSysOpsApp":{"name":"x","components":[{"metadata":{"name":"web"},"containers":[{"image":"registry.example.org/web:1"}]}]}}`)
-	deploy := state.Submission{ID: id, Kind: state.KindDeploy, Spec: spec}
-	handle := func(what string, sub state.Submission, r state.Receipt) {
-		t.Helper()
-		if err := intake.Handle(ctx, state.Entry{ID: r.StreamID, Submission: sub, Deliveries: 1}); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-	exists := func() bool {
-		t.Helper()
-		err := kc.Get(ctx, types.NamespacedName{Namespace: mlsysopsv1.Namespace, Name: id}, &mlsysopsv1.MLSysOpsApp{})
-		if err != nil && !apierrors.IsNotFound(err) {
-			t.Fatal(err)
-		}
-		return err == nil
-	}
+	return &intakeFixture{t: t, ctx: ctx, intake: intake, kc: kc, apps: store.Applications(), id: id}
+}
 
-	first, err := apps.Submit(ctx, deploy)
-	if err != nil {
-		t.Fatal(err)
+// submission is a deploy or update of the fixture's application.
+func (f *intakeFixture) submission(kind state.Kind, image string) state.Submission {
+	spec := `{"MLSysOpsApp":{"name":"x","components":[{"metadata":{"name":"web"},"containers":[{"image":"` + image + `"}]}]}}`
+	return state.Submission{ID: f.id, Kind: kind, Spec: []byte(spec)}
+}
+
+// handle has the intake handle sub, accepted as r.
+func (f *intakeFixture) handle(what string, sub state.Submission, r state.Receipt) {
+	f.t.Helper()
+	if err := f.intake.Handle(f.ctx, state.Entry{ID: r.StreamID, Submission: sub, Deliveries: 1}); err != nil {
+		f.t.Fatalf("%s: %v", what, err)
 	}
-	handle("the deploy", deploy, first)
-	if !exists() {
+}
+
+// submit accepts sub as the northbound API does.
+func (f *intakeFixture) submit(sub state.Submission) state.Receipt {
+	f.t.Helper()
+	r, err := f.apps.Submit(f.ctx, sub)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return r
+}
+
+// exists reports whether Karmada has the application.
+func (f *intakeFixture) exists() bool {
+	f.t.Helper()
+	err := f.kc.Get(f.ctx, types.NamespacedName{Namespace: mlsysopsv1.Namespace, Name: f.id}, &mlsysopsv1.MLSysOpsApp{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		f.t.Fatal(err)
+	}
+	return err == nil
+}
+
+// image is the image of the application's component in Karmada.
+func (f *intakeFixture) image() string {
+	f.t.Helper()
+	var app mlsysopsv1.MLSysOpsApp
+	if err := f.kc.Get(f.ctx, types.NamespacedName{Namespace: mlsysopsv1.Namespace, Name: f.id}, &app); err != nil {
+		f.t.Fatal(err)
+	}
+	if len(app.Spec.Components) == 0 || len(app.Spec.Components[0].Containers) == 0 {
+		f.t.Fatalf("application %s has no container: %+v", f.id, app.Spec)
+	}
+	return app.Spec.Components[0].Containers[0].Image
+}
+
+// TestUpdateOfAppDeletedMeanwhileDropped: an update accepted while the
+// continuum agent was down, of an application then deleted from Karmada
+// (kubectl delete) before the agent came back, is not applied: the
+// deletion came last, and applying the update created the application
+// again (chaos soak, seed 28001, 5 minutes: cxccf9-any-13 Running again 8
+// minutes after its deletion). Its status goes with the application. An
+// update that never had a written application to lose (deploy and update
+// both queued while the agent was down) still creates it, and an update
+// of an application Karmada has applies.
+func TestUpdateOfAppDeletedMeanwhileDropped(t *testing.T) {
+	f := newIntakeFixture(t, "upd-deleted")
+	deploy := f.submission(state.KindDeploy, "registry.example.org/web:1")
+	f.handle("the deploy", deploy, f.submit(deploy))
+	if !f.exists() {
 		t.Fatal("the deploy wrote no application")
 	}
-	remove := state.Submission{ID: id, Kind: state.KindRemove}
-	r, err := apps.Submit(ctx, remove)
+	if st, err := f.apps.Status(f.ctx, f.id); err != nil || !st.Written {
+		t.Fatalf("status after the deploy was written: %+v (%v), want Written", st, err)
+	}
+	update := f.submission(state.KindUpdate, "registry.example.org/web:2")
+	f.handle("an update", update, f.submit(update))
+	if got := f.image(); got != "registry.example.org/web:2" {
+		t.Fatalf("the update of an application in Karmada not applied: image %s", got)
+	}
+
+	late := f.submission(state.KindUpdate, "registry.example.org/web:3")
+	r := f.submit(late)
+	if err := f.kc.Delete(f.ctx, &mlsysopsv1.MLSysOpsApp{ObjectMeta: metaName(f.id)}); err != nil {
+		t.Fatal(err)
+	}
+	err := wait.PollUntilContextTimeout(f.ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		return !f.exists(), nil
+	})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatal("the application deleted from Karmada never went")
 	}
-	handle("the removal", remove, r)
-	if exists() {
-		t.Fatal("the removal left the application")
+	f.handle("the update accepted before the deletion", late, r)
+	if f.exists() {
+		t.Error("an update accepted before the application was deleted from Karmada created it again")
 	}
-	handle("the deploy again, the removal running", deploy, first)
-	if exists() {
-		t.Error("the deploy delivered again after the removal brought the application back")
+	if st, err := f.apps.Status(f.ctx, f.id); !errors.Is(err, state.ErrNotFound) {
+		t.Errorf("status of the deleted application after its late update: %+v (%v), want forgotten", st, err)
 	}
-	if err := apps.Forget(ctx, id); err != nil {
-		t.Fatal(err)
+
+	// Deploy and update both waiting for the agent: the deploy is
+	// superseded, the update writes the application.
+	first := f.submit(deploy)
+	queued := f.submit(update)
+	f.handle("a deploy an update superseded", deploy, first)
+	if st, err := f.apps.Status(f.ctx, f.id); err != nil || st.Written {
+		t.Fatalf("status before anything was written: %+v (%v), want not Written", st, err)
 	}
-	handle("the deploy again, the removal done", deploy, first)
-	if exists() {
-		t.Error("the deploy delivered again after the removal was done brought the application back")
+	f.handle("the update of a deploy never written", update, queued)
+	if !f.exists() {
+		t.Fatal("an update whose deploy was superseded wrote no application")
 	}
-	again, err := apps.Submit(ctx, deploy)
-	if err != nil {
-		t.Fatal(err)
-	}
-	handle("a new deploy", deploy, again)
-	if !exists() {
-		t.Error("a new deploy after the removal wrote no application")
+	if got := f.image(); got != "registry.example.org/web:2" {
+		t.Errorf("application written by the update has image %s, want the update's", got)
 	}
 }

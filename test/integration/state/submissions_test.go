@@ -403,8 +403,8 @@ func TestSubmissionRules(t *testing.T) {
 		}
 		st, err := apps.SetStatus(ctx, "kubectl-app", state.StatusUpdate{Phase: mlsysopsv1.AppRunning, Message: "running on [cloud-1]",
 			Placement: map[string]string{"web": "cloud-1/cloud-1"}, TrackSince: created})
-		if err != nil || st.Phase != mlsysopsv1.AppRunning || st.Kind != state.KindDeploy || st.Generation != 0 || !st.SubmittedAt.Equal(created) {
-			t.Fatalf("tracked: %+v, %v", st, err)
+		if err != nil || st.Phase != mlsysopsv1.AppRunning || st.Kind != state.KindDeploy || st.Generation != 0 || !st.SubmittedAt.Equal(created) || !st.Written {
+			t.Fatalf("tracked: %+v, %v (want Written: it is in Karmada)", st, err)
 		}
 		again, err := apps.SetStatus(ctx, "kubectl-app", state.StatusUpdate{Phase: mlsysopsv1.AppRunning, Message: "running on [cloud-1]", TrackSince: created})
 		if err != nil || !again.UpdatedAt.Equal(st.UpdatedAt) {
@@ -418,6 +418,42 @@ func TestSubmissionRules(t *testing.T) {
 			t.Errorf("removing a tracked application: %+v, %v", rm, err)
 		}
 		if err := apps.Forget(ctx, "kubectl-app"); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("written once in Karmada, until forgotten", func(t *testing.T) {
+		submitOK := func(sub state.Submission) state.Receipt {
+			t.Helper()
+			r, err := apps.Submit(ctx, sub)
+			if err != nil {
+				t.Fatalf("%s written: %v", sub.Kind, err)
+			}
+			return r
+		}
+		st := submitOK(state.Submission{ID: "written", Kind: state.KindDeploy, Spec: appSpec(6)})
+		if got, _ := apps.Status(ctx, "written"); got.Written {
+			t.Fatalf("a queued deploy is Written: %+v", got)
+		}
+		got, err := apps.SetStatus(ctx, "written", state.StatusUpdate{Phase: mlsysopsv1.AppScheduling, Generation: st.Generation + 1, Written: true})
+		if !errors.Is(err, state.ErrStale) || got.Written {
+			t.Fatalf("a stale update marked it Written: %+v, %v", got, err)
+		}
+		if got, err = apps.SetStatus(ctx, "written", state.StatusUpdate{Phase: mlsysopsv1.AppScheduling, Written: true}); err != nil || !got.Written {
+			t.Fatalf("after the intake wrote it: %+v, %v", got, err)
+		}
+		submitOK(state.Submission{ID: "written", Kind: state.KindUpdate, Spec: appSpec(7)})
+		if got, err = apps.SetStatus(ctx, "written", state.StatusUpdate{Phase: mlsysopsv1.AppRunning}); err != nil || !got.Written || got.Kind != state.KindUpdate {
+			t.Errorf("an update and a status without Written cleared it: %+v, %v", got, err)
+		}
+		if err := apps.Forget(ctx, "written"); err != nil {
+			t.Fatal(err)
+		}
+		submitOK(state.Submission{ID: "written", Kind: state.KindDeploy, Spec: appSpec(8)})
+		if got, _ := apps.Status(ctx, "written"); got.Written {
+			t.Errorf("a deploy after the status was forgotten is Written: %+v", got)
+		}
+		if err := apps.Forget(ctx, "written"); err != nil {
 			t.Fatal(err)
 		}
 	})
