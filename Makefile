@@ -88,14 +88,16 @@ build:
 ## (agent processes that integration tests start are built with -race too).
 ## Integration packages run one after another: they share one testbed, and
 ## two packages' placement controllers must not act on each other's apps.
+## Last, the 5-minute chaos soak on the same testbed (a fixed seed's plan).
 test: lint verify vulncheck
 	@status=0; \
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v /test/integration) || status=$$?; \
 	MLSYSOPS_TESTBED_STATE=$(abspath $(TEST_STATE)) MLSYSOPS_TESTBED_PORT_BASE=$(TEST_PORT_BASE) $(SCALE_ENV) \
 	  $(GO) test -race -count=1 -p 1 -timeout $(TEST_TIMEOUT) ./test/integration/... || status=$$?; \
 	$(MAKE) --no-print-directory test-redis-modes || status=$$?; \
-	$(TESTBED) down --state $(TEST_STATE) --port-base $(TEST_PORT_BASE) >/dev/null || true; \
 	$(TESTBED) down --state $(SCALE_STATE) --port-base $(SCALE_PORT_BASE) >/dev/null || true; \
+	$(MAKE) --no-print-directory chaos CHAOS_DURATION=$(CHAOS_TEST_DURATION) SEED=$(CHAOS_TEST_SEED) || status=$$?; \
+	$(TESTBED) down --state $(TEST_STATE) --port-base $(TEST_PORT_BASE) >/dev/null || true; \
 	exit $$status
 
 ## test-redis-modes: the state package's integration tests and the end-to-end
@@ -120,13 +122,12 @@ test-redis-modes:
 ## testbed's components, make nodes NotReady and remove them, for
 ## CHAOS_DURATION (default 30m); the invariants are checked throughout and at
 ## the end, and every violation names the seed. SEED=N replays a run's plan of
-## operations and faults. Built with the tag chaos, so `make test` does not
-## run it yet: it still finds violations (README, The chaos soak).
-## `make chaos CHAOS_DURATION=$(CHAOS_TEST_DURATION) SEED=$(CHAOS_TEST_SEED)`
-## is the 5-minute run meant for `make test`.
+## operations and faults. Built with the tag chaos, so only this target (and
+## `make test`, for CHAOS_TEST_DURATION with CHAOS_TEST_SEED's plan, on the
+## testbed the integration tests used) runs it.
 CHAOS_DURATION ?= 30m
 SEED ?=
-# The 5-minute run meant for make test: a fixed plan (the seed's).
+# The 5-minute run in make test: a fixed plan (the seed's).
 CHAOS_TEST_DURATION ?= 5m
 CHAOS_TEST_SEED ?= 28001
 chaos:
