@@ -347,14 +347,27 @@ func Ejabberd(t testing.TB) *services.Ejabberd {
 // data in a PostgreSQL private to the test, as the testbed's ejabberd does.
 func EjabberdOnPostgres(t testing.TB) *services.Ejabberd {
 	t.Helper()
-	pg := Postgres(t)
-	db := services.EjabberdSQL{Addr: pg.Addr(), Database: "ejabberd", User: "ejabberd", Password: services.RandomSecret()}
+	return EjabberdWithSQL(t, PostgresForEjabberd(t, Postgres(t)))
+}
+
+// EjabberdWithSQL starts an ejabberd private to the test that keeps its
+// data in db.
+func EjabberdWithSQL(t testing.TB, db services.EjabberdSQL) *services.Ejabberd {
+	t.Helper()
+	return startEjabberd(t, &db)
+}
+
+// PostgresForEjabberd gives ejabberd its database on pg, as the testbed
+// does: the role ejabberd, which logs in with a client certificate.
+func PostgresForEjabberd(t testing.TB, pg *services.Postgres) services.EjabberdSQL {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := pg.EnsureDatabase(ctx, db.Database, db.User, db.Password); err != nil {
+	db, err := services.PostgresSQL(ctx, pg, "ejabberd", "ejabberd")
+	if err != nil {
 		t.Fatal(err)
 	}
-	return startEjabberd(t, &db)
+	return db
 }
 
 // EjabberdCluster starts an ejabberd cluster of n nodes private to the
@@ -363,13 +376,9 @@ func EjabberdOnPostgres(t testing.TB) *services.Ejabberd {
 // removed when the test ends.
 func EjabberdCluster(t testing.TB, n int) []*services.Ejabberd {
 	t.Helper()
-	pg := Postgres(t)
-	db := services.EjabberdSQL{Addr: pg.Addr(), Database: "ejabberd", User: "ejabberd", Password: services.RandomSecret()}
+	db := PostgresForEjabberd(t, Postgres(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	if err := pg.EnsureDatabase(ctx, db.Database, db.User, db.Password); err != nil {
-		t.Fatal(err)
-	}
 	dir := ejabberdDir(t)
 	nodes, err := services.NewEjabberdCluster(filepath.Join(dir, "ejabberd"), FreePorts(t, 10), DefaultXMPPDomain, n)
 	if err != nil {

@@ -40,14 +40,14 @@ func (tb *Testbed) startXMPP(ctx context.Context) error {
 		return fmt.Errorf("%w; see %s", err, pg.LogFile())
 	}
 	tb.progress("ready on %s", "postgres", pg.Addr())
-	pw, err := readOrCreateSecret(tb.l.path("pki", "ejabberd-db.password"))
+	// ejabberd logs in with a client certificate: it has no password to
+	// print (see services.EjabberdSQL). A password an earlier testbed
+	// gave the role is removed.
+	db, err := services.PostgresSQL(ctx, pg, ejabberdDatabase, ejabberdDatabase)
 	if err != nil {
 		return err
 	}
-	if err := pg.EnsureDatabase(ctx, ejabberdDatabase, ejabberdDatabase, pw); err != nil {
-		return err
-	}
-	db := services.EjabberdSQL{Addr: pg.Addr(), Database: ejabberdDatabase, User: ejabberdDatabase, Password: pw}
+	_ = os.Remove(tb.l.path("pki", "ejabberd-db.password"))
 	for _, e := range tb.ejabberdSpare {
 		// Nodes of a larger cluster an earlier Up ran.
 		if err := e.Stop(ctx); err != nil {

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"os/user"
@@ -82,9 +81,29 @@ func (e *Ejabberd) C2SAddrOn(ip string) string {
 type EjabberdSQL struct {
 	// Addr is the server, host:port.
 	Addr string
-	// Database, User and Password: the database (owned by User) and the
-	// account ejabberd logs in with.
-	Database, User, Password string
+	// Database and User: the database (owned by User) and the role
+	// ejabberd logs in as.
+	Database, User string
+	// CertFile and KeyFile: the client certificate (common name User) and
+	// key ejabberd logs in with, over TLS; CAFile: the authority of the
+	// server's certificate. No password: ejabberd's SQL process prints
+	// its state, a password included, in the crash report Erlang logs
+	// when the database goes away (see Postgres.ClientCert).
+	CertFile, KeyFile, CAFile string
+}
+
+// PostgresSQL is the database db on pg for ejabberd, as role user, which
+// logs in with its client certificate: the role and database are made
+// (EnsureCertDatabase) and the certificate issued.
+func PostgresSQL(ctx context.Context, pg *Postgres, db, user string) (EjabberdSQL, error) {
+	if err := pg.EnsureCertDatabase(ctx, db, user); err != nil {
+		return EjabberdSQL{}, err
+	}
+	cert, key, ca, err := pg.ClientCert(user)
+	if err != nil {
+		return EjabberdSQL{}, fmt.Errorf("postgres: client certificate of %s: %w", user, err)
+	}
+	return EjabberdSQL{Addr: pg.Addr(), Database: db, User: user, CertFile: cert, KeyFile: key, CAFile: ca}, nil
 }
 
 // ejabberdSchema is the PostgreSQL schema Debian's ejabberd package ships
@@ -250,6 +269,9 @@ func (e *Ejabberd) caDir() string {
 
 // LogFile is the server's main log.
 func (e *Ejabberd) LogFile() string { return filepath.Join(e.dir, "logs", "ejabberd.log") }
+
+// ConfigFile is the server's configuration (ejabberd.yml).
+func (e *Ejabberd) ConfigFile() string { return filepath.Join(e.dir, "etc", "ejabberd.yml") }
 
 // PIDFile is the file holding the server's process id.
 func (e *Ejabberd) PIDFile() string { return e.proc.PIDFile }
@@ -417,15 +439,36 @@ func (e *Ejabberd) prepare() (bool, error) {
 		if err != nil {
 			return false, fmt.Errorf("SQL server %q: %w", e.sql.Addr, err)
 		}
+		// ejabberd wants certificate and key in one file it can read.
+		var pem bytes.Buffer
+		for _, f := range []string{e.sql.CertFile, e.sql.KeyFile} {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				return false, fmt.Errorf("SQL client certificate: %w", err)
+			}
+			pem.Write(b)
+		}
+		clientPEM := filepath.Join(e.dir, "etc", "sql-client.pem")
+		if err := os.WriteFile(clientPEM, pem.Bytes(), 0o600); err != nil {
+			return false, err
+		}
+		ca, err := os.ReadFile(e.sql.CAFile)
+		if err != nil {
+			return false, fmt.Errorf("SQL server's authority: %w", err)
+		}
+		caFile := filepath.Join(e.dir, "etc", "sql-ca.pem")
+		if err := os.WriteFile(caFile, ca, 0o644); err != nil {
+			return false, err
+		}
 		// YAML double-quoted strings: JSON quoting is a subset.
 		q := func(s string) string { b, _ := json.Marshal(s); return string(b) }
 		vars["SQL"] = map[string]string{"Host": q(host), "Port": port, "Database": q(e.sql.Database),
-			"User": q(e.sql.User), "Password": q(e.sql.Password)}
+			"User": q(e.sql.User), "CertFile": q(clientPEM), "CAFile": q(caFile)}
 	}
 	if err := ejabberdConfig.Execute(&conf, vars); err != nil {
 		return false, err
 	}
-	confFile := filepath.Join(e.dir, "etc", "ejabberd.yml")
+	confFile := e.ConfigFile()
 	old, _ := os.ReadFile(confFile)
 	changed := !bytes.Equal(old, conf.Bytes())
 	if err := os.WriteFile(confFile, conf.Bytes(), 0o640); err != nil {
@@ -486,11 +529,10 @@ func (e *Ejabberd) ensureSchema(ctx context.Context) error {
 	if e.sql == nil {
 		return nil
 	}
-	u := url.URL{Scheme: "postgres", User: url.UserPassword(e.sql.User, e.sql.Password), Host: e.sql.Addr,
-		Path: "/" + e.sql.Database, RawQuery: "sslmode=disable"}
+	dsn := CertDSN(e.sql.Addr, e.sql.User, e.sql.Database, e.sql.CertFile, e.sql.KeyFile, e.sql.CAFile)
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(cctx, u.String())
+	conn, err := pgx.Connect(cctx, dsn)
 	if err != nil {
 		return fmt.Errorf("connect to its database %s on %s: %w", e.sql.Database, e.sql.Addr, err)
 	}
@@ -706,7 +748,11 @@ sql_server: {{.Host}}
 sql_port: {{.Port}}
 sql_database: {{.Database}}
 sql_username: {{.User}}
-sql_password: {{.Password}}
+# No password: the role logs in with a client certificate over TLS.
+sql_ssl: true
+sql_ssl_certfile: {{.CertFile}}
+sql_ssl_cafile: {{.CAFile}}
+sql_ssl_verify: true
 sql_pool_size: 5
 default_db: sql
 auth_method: sql

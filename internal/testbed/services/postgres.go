@@ -16,6 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/mlsysops-go/mlsysops/internal/testbed/pki"
 	"github.com/mlsysops-go/mlsysops/internal/testbed/proc"
 )
 
@@ -25,9 +26,14 @@ const PostgresUser = "postgres"
 
 // Postgres is a PostgreSQL server from Debian's packages with a cluster of
 // its own (initdb on first start) in dir: data in dir/data, the Unix
-// socket in dir/sock, its log beside. It listens on 127.0.0.1:port and
-// authenticates every connection with a password (scram-sha-256), the
-// superuser's included.
+// socket in dir/sock, TLS material in dir/tls, its log beside. It listens
+// on 127.0.0.1:port and authenticates every connection with a password
+// (scram-sha-256), the superuser's included, except the roles made by
+// EnsureCertDatabase: those have no password and log in over TLS with a
+// client certificate of the server's own authority (pg_hba's cert
+// method), and only so. A password can be printed where a client dumps
+// its state (ejabberd's SQL process does, in Erlang crash reports, when
+// the server goes away); a certificate path cannot log in.
 //
 // fsync is off: a crash of the server process loses nothing (the kernel
 // still holds what was written), only a crash of the machine would, and
@@ -59,6 +65,11 @@ func NewPostgres(dir string, port int, password string) *Postgres {
 			"-c", "fsync=off",
 			"-c", "max_connections=200",
 			"-c", "log_min_messages=warning",
+			"-c", "hba_file=" + filepath.Join(dir, "pg_hba.conf"),
+			"-c", "ssl=on",
+			"-c", "ssl_cert_file=" + filepath.Join(dir, "tls", "server.crt"),
+			"-c", "ssl_key_file=" + filepath.Join(dir, "tls", "server.key"),
+			"-c", "ssl_ca_file=" + filepath.Join(dir, "tls", "ca.crt"),
 		},
 		Dir:     dir,
 		LogFile: filepath.Join(dir, "postgres.log"),
@@ -79,7 +90,6 @@ func (p *Postgres) AlsoListenOn(ip, from string) {
 			p.proc.Args[i] = "listen_addresses=127.0.0.1," + ip
 		}
 	}
-	p.proc.Args = append(p.proc.Args, "-c", "hba_file="+p.hbaFile())
 }
 
 // AddrOn is the server's address on AlsoListenOn's ip.
@@ -87,18 +97,92 @@ func (p *Postgres) AddrOn(ip string) string { return net.JoinHostPort(ip, strcon
 
 func (p *Postgres) hbaFile() string { return filepath.Join(p.dir, "pg_hba.conf") }
 
-// writeHBA writes the client authentication rules of AlsoListenOn: a
-// password (scram-sha-256) for every connection, from loopback, the
-// socket and the range given.
+// certGroup is the role whose members log in with a client certificate
+// only.
+const certGroup = "cert_login"
+
+// writeHBA writes the client authentication rules: members of certGroup
+// by certificate over TLS (from loopback and AlsoListenOn's range) and in
+// no other way; everyone else with a password (scram-sha-256) from
+// loopback, the socket and AlsoListenOn's range.
 func (p *Postgres) writeHBA() error {
-	if p.alsoIP == "" {
-		return nil
+	ranges := []string{"127.0.0.1/32"}
+	if p.alsoIP != "" {
+		ranges = append(ranges, p.alsoFrom)
 	}
-	rules := "# Written by the testbed (services.Postgres.AlsoListenOn).\n" +
-		"local all all scram-sha-256\n" +
-		"host all all 127.0.0.1/32 scram-sha-256\n" +
-		"host all all " + p.alsoFrom + " scram-sha-256\n"
-	return os.WriteFile(p.hbaFile(), []byte(rules), 0o644)
+	var b strings.Builder
+	b.WriteString("# Written by the testbed (services.Postgres).\n")
+	for _, r := range ranges {
+		fmt.Fprintf(&b, "hostssl all +%s %s cert\n", certGroup, r)
+	}
+	fmt.Fprintf(&b, "host all +%s all reject\nlocal all +%s reject\n", certGroup, certGroup)
+	b.WriteString("local all all scram-sha-256\n")
+	for _, r := range ranges {
+		fmt.Fprintf(&b, "host all all %s scram-sha-256\n", r)
+	}
+	return os.WriteFile(p.hbaFile(), []byte(b.String()), 0o644)
+}
+
+// tlsDir holds the server's authority, certificate and key (the key
+// readable by the postgres account only, as the server demands).
+func (p *Postgres) tlsDir() string { return filepath.Join(p.dir, "tls") }
+
+// ca loads or creates the authority of the server's certificate and of
+// the client certificates it accepts.
+func (p *Postgres) ca() (*pki.CA, error) {
+	return pki.LoadOrCreateCA(p.tlsDir(), "ca", "mlsysops-postgres-ca")
+}
+
+// writeTLS issues the server's certificate (127.0.0.1 and AlsoListenOn's
+// address).
+func (p *Postgres) writeTLS() error {
+	ca, err := p.ca()
+	if err != nil {
+		return err
+	}
+	spec := pki.CertSpec{CommonName: "postgres", DNSNames: []string{"localhost"}, IPs: []net.IP{net.ParseIP("127.0.0.1")}, Server: true}
+	if p.alsoIP != "" {
+		spec.IPs = append(spec.IPs, net.ParseIP(p.alsoIP))
+	}
+	if !pki.Covers(filepath.Join(p.tlsDir(), "server.crt"), spec) {
+		_ = os.Remove(filepath.Join(p.tlsDir(), "server.crt"))
+	}
+	if _, _, err := ca.Issue(p.tlsDir(), "server", spec); err != nil {
+		return err
+	}
+	return chownTree(p.tlsDir(), PostgresUser)
+}
+
+// ClientCert issues (once) the client certificate role logs in with:
+// PEM files of certificate and key, and of the authority that signed the
+// server's certificate. The caller must be able to read the key (root).
+func (p *Postgres) ClientCert(role string) (certFile, keyFile, caFile string, err error) {
+	ca, err := p.ca()
+	if err != nil {
+		return "", "", "", err
+	}
+	dir := filepath.Join(p.dir, "clients")
+	// The cert method takes the role from the certificate's common name.
+	certFile, keyFile, err = ca.Issue(dir, role, pki.CertSpec{CommonName: role, Client: true})
+	return certFile, keyFile, ca.CertFile, err
+}
+
+// CertDSN is a connection URL for role, which logs in with its client
+// certificate (ClientCert), to database db, verifying the server.
+func (p *Postgres) CertDSN(role, db string) (string, error) {
+	certFile, keyFile, caFile, err := p.ClientCert(role)
+	if err != nil {
+		return "", err
+	}
+	return CertDSN(p.Addr(), role, db, certFile, keyFile, caFile), nil
+}
+
+// CertDSN is a connection URL for role to database db on addr (host:port)
+// with a client certificate, verifying the server against caFile.
+func CertDSN(addr, role, db, certFile, keyFile, caFile string) string {
+	q := url.Values{"sslmode": {"verify-full"}, "sslcert": {certFile}, "sslkey": {keyFile}, "sslrootcert": {caFile}}
+	u := url.URL{Scheme: "postgres", User: url.User(role), Host: addr, Path: "/" + db, RawQuery: q.Encode()}
+	return u.String()
 }
 
 // postgresBinDir finds the newest server installed by Debian's packages.
@@ -154,6 +238,9 @@ func (p *Postgres) Start(ctx context.Context) error {
 	}
 	if err := p.writeHBA(); err != nil {
 		return fmt.Errorf("postgres: %w", err)
+	}
+	if err := p.writeTLS(); err != nil {
+		return fmt.Errorf("postgres: TLS: %w", err)
 	}
 	p.removeStaleLock()
 	if err := p.proc.Start(); err != nil {
@@ -249,26 +336,56 @@ func (p *Postgres) Healthy(ctx context.Context) error {
 // database db, creating either when missing. It is idempotent: the
 // password is reset to the one given.
 func (p *Postgres) EnsureDatabase(ctx context.Context, db, user, password string) error {
+	// The password is a literal of a utility statement, which takes no
+	// parameters: quote it as PostgreSQL quotes literals.
+	lit := "'" + strings.ReplaceAll(password, "'", "''") + "'"
+	return p.ensureDatabase(ctx, db, user, "PASSWORD "+lit, false)
+}
+
+// EnsureCertDatabase makes sure the role user exists without a password,
+// logs in only with its client certificate (ClientCert) and owns database
+// db, creating either when missing. A role that had a password loses it.
+func (p *Postgres) EnsureCertDatabase(ctx context.Context, db, user string) error {
+	return p.ensureDatabase(ctx, db, user, "PASSWORD NULL", true)
+}
+
+func (p *Postgres) ensureDatabase(ctx context.Context, db, user, password string, cert bool) error {
 	conn, err := pgx.Connect(ctx, p.SuperuserDSN("postgres"))
 	if err != nil {
 		return fmt.Errorf("postgres: connect as superuser: %w", err)
 	}
 	defer conn.Close(context.Background())
-	role := pgx.Identifier{user}.Sanitize()
-	// The password is a literal of a utility statement, which takes no
-	// parameters: quote it as PostgreSQL quotes literals.
-	lit := "'" + strings.ReplaceAll(password, "'", "''") + "'"
+	role, group := pgx.Identifier{user}.Sanitize(), pgx.Identifier{certGroup}.Sanitize()
+	roleExists := func(name string) (bool, error) {
+		var exists bool
+		err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)", name).Scan(&exists)
+		if err != nil {
+			return false, fmt.Errorf("postgres: look up role %s: %w", name, err)
+		}
+		return exists, nil
+	}
+	stmts := []string{"CREATE ROLE " + role + " LOGIN " + password}
+	if exists, err := roleExists(user); err != nil {
+		return err
+	} else if exists {
+		stmts[0] = "ALTER ROLE " + role + " LOGIN " + password
+	}
+	if exists, err := roleExists(certGroup); err != nil {
+		return err
+	} else if cert && !exists {
+		stmts = append([]string{"CREATE ROLE " + group + " NOLOGIN"}, stmts...)
+	}
+	if cert {
+		stmts = append(stmts, "GRANT "+group+" TO "+role)
+	} else {
+		stmts = append(stmts, "DO $$ BEGIN IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '"+certGroup+"') THEN REVOKE "+group+" FROM "+role+"; END IF; END $$")
+	}
+	for _, stmt := range stmts {
+		if _, err := conn.Exec(ctx, stmt); err != nil {
+			return fmt.Errorf("postgres: role %s: %w", user, err)
+		}
+	}
 	var exists bool
-	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)", user).Scan(&exists); err != nil {
-		return fmt.Errorf("postgres: look up role %s: %w", user, err)
-	}
-	stmt := "CREATE ROLE " + role + " LOGIN PASSWORD " + lit
-	if exists {
-		stmt = "ALTER ROLE " + role + " LOGIN PASSWORD " + lit
-	}
-	if _, err := conn.Exec(ctx, stmt); err != nil {
-		return fmt.Errorf("postgres: role %s: %w", user, err)
-	}
 	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", db).Scan(&exists); err != nil {
 		return fmt.Errorf("postgres: look up database %s: %w", db, err)
 	}

@@ -285,16 +285,20 @@ func beamOpenFiles(t *testing.T, e *services.Ejabberd) uint64 {
 
 // TestEjabberdMovesToSQL starts ejabberd on Mnesia, then on PostgreSQL as
 // an upgraded testbed would: the running server is restarted with the new
-// configuration and keeps its accounts in the database.
+// configuration and keeps its accounts in the database, where it logs in
+// with its client certificate: its role has no password, and no password
+// or plain connection logs in as it.
 func TestEjabberdMovesToSQL(t *testing.T) {
 	ctx := context.Background()
 	e := testbed.Ejabberd(t)
 	before, _ := e.Pid()
 	pg := testbed.Postgres(t)
-	db := services.EjabberdSQL{Addr: pg.Addr(), Database: "ejabberd", User: "ejabberd", Password: services.RandomSecret()}
-	if err := pg.EnsureDatabase(ctx, db.Database, db.User, db.Password); err != nil {
+	// A role that had a password (an earlier testbed) loses it.
+	oldPassword := services.RandomSecret()
+	if err := pg.EnsureDatabase(ctx, "ejabberd", "ejabberd", oldPassword); err != nil {
 		t.Fatal(err)
 	}
+	db := testbed.PostgresForEjabberd(t, pg)
 	e.UseSQL(db)
 	if err := e.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -305,11 +309,41 @@ func TestEjabberdMovesToSQL(t *testing.T) {
 	if out, err := e.Ctl(ctx, "register", "someone", e.Domain(), "pw"); err != nil {
 		t.Fatalf("register: %v: %s", err, out)
 	}
-	conn, err := pgx.Connect(ctx, pg.DSN(db.User, db.Password, db.Database))
+	dsn, err := pg.CertDSN(db.User, db.Database)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
+	for what, dsn := range map[string]string{
+		"its old password, plain": pg.DSN(db.User, oldPassword, db.Database),
+		"its old password, TLS":   strings.Replace(pg.DSN(db.User, oldPassword, db.Database), "sslmode=disable", "sslmode=require", 1),
+		"no password, plain":      pg.DSN(db.User, "", db.Database),
+	} {
+		if c, err := pgx.Connect(ctx, dsn); err == nil {
+			c.Close(ctx)
+			t.Errorf("ejabberd's role logged in with %s", what)
+		}
+	}
+	var hasPassword bool
+	su, err := pgx.Connect(ctx, pg.SuperuserDSN("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer su.Close(ctx)
+	if err := su.QueryRow(ctx, "SELECT rolpassword IS NOT NULL FROM pg_authid WHERE rolname = $1", db.User).Scan(&hasPassword); err != nil || hasPassword {
+		t.Errorf("ejabberd's role has a password: %v (%v)", hasPassword, err)
+	}
+	conf, err := os.ReadFile(e.ConfigFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(conf), "sql_password") || !strings.Contains(string(conf), "sql_ssl_certfile") {
+		t.Errorf("ejabberd's configuration names a database password or no client certificate:\n%s", conf)
+	}
 	var users []string
 	rows, err := conn.Query(ctx, "SELECT username FROM users ORDER BY username")
 	if err != nil {
@@ -332,5 +366,69 @@ func TestEjabberdMovesToSQL(t *testing.T) {
 	}
 	if again, _ := e.Pid(); again != pid {
 		t.Error("ejabberd was restarted although its configuration did not change")
+	}
+}
+
+// TestEjabberdLogsNoDatabaseSecret kills ejabberd's PostgreSQL under it:
+// its SQL connections fail and Erlang logs their crash reports, with the
+// processes' state (which printed the database password when ejabberd
+// logged in with one, chaos soak). It logs in with a client certificate,
+// so the reports hold a file name at most: no line of its key is in any
+// log. Once the database is back ejabberd works again.
+func TestEjabberdLogsNoDatabaseSecret(t *testing.T) {
+	ctx := context.Background()
+	pg := testbed.Postgres(t)
+	db := testbed.PostgresForEjabberd(t, pg)
+	e := testbed.EjabberdWithSQL(t, db)
+	if err := pg.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	logs := filepath.Dir(e.LogFile())
+	readLogs := func() string {
+		var all strings.Builder
+		files, _ := filepath.Glob(filepath.Join(logs, "*.log"))
+		for _, f := range files {
+			b, _ := os.ReadFile(f)
+			all.Write(b)
+		}
+		return all.String()
+	}
+	// Work that needs the database, until the failure is logged.
+	killed := time.Now()
+	deadline := killed.Add(4 * time.Minute)
+	for i := 0; !strings.Contains(readLogs(), "CRASH REPORT") && !strings.Contains(readLogs(), "crasher"); i++ {
+		if time.Now().After(deadline) {
+			t.Fatalf("no crash report logged with the database killed:\n%s", proc.Tail(e.LogFile(), 30))
+		}
+		_, _ = e.Ctl(ctx, "register", "during-outage-"+strconv.Itoa(i), e.Domain(), services.RandomSecret())
+		time.Sleep(time.Second)
+	}
+	t.Logf("crash report logged %s after the kill", time.Since(killed).Round(time.Second))
+	key, err := os.ReadFile(db.KeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := readLogs()
+	for _, line := range strings.Split(string(key), "\n") {
+		if len(line) >= 16 && !strings.HasPrefix(line, "-----") && strings.Contains(all, line) {
+			t.Errorf("a line of ejabberd's database key is in its logs: %q", line)
+		}
+	}
+	if strings.Contains(all, "sql_password") {
+		t.Error("ejabberd's logs name a database password")
+	}
+	if err := pg.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(4 * time.Minute)
+	for {
+		out, err := e.Ctl(ctx, "register", "after-outage", e.Domain(), services.RandomSecret())
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ejabberd does not work once its database is back: %v: %s", err, out)
+		}
+		time.Sleep(time.Second)
 	}
 }
