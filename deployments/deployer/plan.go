@@ -67,9 +67,14 @@ const (
 	// this one, never the admin password.
 	SecretEjabberdBootstrap = "mlsysops-ejabberd-bootstrap"
 	SecretEjabberdTLS       = "mlsysops-ejabberd-tls"
-	// SecretEjabberdSQL is the bundled ejabberd's configuration file with
-	// its PostgreSQL password (sql.yml).
+	// SecretEjabberdSQL is the client certificate and key the bundled
+	// ejabberd logs in to the bundled PostgreSQL with (tls.crt, tls.key,
+	// both in client.pem), as role EjabberdSQLRole, which has no
+	// password; ca.crt verifies the server. SecretPostgresTLS is
+	// PostgreSQL's server certificate and key, and the CA of the client
+	// certificates it accepts.
 	SecretEjabberdSQL     = "mlsysops-ejabberd-sql"
+	SecretPostgresTLS     = "mlsysops-postgres-tls"
 	SecretXMPPCA          = "mlsysops-xmpp-ca"
 	SecretContinuumXMPP   = "mlsysops-continuum-agent"
 	SecretNorthboundXMPP  = "mlsysops-northbound-xmpp"
@@ -250,7 +255,21 @@ type Material struct {
 	// system roots); CAKey, ServerCert and ServerKey are the bundled
 	// server's.
 	CABundle, CAKey, ServerCert, ServerKey []byte
+	// PostgresServerCert and PostgresServerKey are the bundled
+	// PostgreSQL's; EjabberdSQLCert and EjabberdSQLKey the client
+	// certificate the bundled ejabberd logs in to it with. The same CA
+	// signs them.
+	PostgresServerCert, PostgresServerKey, EjabberdSQLCert, EjabberdSQLKey []byte
 }
+
+// EjabberdSQLRole is the bundled ejabberd's PostgreSQL role: it owns the
+// database ejabberd and logs in with a client certificate only. A
+// password would be printed where ejabberd's SQL process dumps its state:
+// in the crash report Erlang logs when PostgreSQL goes away.
+const EjabberdSQLRole = "ejabberd"
+
+// BundledPostgresHost is the bundled PostgreSQL's in-cluster name.
+const BundledPostgresHost = "mlsysops-postgres." + Namespace + ".svc"
 
 // Values returns the chart values of both charts.
 func (p *Plan) Values(o *Options, m *Material) (host, karmada map[string]any, err error) {

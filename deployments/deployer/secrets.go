@@ -3,7 +3,6 @@ package deployer
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/url"
@@ -273,61 +272,93 @@ func countEntries(b []byte) int {
 }
 
 // mlconnectorDSN is the ML connector's PostgreSQL URL: the bundled
-// server's Service (no TLS there) or the external address (libpq's
-// default sslmode, prefer).
+// server's Service, over TLS, or the external address (libpq's default
+// sslmode, prefer).
 func mlconnectorDSN(o *Options, password string) string {
 	u := url.URL{Scheme: "postgres", User: url.UserPassword(o.PostgresUser, password), Host: o.PostgresAddress, Path: "/" + o.PostgresDatabase}
 	if o.Services == ModeBundled {
-		u.Host, u.RawQuery = "mlsysops-postgres."+Namespace+".svc:5432", "sslmode=disable"
+		u.Host, u.RawQuery = BundledPostgresHost+":5432", "sslmode=require"
 	}
 	return u.String()
 }
 
-// bundledTLS loads or creates the bundled ejabberd's CA and a server
-// certificate for the XMPP domain, the host IP and the in-cluster
-// Service name.
+// bundledTLS loads or creates the bundled services' CA and, signed by
+// it, ejabberd's server certificate (the XMPP domain, the host IP and the
+// in-cluster Service name), PostgreSQL's server certificate and the
+// client certificate ejabberd logs in to PostgreSQL with (common name
+// EjabberdSQLRole): a certificate kept in its Secret is reused while the
+// CA signed it and it names what it must.
 func (m *Material) bundledTLS(ctx context.Context, cl *Clusters, o *Options) error {
-	caSecret, err := readSecret(ctx, cl.Host, SecretXMPPCA)
-	if err != nil {
-		return err
-	}
-	tlsSecret, err := readSecret(ctx, cl.Host, SecretEjabberdTLS)
-	if err != nil {
-		return err
-	}
 	dir, err := os.MkdirTemp("", "mlsysops-deployer-tls-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	for name, b := range map[string][]byte{"ca.crt": caSecret["ca.crt"], "ca.key": caSecret["ca.key"], "server.crt": tlsSecret["tls.crt"], "server.key": tlsSecret["tls.key"]} {
-		if len(b) > 0 {
-			if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
-				return err
+	stored := func(secret string, files map[string]string) error {
+		data, err := readSecret(ctx, cl.Host, secret)
+		if err != nil {
+			return err
+		}
+		for key, file := range files {
+			if b := data[key]; len(b) > 0 {
+				if err := os.WriteFile(filepath.Join(dir, file), b, 0o600); err != nil {
+					return err
+				}
 			}
+		}
+		return nil
+	}
+	for secret, files := range map[string]map[string]string{
+		SecretXMPPCA:      {"ca.crt": "ca.crt", "ca.key": "ca.key"},
+		SecretEjabberdTLS: {"tls.crt": "server.crt", "tls.key": "server.key"},
+		SecretPostgresTLS: {"tls.crt": "postgres.crt", "tls.key": "postgres.key"},
+		SecretEjabberdSQL: {"tls.crt": "ejabberd-sql.crt", "tls.key": "ejabberd-sql.key"},
+	} {
+		if err := stored(secret, files); err != nil {
+			return err
 		}
 	}
 	ca, err := pki.LoadOrCreateCA(dir, "ca", "mlsysops-xmpp-ca")
 	if err != nil {
-		return fmt.Errorf("ejabberd CA: %w", err)
+		return fmt.Errorf("services CA: %w", err)
+	}
+	issue := func(name string, spec pki.CertSpec) (cert, key []byte, err error) {
+		if !pki.Covers(filepath.Join(dir, name+".crt"), spec) {
+			_ = os.Remove(filepath.Join(dir, name+".crt"))
+		}
+		certFile, keyFile, err := ca.Issue(dir, name, spec)
+		if err != nil {
+			return nil, nil, fmt.Errorf("certificate %s: %w", name, err)
+		}
+		cert, _ = os.ReadFile(certFile)
+		key, _ = os.ReadFile(keyFile)
+		if len(cert) == 0 || len(key) == 0 {
+			return nil, nil, fmt.Errorf("certificate %s incomplete in %s", name, dir)
+		}
+		return cert, key, nil
 	}
 	svc := "mlsysops-ejabberd." + Namespace + ".svc"
 	spec := pki.CertSpec{CommonName: o.XMPPDomain, DNSNames: []string{o.XMPPDomain, svc, "localhost"}, IPs: []net.IP{net.ParseIP("127.0.0.1")}, Server: true}
 	if ip := net.ParseIP(o.KarmadaHostIP); ip != nil {
 		spec.IPs = append(spec.IPs, ip)
 	}
-	if !pki.Covers(filepath.Join(dir, "server.crt"), spec) {
-		_ = os.Remove(filepath.Join(dir, "server.crt"))
+	if m.ServerCert, m.ServerKey, err = issue("server", spec); err != nil {
+		return fmt.Errorf("ejabberd: %w", err)
 	}
-	certFile, keyFile, err := ca.Issue(dir, "server", spec)
-	if err != nil {
-		return fmt.Errorf("ejabberd certificate: %w", err)
+	pg := BundledPostgresHost
+	spec = pki.CertSpec{CommonName: pg, DNSNames: []string{pg, pg + ".cluster.local", "mlsysops-postgres"}, Server: true}
+	if m.PostgresServerCert, m.PostgresServerKey, err = issue("postgres", spec); err != nil {
+		return fmt.Errorf("PostgreSQL: %w", err)
 	}
-	read := func(f string) []byte { b, _ := os.ReadFile(f); return b }
-	m.CABundle, m.CAKey = read(ca.CertFile), read(filepath.Join(dir, "ca.key"))
-	m.ServerCert, m.ServerKey = read(certFile), read(keyFile)
-	if len(m.CABundle) == 0 || len(m.CAKey) == 0 || len(m.ServerCert) == 0 || len(m.ServerKey) == 0 {
-		return fmt.Errorf("ejabberd TLS material incomplete in %s", dir)
+	// PostgreSQL's cert method takes the role from the common name.
+	spec = pki.CertSpec{CommonName: EjabberdSQLRole, Client: true}
+	if m.EjabberdSQLCert, m.EjabberdSQLKey, err = issue("ejabberd-sql", spec); err != nil {
+		return fmt.Errorf("ejabberd's PostgreSQL login: %w", err)
+	}
+	m.CABundle, _ = os.ReadFile(ca.CertFile)
+	m.CAKey, _ = os.ReadFile(filepath.Join(dir, "ca.key"))
+	if len(m.CABundle) == 0 || len(m.CAKey) == 0 {
+		return fmt.Errorf("services CA incomplete in %s", dir)
 	}
 	return nil
 }
@@ -393,7 +424,10 @@ func (p *Plan) SecretObjects(o *Options, m *Material) (host, karmada []*unstruct
 		host = append(host,
 			secretObject(SecretXMPPCA, "services", map[string][]byte{"ca.crt": m.CABundle, "ca.key": m.CAKey}),
 			secretObject(SecretEjabberdTLS, "services", map[string][]byte{"tls.crt": m.ServerCert, "tls.key": m.ServerKey}),
-			secretObject(SecretEjabberdSQL, "services", map[string][]byte{"sql.yml": ejabberdSQLConfig(m.PostgresPassword)}))
+			secretObject(SecretPostgresTLS, "services", map[string][]byte{"tls.crt": m.PostgresServerCert, "tls.key": m.PostgresServerKey, "ca.crt": m.CABundle}),
+			// ejabberd wants certificate and key in one file.
+			secretObject(SecretEjabberdSQL, "services", map[string][]byte{"tls.crt": m.EjabberdSQLCert, "tls.key": m.EjabberdSQLKey,
+				"client.pem": append(append([]byte{}, m.EjabberdSQLCert...), m.EjabberdSQLKey...), "ca.crt": m.CABundle}))
 	}
 	perSecret := map[string]map[string][]byte{}
 	var order []string
@@ -423,10 +457,3 @@ func (p *Plan) SecretObjects(o *Options, m *Material) (host, karmada []*unstruct
 	return host, karmada
 }
 
-// ejabberdSQLConfig is the bundled ejabberd's included configuration file
-// with its PostgreSQL password (a YAML double-quoted string: JSON's
-// quoting is a subset).
-func ejabberdSQLConfig(password string) []byte {
-	q, _ := json.Marshal(password)
-	return []byte("sql_password: " + string(q) + "\n")
-}

@@ -97,6 +97,33 @@ func (p *Postgres) AddrOn(ip string) string { return net.JoinHostPort(ip, strcon
 
 func (p *Postgres) hbaFile() string { return filepath.Join(p.dir, "pg_hba.conf") }
 
+// UseHBA replaces the running server's client authentication rules with
+// rules (pg_hba.conf's format) until its next Start, which writes its
+// own again: for tests of rules shipped elsewhere.
+func (p *Postgres) UseHBA(ctx context.Context, rules string) error {
+	if err := os.WriteFile(p.hbaFile(), []byte(rules), 0o644); err != nil {
+		return err
+	}
+	conn, err := pgx.Connect(ctx, p.SuperuserDSN("postgres"))
+	if err != nil {
+		return fmt.Errorf("postgres: connect as superuser: %w", err)
+	}
+	defer conn.Close(context.Background())
+	var ok bool
+	if err := conn.QueryRow(ctx, "SELECT pg_reload_conf()").Scan(&ok); err != nil || !ok {
+		return fmt.Errorf("postgres: reload its configuration: %v %w", ok, err)
+	}
+	// A rule the server cannot parse is logged, and the old rules kept.
+	var bad int
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_hba_file_rules WHERE error IS NOT NULL").Scan(&bad); err != nil || bad > 0 {
+		return fmt.Errorf("postgres: %d rules it cannot use (%v)", bad, err)
+	}
+	return nil
+}
+
+// BinDir holds the server's programs (psql, pg_isready, ...).
+func (p *Postgres) BinDir() string { return p.bin }
+
 // certGroup is the role whose members log in with a client certificate
 // only.
 const certGroup = "cert_login"
