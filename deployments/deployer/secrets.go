@@ -456,4 +456,3 @@ func (p *Plan) SecretObjects(o *Options, m *Material) (host, karmada []*unstruct
 	}
 	return host, karmada
 }
-
