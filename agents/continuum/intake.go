@@ -140,13 +140,9 @@ func (in *Intake) Handle(ctx context.Context, e state.Entry) error {
 		}
 		log.Info("application submitted to Karmada", "operation", op)
 		if op == controllerutil.OperationResultCreated {
-			_, err := in.apps.SetStatus(ctx, sub.ID, state.StatusUpdate{
+			return in.setStatus(ctx, sub.ID, state.StatusUpdate{
 				Phase: mlsysopsv1.AppScheduling, Message: "handed to placement", Written: true,
 			})
-			if errors.Is(err, state.ErrNotFound) {
-				return nil
-			}
-			return err
 		}
 		return nil
 	default:
@@ -193,7 +189,11 @@ func (in *Intake) deletedMeanwhile(ctx context.Context, app *mlsysopsv1.MLSysOps
 }
 
 func (in *Intake) status(ctx context.Context, id string, phase mlsysopsv1.AppPhase, msg string) error {
-	_, err := in.apps.SetStatus(ctx, id, state.StatusUpdate{Phase: phase, Message: msg})
+	return in.setStatus(ctx, id, state.StatusUpdate{Phase: phase, Message: msg})
+}
+
+func (in *Intake) setStatus(ctx context.Context, id string, u state.StatusUpdate) error {
+	_, err := in.apps.SetStatus(ctx, id, u)
 	if errors.Is(err, state.ErrNotFound) {
 		// Submitted straight to Karmada or already forgotten: nothing to update.
 		return nil

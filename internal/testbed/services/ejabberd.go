@@ -418,15 +418,7 @@ func (e *Ejabberd) prepare() (bool, error) {
 		return false, err
 	}
 	// ejabberd wants certificate and key in one file it can read.
-	var pem bytes.Buffer
-	for _, f := range []string{certFile, keyFile} {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return false, err
-		}
-		pem.Write(b)
-	}
-	if err := os.WriteFile(filepath.Join(e.dir, "etc", "server.pem"), pem.Bytes(), 0o600); err != nil {
+	if err := joinFiles(filepath.Join(e.dir, "etc", "server.pem"), 0o600, certFile, keyFile); err != nil {
 		return false, err
 	}
 	var conf bytes.Buffer
@@ -439,26 +431,14 @@ func (e *Ejabberd) prepare() (bool, error) {
 		if err != nil {
 			return false, fmt.Errorf("SQL server %q: %w", e.sql.Addr, err)
 		}
-		// ejabberd wants certificate and key in one file it can read.
-		var pem bytes.Buffer
-		for _, f := range []string{e.sql.CertFile, e.sql.KeyFile} {
-			b, err := os.ReadFile(f)
-			if err != nil {
-				return false, fmt.Errorf("SQL client certificate: %w", err)
-			}
-			pem.Write(b)
-		}
+		// Copies ejabberd's user can read (chownTree below).
 		clientPEM := filepath.Join(e.dir, "etc", "sql-client.pem")
-		if err := os.WriteFile(clientPEM, pem.Bytes(), 0o600); err != nil {
-			return false, err
-		}
-		ca, err := os.ReadFile(e.sql.CAFile)
-		if err != nil {
-			return false, fmt.Errorf("SQL server's authority: %w", err)
+		if err := joinFiles(clientPEM, 0o600, e.sql.CertFile, e.sql.KeyFile); err != nil {
+			return false, fmt.Errorf("SQL client certificate: %w", err)
 		}
 		caFile := filepath.Join(e.dir, "etc", "sql-ca.pem")
-		if err := os.WriteFile(caFile, ca, 0o644); err != nil {
-			return false, err
+		if err := joinFiles(caFile, 0o644, e.sql.CAFile); err != nil {
+			return false, fmt.Errorf("SQL server's authority: %w", err)
 		}
 		// YAML double-quoted strings: JSON quoting is a subset.
 		q := func(s string) string { b, _ := json.Marshal(s); return string(b) }
@@ -494,6 +474,20 @@ func (e *Ejabberd) prepare() (bool, error) {
 		return false, err
 	}
 	return changed, chownTree(e.dir, ejabberdUser)
+}
+
+// joinFiles writes the contents of srcs, one after the other, to dst
+// with mode.
+func joinFiles(dst string, mode os.FileMode, srcs ...string) error {
+	var all bytes.Buffer
+	for _, f := range srcs {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		all.Write(b)
+	}
+	return os.WriteFile(dst, all.Bytes(), mode)
 }
 
 // checkSpool empties the Mnesia spool when it belongs to another Erlang
