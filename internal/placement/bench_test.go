@@ -3,6 +3,7 @@ package placement
 import (
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -55,31 +56,78 @@ func BenchmarkPlaceComponent5000Nodes(b *testing.B) {
 	}
 }
 
+// BenchmarkPlaceApp100Clusters places a GPU and a CPU component on 100
+// clusters of 20 nodes: identical clusters (the choice goes by name) and
+// clusters as varied as a continuum's (realisticCluster, each with a
+// different share in use). "every-cluster" evaluates each cluster as the
+// reference does; "bounded" skips the clusters whose bound cannot
+// outrank the chosen one (what the continuum does).
 func BenchmarkPlaceApp100Clusters(b *testing.B) {
-	ref := make([]refCluster, 100)
-	clusters := make([]Cluster, 100)
-	for i := range clusters {
-		nodes := manyNodes(fmt.Sprintf("c%03d", i), 20)
-		ref[i] = refCluster{Name: fmt.Sprintf("c-%03d", i), Ready: true, Nodes: nodes}
-		clusters[i] = Cluster{Name: ref[i].Name, Ready: true, Index: NewIndexOf(nodes)}
+	shapes := []struct {
+		name  string
+		nodes func(i int) []Node
+	}{
+		{"identical", func(i int) []Node { return manyNodes(fmt.Sprintf("c%03d", i), 20) }},
+		{"varied", func(i int) []Node { return variedCluster(fmt.Sprintf("c%03d", i), 20, i) }},
 	}
 	a := app(MakeComp("infer").GPU("NVIDIA-H100-80GB-HBM3", 2).Obj(), MakeComp("ui").CPU("1").Replicas(2).Obj())
-	b.Run("reference", func(b *testing.B) {
-		b.ReportAllocs()
-		for i := 0; i < b.N; i++ {
-			if d, err := refPlaceApp(AppRequest{App: a}, ref); err != nil || !d.Feasible() {
-				b.Fatal(err, d.Reason())
+	for _, sh := range shapes {
+		ref := make([]refCluster, 100)
+		clusters := make([]Cluster, 100)
+		for i := range clusters {
+			nodes := sh.nodes(i)
+			ref[i] = refCluster{Name: fmt.Sprintf("c-%03d", i), Ready: true, Nodes: nodes}
+			clusters[i] = Cluster{Name: ref[i].Name, Ready: true, Index: NewIndexOf(nodes)}
+		}
+		b.Run(sh.name+"/reference", func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				if d, err := refPlaceApp(AppRequest{App: a}, ref); err != nil || !d.Feasible() {
+					b.Fatal(err, d.Reason())
+				}
+			}
+		})
+		for _, explain := range []bool{true, false} {
+			name := "bounded"
+			if explain {
+				name = "every-cluster"
+			}
+			b.Run(sh.name+"/"+name, func(b *testing.B) {
+				b.ReportAllocs()
+				evaluated := 0
+				for i := 0; i < b.N; i++ {
+					d, err := PlaceApp(AppRequest{App: a, Explain: explain}, clusters)
+					if err != nil || !d.Feasible() {
+						b.Fatal(err, d.Reason())
+					}
+					evaluated = len(d.Scores) + len(d.Rejected)
+				}
+				b.ReportMetric(float64(evaluated), "clusters-evaluated/op")
+			})
+		}
+	}
+}
+
+// variedCluster is realisticCluster with more or less of it in use as
+// seed varies, and GPU models present in some clusters only.
+func variedCluster(prefix string, n, seed int) []Node {
+	nodes := realisticCluster(prefix, n)
+	r := rand.New(rand.NewPCG(uint64(seed), 7))
+	for i := range nodes {
+		nd := &nodes[i]
+		alloc := nd.Node.Status.Allocatable[corev1.ResourceCPU]
+		used := resource.NewMilliQuantity(r.Int64N(alloc.MilliValue()+1), resource.DecimalSI)
+		nd.Requested[corev1.ResourceCPU] = *used
+		if g, ok := nd.Node.Status.Allocatable[mlsysopsv1.ResourceGPU]; ok {
+			if seed%3 == 0 && nd.Node.Labels[mlsysopsv1.LabelGPUProduct] == "NVIDIA-H100-80GB-HBM3" {
+				// No H100 left here.
+				nd.Requested[mlsysopsv1.ResourceGPU] = g
+			} else {
+				nd.Requested[mlsysopsv1.ResourceGPU] = *resource.NewQuantity(r.Int64N(g.Value()+1), resource.DecimalSI)
 			}
 		}
-	})
-	b.Run("index", func(b *testing.B) {
-		b.ReportAllocs()
-		for i := 0; i < b.N; i++ {
-			if d, err := PlaceApp(AppRequest{App: a}, clusters); err != nil || !d.Feasible() {
-				b.Fatal(err, d.Reason())
-			}
-		}
-	})
+	}
+	return nodes
 }
 
 // realisticCluster makes a cluster of n nodes of the kinds a continuum

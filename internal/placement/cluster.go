@@ -2,6 +2,8 @@ package placement
 
 import (
 	"fmt"
+	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -41,17 +43,22 @@ type AppRequest struct {
 	// Exclude names clusters not to use, with the reason (the cluster that
 	// failed, a cluster whose agent is gone).
 	Exclude map[string]string
+	// Explain evaluates every cluster, so that the decision's Scores and
+	// Rejected give each one; otherwise clusters that cannot outrank the
+	// chosen ones are skipped.
+	Explain bool
 }
 
 // ClusterDecision is the outcome of placing an application.
 type ClusterDecision struct {
 	// Clusters chosen, best first (as many as cluster_placement.instances).
 	Clusters []string
-	// Rejected gives every cluster that cannot host the application with
-	// the reasons.
+	// Rejected gives the clusters that cannot host the application with
+	// the reasons, and Scores the feasible clusters' scores: every cluster
+	// when the application fits nowhere or the request asked to Explain,
+	// else those evaluated before the choice was certain.
 	Rejected map[string][]string
-	// Scores of the feasible clusters.
-	Scores map[string]int64
+	Scores   map[string]int64
 	// Requests gives, for each chosen cluster, what the application takes
 	// on each node in the simulated placement (pod by pod): what Assumed
 	// holds until the cluster reports it.
@@ -90,6 +97,13 @@ func PlaceApp(req AppRequest, clusters []Cluster) (ClusterDecision, error) {
 
 // placeApp is PlaceApp with, by cluster, usage to count beyond what the
 // clusters' indexes hold (the assumed ledger's); extra may be nil.
+//
+// Clusters are first checked for what needs no placement (exclusion,
+// readiness, cluster_placement); those that pass are then evaluated best
+// bound first (boundCluster: at least the score the cluster can reach),
+// until the clusters chosen so far outrank every bound left. The choice
+// is the one evaluating every cluster gives; only Scores and Rejected may
+// then lack clusters, unless req.Explain.
 func placeApp(req AppRequest, clusters []Cluster, extra map[string]Usage) (ClusterDecision, error) {
 	d := ClusterDecision{Rejected: map[string][]string{}, Scores: map[string]int64{}}
 	cp := req.App.ClusterPlacement
@@ -111,38 +125,71 @@ func placeApp(req AppRequest, clusters []Cluster, extra map[string]Usage) (Clust
 			break
 		}
 	}
-	type cand struct {
-		c       *Cluster
-		score   int64
-		assigns []map[string]int32
-	}
-	var cands []cand
-	for i := range clusters {
-		c := &clusters[i]
-		reasons, score, assigns, err := evaluateCluster(req, c, wanted, comps, compileErr, extra[c.Name])
-		if err != nil {
-			return d, err
-		}
-		if len(reasons) > 0 {
-			d.Rejected[c.Name] = reasons
-			continue
-		}
-		if pos, ok := wanted[c.Name]; ok {
-			// Earlier in the user's list is better, by a tie-breaking margin.
-			score += int64(len(wanted) - pos)
-		}
-		d.Scores[c.Name] = score
-		cands = append(cands, cand{c, score, assigns})
-	}
-	sort.Slice(cands, func(i, j int) bool {
-		if cands[i].score != cands[j].score {
-			return cands[i].score > cands[j].score
-		}
-		return cands[i].c.Name < cands[j].c.Name
-	})
 	n := 1
 	if cp != nil && cp.Instances > 0 {
 		n = int(cp.Instances)
+	}
+	type cand struct {
+		c       *Cluster
+		bound   int64
+		score   int64
+		assigns []map[string]int32
+	}
+	// margin is the user's order as a tie-breaker: earlier in the list is
+	// better.
+	margin := func(name string) int64 {
+		if pos, ok := wanted[name]; ok {
+			return int64(len(wanted) - pos)
+		}
+		return 0
+	}
+	open := make([]cand, 0, len(clusters))
+	for i := range clusters {
+		c := &clusters[i]
+		if reasons := checkCluster(req, c, wanted); len(reasons) > 0 {
+			d.Rejected[c.Name] = reasons
+			continue
+		}
+		if compileErr != nil {
+			return d, compileErr
+		}
+		bound := int64(math.MaxInt64)
+		if !req.Explain {
+			bound = boundCluster(c, comps, extra[c.Name]) + margin(c.Name)
+		}
+		open = append(open, cand{c: c, bound: bound})
+	}
+	// ranks reports whether a cluster of score a named an ranks before
+	// one of score b named bn.
+	ranks := func(a int64, an string, b int64, bn string) bool {
+		if a != b {
+			return a > b
+		}
+		return an < bn
+	}
+	if !req.Explain {
+		sort.Slice(open, func(i, j int) bool { return ranks(open[i].bound, open[i].c.Name, open[j].bound, open[j].c.Name) })
+	}
+	var cands []cand // feasible, best first
+	for _, o := range open {
+		if len(cands) >= n {
+			last := cands[n-1]
+			if !ranks(o.bound, o.c.Name, last.score, last.c.Name) {
+				// Neither this cluster nor any after it (their bounds
+				// rank lower still) can be chosen.
+				break
+			}
+		}
+		reasons, score, assigns := evaluateCluster(req, o.c, comps, extra[o.c.Name])
+		if len(reasons) > 0 {
+			d.Rejected[o.c.Name] = reasons
+			continue
+		}
+		score += margin(o.c.Name)
+		d.Scores[o.c.Name] = score
+		o.score, o.assigns = score, assigns
+		i := sort.Search(len(cands), func(i int) bool { return ranks(score, o.c.Name, cands[i].score, cands[i].c.Name) })
+		cands = slices.Insert(cands, i, o)
 	}
 	for i := 0; i < len(cands) && i < n; i++ {
 		d.Clusters = append(d.Clusters, cands[i].c.Name)
@@ -174,60 +221,68 @@ func took(comps []*compiled, assigns []map[string]int32) map[string]corev1.Resou
 	return out
 }
 
-// evaluateCluster gives why c cannot host the application or its score
-// and how many replicas of each component go on each node.
-func evaluateCluster(req AppRequest, c *Cluster, wanted map[string]int, comps []*compiled, compileErr error, extra Usage) ([]string, int64, []map[string]int32, error) {
-	var reasons []string
+// checkCluster gives why c cannot host the application, as far as that
+// needs no placement: exclusion, readiness and cluster_placement.
+func checkCluster(req AppRequest, c *Cluster, wanted map[string]int) []string {
 	if why, ok := req.Exclude[c.Name]; ok {
-		return []string{why}, 0, nil, nil
+		return []string{why}
 	}
 	if !c.Ready {
 		if c.NotReady != "" {
-			return []string{c.NotReady}, 0, nil, nil
+			return []string{c.NotReady}
 		}
-		return []string{"not Ready in Karmada"}, 0, nil, nil
+		return []string{"not Ready in Karmada"}
 	}
 	if len(wanted) > 0 {
 		if _, ok := wanted[c.Name]; !ok {
-			return []string{"not in cluster_placement.cluster_id"}, 0, nil, nil
+			return []string{"not in cluster_placement.cluster_id"}
 		}
+	}
+	cp := req.App.ClusterPlacement
+	if cp == nil {
+		return nil
 	}
 	idx := c.Index
 	if idx == nil {
 		idx = NewIndex()
 	}
-	if cp := req.App.ClusterPlacement; cp != nil {
-		if cp.CloudProvider != "" && cp.CloudProvider != c.CloudProvider {
-			reasons = append(reasons, fmt.Sprintf("cloud provider %q, want %q", c.CloudProvider, cp.CloudProvider))
+	var reasons []string
+	if cp.CloudProvider != "" && cp.CloudProvider != c.CloudProvider {
+		reasons = append(reasons, fmt.Sprintf("cloud provider %q, want %q", c.CloudProvider, cp.CloudProvider))
+	}
+	if loc := cp.Location; loc != nil {
+		if len(loc.Continent) > 0 && !containsFold(loc.Continent, c.Continent) {
+			reasons = append(reasons, fmt.Sprintf("continent %q not in %v", c.Continent, loc.Continent))
 		}
-		if loc := cp.Location; loc != nil {
-			if len(loc.Continent) > 0 && !containsFold(loc.Continent, c.Continent) {
-				reasons = append(reasons, fmt.Sprintf("continent %q not in %v", c.Continent, loc.Continent))
-			}
-			if len(loc.Country) > 0 && !containsFold(loc.Country, c.Country) {
-				reasons = append(reasons, fmt.Sprintf("country %q not in %v", c.Country, loc.Country))
-			}
-			if len(loc.City) > 0 && !containsFold(loc.City, c.City) {
-				reasons = append(reasons, fmt.Sprintf("city %q not in %v", c.City, loc.City))
-			}
+		if len(loc.Country) > 0 && !containsFold(loc.Country, c.Country) {
+			reasons = append(reasons, fmt.Sprintf("country %q not in %v", c.Country, loc.Country))
 		}
-		for _, acc := range cp.Accelerators {
-			if !hasAccelerator(idx, acc) {
-				reasons = append(reasons, fmt.Sprintf("no node with accelerator %s", acc))
-			}
-		}
-		if len(cp.NodeTypes) > 0 && !hasLayer(idx, cp.NodeTypes) {
-			reasons = append(reasons, fmt.Sprintf("no node of type %v", cp.NodeTypes))
+		if len(loc.City) > 0 && !containsFold(loc.City, c.City) {
+			reasons = append(reasons, fmt.Sprintf("city %q not in %v", c.City, loc.City))
 		}
 	}
-	if len(reasons) > 0 {
-		return reasons, 0, nil, nil
+	for _, acc := range cp.Accelerators {
+		if !hasAccelerator(idx, acc) {
+			reasons = append(reasons, fmt.Sprintf("no node with accelerator %s", acc))
+		}
 	}
-	if compileErr != nil {
-		return nil, 0, nil, compileErr
+	if len(cp.NodeTypes) > 0 && !hasLayer(idx, cp.NodeTypes) {
+		reasons = append(reasons, fmt.Sprintf("no node of type %v", cp.NodeTypes))
+	}
+	return reasons
+}
+
+// evaluateCluster places the components on c, which passed checkCluster:
+// why they do not fit, or the cluster's score and how many replicas of
+// each component go on each node.
+func evaluateCluster(req AppRequest, c *Cluster, comps []*compiled, extra Usage) ([]string, int64, []map[string]int32) {
+	idx := c.Index
+	if idx == nil {
+		idx = NewIndex()
 	}
 	// Place the components one after another, each counting what the
 	// earlier ones took, so that together they must fit.
+	var reasons []string
 	taken := Usage{}
 	assigns := make([]map[string]int32, len(comps))
 	var score int64
@@ -250,13 +305,13 @@ func evaluateCluster(req AppRequest, c *Cluster, wanted map[string]int, comps []
 		}
 	}
 	if len(reasons) > 0 {
-		return reasons, 0, nil, nil
+		return reasons, 0, nil
 	}
 	if n := len(req.App.Components); n > 0 {
 		score /= int64(n)
 	}
 	// Scale to leave room for the user's order as a tie-breaker.
-	return nil, score * 100, assigns, nil
+	return nil, score * 100, assigns
 }
 
 func hasAccelerator(idx *Index, acc string) bool {

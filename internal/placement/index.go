@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -40,6 +41,15 @@ type Index struct {
 	// without its own pods.
 	comps map[string]map[*entry]*compUsage
 	asOf  time.Time
+	// sum summarises the nodes for cluster placement's bounds; every
+	// change drops it (see change).
+	sum atomic.Pointer[summary]
+}
+
+// change locks the index for a change and drops its summary.
+func (x *Index) change() {
+	x.mu.Lock()
+	x.sum.Store(nil)
 }
 
 // entry is one node.
@@ -100,7 +110,7 @@ func NewIndex() *Index {
 // its Pods (already counted in Requested).
 func NewIndexOf(nodes []Node) *Index {
 	x := NewIndex()
-	x.mu.Lock()
+	x.change()
 	defer x.mu.Unlock()
 	for i := range nodes {
 		n := &nodes[i]
@@ -133,7 +143,7 @@ func (x *Index) entryLocked(name string) *entry {
 // must not be modified afterwards (informer caches hand out objects that
 // are replaced, never changed).
 func (x *Index) UpsertNode(n *corev1.Node) {
-	x.mu.Lock()
+	x.change()
 	defer x.mu.Unlock()
 	x.upsertNodeLocked(n)
 }
@@ -202,7 +212,7 @@ func (x *Index) unindexLabelsLocked(e *entry) {
 
 // DeleteNode removes a node; its pods stay counted should it come back.
 func (x *Index) DeleteNode(name string) {
-	x.mu.Lock()
+	x.change()
 	defer x.mu.Unlock()
 	x.deleteNodeLocked(name)
 }
@@ -233,7 +243,7 @@ func (x *Index) dropIfEmptyLocked(e *entry) {
 // SetDescription sets the MLSysOpsNode description of a node (nil
 // removes it): CPU frequencies, container runtimes and performance.
 func (x *Index) SetDescription(name string, d *mlsysopsv1.MLSysOpsNodeSpec) {
-	x.mu.Lock()
+	x.change()
 	defer x.mu.Unlock()
 	e := x.entryLocked(name)
 	x.setDescLocked(e, d)
@@ -259,7 +269,7 @@ func (x *Index) setDescLocked(e *entry, d *mlsysopsv1.MLSysOpsNodeSpec) {
 // UpsertPod adds or updates a pod. Pods not bound to a node, and pods
 // that are done (Succeeded or Failed), hold nothing and are removed.
 func (x *Index) UpsertPod(p *corev1.Pod) {
-	x.mu.Lock()
+	x.change()
 	defer x.mu.Unlock()
 	x.upsertPodLocked(p)
 }
@@ -310,7 +320,7 @@ func (x *Index) upsertPodLocked(p *corev1.Pod) {
 
 // DeletePod removes a pod.
 func (x *Index) DeletePod(namespace, name string) {
-	x.mu.Lock()
+	x.change()
 	defer x.mu.Unlock()
 	x.deletePodLocked(namespace + "/" + name)
 }
@@ -374,7 +384,7 @@ func podVec(p *corev1.Pod) vec {
 // arrival); the continuum's assumed ledger compares it with when an
 // application was seen running.
 func (x *Index) SetAsOf(t time.Time) {
-	x.mu.Lock()
+	x.change()
 	defer x.mu.Unlock()
 	x.asOf = t
 }

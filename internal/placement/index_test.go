@@ -359,12 +359,48 @@ func TestPlaceAppDecidesAsTheReference(t *testing.T) {
 			req.Exclude = map[string]string{names[0]: "cluster agent gone"}
 		}
 		want, wantErr := refPlaceApp(req, ref)
+		req.Explain = true
 		got, err := PlaceApp(req, clusters)
 		if fmt.Sprint(err) != fmt.Sprint(wantErr) {
 			t.Fatalf("seed %d: error %v, want %v", seed, err, wantErr)
 		}
 		if diff := cmp.Diff(want, got, milliRequests); diff != "" {
 			t.Fatalf("seed %d: decision differs (-reference +index):\n%s", seed, diff)
+		}
+		req.Explain = false
+		got, err = PlaceApp(req, clusters)
+		if fmt.Sprint(err) != fmt.Sprint(wantErr) {
+			t.Fatalf("seed %d: error %v, want %v", seed, err, wantErr)
+		}
+		sameChoice(t, fmt.Sprintf("seed %d", seed), want, got)
+	}
+}
+
+// sameChoice fails unless got, a decision that may have skipped
+// clusters, chose as want, which evaluated every cluster: the same
+// clusters and what they take, and of the clusters got evaluated the same
+// scores and reasons; every reason when nothing fits.
+func sameChoice(t *testing.T, what string, want, got ClusterDecision) {
+	t.Helper()
+	if diff := cmp.Diff(want.Clusters, got.Clusters); diff != "" {
+		t.Fatalf("%s: clusters differ (-every cluster +skipping):\n%s", what, diff)
+	}
+	if diff := cmp.Diff(want.Requests, got.Requests, milliRequests); diff != "" {
+		t.Fatalf("%s: requests differ (-every cluster +skipping):\n%s", what, diff)
+	}
+	for name, score := range got.Scores {
+		if w, ok := want.Scores[name]; !ok || w != score {
+			t.Fatalf("%s: cluster %s scored %d, want %d (feasible %t)", what, name, score, w, ok)
+		}
+	}
+	for name, reasons := range got.Rejected {
+		if diff := cmp.Diff(want.Rejected[name], reasons); diff != "" {
+			t.Fatalf("%s: cluster %s's reasons differ (-every cluster +skipping):\n%s", what, name, diff)
+		}
+	}
+	if !want.Feasible() {
+		if diff := cmp.Diff(want.Rejected, got.Rejected); diff != "" {
+			t.Fatalf("%s: nothing fits, but the reasons differ (-every cluster +skipping):\n%s", what, diff)
 		}
 	}
 }
@@ -399,9 +435,7 @@ func TestAssumedDecidesAsTheReference(t *testing.T) {
 				if fmt.Sprint(err) != fmt.Sprint(wantErr) {
 					t.Fatalf("seed %d step %d: error %v, want %v", seed, step, err, wantErr)
 				}
-				if diff := cmp.Diff(want, got, milliRequests); diff != "" {
-					t.Fatalf("seed %d step %d: decision differs (-reference +index):\n%s", seed, step, diff)
-				}
+				sameChoice(t, fmt.Sprintf("seed %d step %d", seed, step), want, got)
 				if got.Feasible() {
 					placed = append(placed, name)
 				}

@@ -259,10 +259,16 @@ func TestPlaceApp(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			d, err := PlaceApp(AppRequest{App: tc.app, Exclude: tc.exclude}, tc.clusters)
+			// Rejections are asked for: every cluster evaluated.
+			d, err := PlaceApp(AppRequest{App: tc.app, Exclude: tc.exclude, Explain: true}, tc.clusters)
 			if err != nil {
 				t.Fatal(err)
 			}
+			bounded, err := PlaceApp(AppRequest{App: tc.app, Exclude: tc.exclude}, tc.clusters)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameChoice(t, name, d, bounded)
 			if diff := cmp.Diff(tc.want, d.Clusters); diff != "" {
 				t.Errorf("clusters (-want +got):\n%s", diff)
 			}

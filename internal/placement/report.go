@@ -210,7 +210,7 @@ func (x *Index) ApplyReport(rep *messaging.CapacityReport, at time.Time) error {
 		return nil
 	}
 
-	x.mu.Lock()
+	x.change()
 	defer x.mu.Unlock()
 	keep := make(map[string]bool, len(nodes))
 	for i := range nodes {
