@@ -41,14 +41,24 @@ type nodeStat struct {
 	// GPU nodes free goes to such nodes).
 	noGPUNode bool
 	maxPerf   float64
+	// maxFree is the most of each of the resources placement always
+	// tracks (columns colCPU to colPods) a node has not requested.
+	maxFree [colPods + 1]int64
 }
 
 func newNodeStat() *nodeStat {
-	return &nodeStat{maxLeftCPU: math.Inf(-1), maxLeftMem: math.Inf(-1)}
+	s := &nodeStat{maxLeftCPU: math.Inf(-1), maxLeftMem: math.Inf(-1)}
+	for i := range s.maxFree {
+		s.maxFree[i] = math.MinInt64
+	}
+	return s
 }
 
 // add counts one more node.
 func (s *nodeStat) add(e *entry) {
+	for i := range s.maxFree {
+		s.maxFree[i] = max(s.maxFree[i], e.alloc.at(i)-e.used.at(i))
+	}
 	if a := e.alloc.at(colCPU); a > 0 {
 		s.maxLeftCPU = math.Max(s.maxLeftCPU, 1-float64(e.used.at(colCPU))/float64(a))
 		s.maxAllocCPU = max(s.maxAllocCPU, a)
@@ -80,6 +90,21 @@ func (s *nodeStat) merge(o *nodeStat) {
 	}
 	s.noGPUNode = s.noGPUNode || o.noGPUNode
 	s.maxPerf = math.Max(s.maxPerf, o.maxPerf)
+	for i := range s.maxFree {
+		s.maxFree[i] = max(s.maxFree[i], o.maxFree[i])
+	}
+}
+
+// room reports whether some of the nodes may have room for a replica of
+// c: of each resource it needs that placement always tracks, some node
+// has that much free.
+func (s *nodeStat) room(c *compiled) bool {
+	for _, r := range c.checks {
+		if r.col < len(s.maxFree) && s.maxFree[r.col] < r.want {
+			return false
+		}
+	}
+	return true
 }
 
 // summaryLocked returns the index's summary, computing it if a change
@@ -118,6 +143,9 @@ func (x *Index) summaryLocked() *summary {
 // component of the same application took some): the GPU packing term,
 // which grows with use, is then bounded by its maximum.
 func (s *summary) scoreBound(c *compiled, looseGPU bool) float64 {
+	if !s.all.room(c) {
+		return math.Inf(-1)
+	}
 	b := s.all.scoreBound(c, looseGPU)
 	// Each In requirement on a summary key narrows the nodes to those of
 	// its values: each gives a bound, the lowest holds; none has any of
@@ -135,7 +163,7 @@ func (s *summary) scoreBound(c *compiled, looseGPU bool) float64 {
 				some = true
 			}
 		}
-		if !some {
+		if !some || !st.room(c) {
 			return math.Inf(-1)
 		}
 		b = math.Min(b, st.scoreBound(c, looseGPU))
@@ -181,21 +209,25 @@ func boundCluster(c *Cluster, comps []*compiled, extra Usage) int64 {
 	gpusTaken := false
 	for _, cc := range comps {
 		b := s.scoreBound(cc, gpusTaken)
-		if math.IsInf(b, -1) {
-			// No node has what the component asks for: the cluster
-			// cannot host the application.
-			return -1
-		}
 		for name, v := range extra {
 			e := idx.entries[name]
 			if e == nil || !e.present {
 				continue
 			}
-			nb := float64(cc.score(e, e.used.plus(v, 1)))
+			used := e.used.plus(v, 1)
+			if !cc.hasRoom(e, used) {
+				continue
+			}
+			nb := float64(cc.score(e, used))
 			if gpusTaken && cc.gpus > 0 {
 				nb += 40
 			}
 			b = math.Max(b, nb)
+		}
+		if math.IsInf(b, -1) {
+			// No node has what the component asks for, or room for it:
+			// the cluster cannot host the application.
+			return -1
 		}
 		// score rounds its total; a little room covers the rounding of
 		// this different sum of the same terms.
