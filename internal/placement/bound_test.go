@@ -17,10 +17,7 @@ func TestBoundIsAtLeastTheScore(t *testing.T) {
 	for seed := uint64(5000); seed < 5300; seed++ {
 		g := newGen(seed)
 		_, clusters, all := g.clusters(1 + g.r.IntN(5))
-		var names []string
-		for _, c := range clusters {
-			names = append(names, c.Name)
-		}
+		names := clusterNames(clusters)
 		a := g.app("app", names, all)
 		a.ClusterPlacement = nil
 		comps := make([]*compiled, len(a.Components))
@@ -74,10 +71,7 @@ func TestPlaceAppSkipsClustersThatCannotWin(t *testing.T) {
 	for seed := uint64(6000); seed < 6060; seed++ {
 		g := newGen(seed)
 		_, clusters, all := g.clusters(20 + g.r.IntN(20))
-		var names []string
-		for _, c := range clusters {
-			names = append(names, c.Name)
-		}
+		names := clusterNames(clusters)
 		req := AppRequest{App: g.app("app", names, all)}
 		req.Explain = true
 		want, wantErr := PlaceApp(req, clusters)

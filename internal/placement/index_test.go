@@ -341,6 +341,15 @@ func (g *gen) clusters(n int) ([]refCluster, []Cluster, []string) {
 	return ref, idx, all
 }
 
+// clusterNames lists the clusters' names.
+func clusterNames(clusters []Cluster) []string {
+	out := make([]string, len(clusters))
+	for i := range clusters {
+		out[i] = clusters[i].Name
+	}
+	return out
+}
+
 // milliRequests makes a decision's Requests comparable.
 var milliRequests = cmp.Transformer("milli", func(q resource.Quantity) int64 { return q.MilliValue() })
 
@@ -350,10 +359,7 @@ func TestPlaceAppDecidesAsTheReference(t *testing.T) {
 	for seed := uint64(2000); seed < 2100; seed++ {
 		g := newGen(seed)
 		ref, clusters, all := g.clusters(1 + g.r.IntN(6))
-		var names []string
-		for _, c := range clusters {
-			names = append(names, c.Name)
-		}
+		names := clusterNames(clusters)
 		req := AppRequest{App: g.app("app", names, all)}
 		if g.chance(0.2) {
 			req.Exclude = map[string]string{names[0]: "cluster agent gone"}
@@ -412,10 +418,7 @@ func TestAssumedDecidesAsTheReference(t *testing.T) {
 	for seed := uint64(3000); seed < 3025; seed++ {
 		g := newGen(seed)
 		ref, clusters, all := g.clusters(1 + g.r.IntN(4))
-		var names []string
-		for _, c := range clusters {
-			names = append(names, c.Name)
-		}
+		names := clusterNames(clusters)
 		now := time.Unix(10_000, 0)
 		clock := func() time.Time { return now }
 		refLedger := newRefAssumed(time.Minute, clock)
