@@ -139,7 +139,10 @@ func (l *lookup) provenance() string {
 		commands[f.Command] = true
 	}
 	when := first.Format("2006-01-02 15:04")
-	if last.Sub(first) >= time.Minute {
+	switch {
+	case last.Format("2006-01-02") != first.Format("2006-01-02"):
+		when += " – " + last.Format("2006-01-02 15:04")
+	case last.Sub(first) >= time.Minute:
 		when += "–" + last.Format("15:04")
 	}
 	var cmds []string
