@@ -221,18 +221,16 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (_
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("namespace for %s: %w", name, err)
 	}
-	// The application was read from the cache: if it was removed
-	// meanwhile, its removal may have found no namespace to delete. The
-	// API server is asked while the components are written (one round
-	// trip less before the first Deployment); the namespace of an
-	// application found removed goes, and what was written in it with it.
-	var goneCheck chan goneResult
 	if op == controllerutil.OperationResultCreated {
-		goneCheck = make(chan goneResult, 1)
-		go func() {
-			gone, err := r.goneLive(ctx, req.NamespacedName)
-			goneCheck <- goneResult{gone, err}
-		}()
+		// The application was read from the cache: if it was removed
+		// meanwhile, its removal may have found no namespace to delete.
+		if gone, err := r.goneLive(ctx, req.NamespacedName); err != nil {
+			return reconcile.Result{}, err
+		} else if gone {
+			log.Info("application removed while its namespace was made; deleting the namespace", "namespace", ns.Name)
+			uid := ns.UID
+			return reconcile.Result{}, client.IgnoreNotFound(r.client.Delete(ctx, ns, client.Preconditions{UID: &uid}))
+		}
 	}
 
 	// Placement reads the index: wait until it holds every node and pod
@@ -330,15 +328,6 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (_
 			st.Nodes = runningOn(objs.Deployment)
 		}
 	}
-	if goneCheck != nil {
-		if res := <-goneCheck; res.err != nil {
-			return reconcile.Result{}, res.err
-		} else if res.gone {
-			log.Info("application removed while its namespace was made; deleting the namespace", "namespace", ns.Name)
-			uid := ns.UID
-			return reconcile.Result{}, client.IgnoreNotFound(r.client.Delete(ctx, ns, client.Preconditions{UID: &uid}))
-		}
-	}
 	if err := r.prune(ctx, ns.Name, app); err != nil {
 		return reconcile.Result{}, err
 	}
@@ -398,12 +387,6 @@ func (r *AppReconciler) live() client.Reader {
 		return r.Live
 	}
 	return r.client
-}
-
-// goneResult is goneLive's answer.
-type goneResult struct {
-	gone bool
-	err  error
 }
 
 // goneLive tells whether the application is gone, asking the API server.
