@@ -255,3 +255,23 @@ func TestScaleTables(t *testing.T) {
 		t.Errorf("scale table of no results = %q, %v", got, err)
 	}
 }
+
+// Figures measured on different days name both dates.
+func TestRenderProvenanceAcrossDays(t *testing.T) {
+	r := &Results{}
+	pkg := "github.com/mlsysops-go/mlsysops/test/integration/northbound"
+	for i, sub := range []string{"first-page-100", "phase-Running-page-100", "last-page-100", "upstream-list_all-10000"} {
+		at := time.Date(2026, 11, 24, 0, 35, 0, 0, time.UTC)
+		if i == 3 {
+			at = time.Date(2026, 11, 28, 10, 28, 0, 0, time.UTC)
+		}
+		r.Add(Figure{Benchmark: "BenchmarkListWith10000Apps/" + sub, Package: pkg, Unit: "p50-ms", Value: 2, Iterations: 1, Command: "go test", Time: at, Load: Load{Load1: 4, CPUs: 2}})
+	}
+	got, err := Render("<!-- bench:northbound-list -->\n<!-- /bench:northbound-list -->\n", r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "Measured 2026-11-24 00:35 – 2026-11-28 10:28 UTC"; !strings.Contains(got, want) {
+		t.Errorf("rendered %q, want it to contain %q", got, want)
+	}
+}
