@@ -271,10 +271,16 @@ func (q *Queue) entries(ctx context.Context, msgs []redis.XMessage, counts map[s
 			reason = fmt.Sprintf("delivered %d times without acknowledgement", e.Deliveries)
 		}
 		if reason != "" {
-			if err := q.deadLetter(ctx, m, reason); err != nil {
+			// The status first: once the entry has left the stream
+			// nothing would redeliver it, so a stop between the two
+			// steps would leave its status Queued for ever. Failed first,
+			// a stop in between redelivers the entry, which is
+			// dead-lettered again (its status no longer Queued, the
+			// second call leaves it alone).
+			if err := q.failDeadLettered(ctx, e.Submission.ID, m.ID, reason); err != nil {
 				return out, err
 			}
-			if err := q.failDeadLettered(ctx, e.Submission.ID, m.ID, reason); err != nil {
+			if err := q.deadLetter(ctx, m, reason); err != nil {
 				return out, err
 			}
 			continue
