@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"time"
 
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
 	"github.com/mlsysops-go/mlsysops/internal/messaging"
@@ -104,4 +105,32 @@ func mustJSON(spec *mlsysopsv1.MLSysOpsAppSpec) json.RawMessage {
 		panic(err)
 	}
 	return b
+}
+
+// statusWritten is the fluidity controller's StatusWritten hook: the
+// continuum agent gets the status at once (application_status_report),
+// ahead of Karmada's way back through the Work and the ResourceBinding.
+func (c *clusterLayer) statusWritten(ctx context.Context, app *mlsysopsv1.MLSysOpsApp) {
+	if !c.a.Registered.Load() {
+		return
+	}
+	if _, err := c.a.Msg.SendAsync(ctx, c.a.Parent, StatusReport(c.a.Name, app, time.Now())); err != nil {
+		c.a.Log.Warn("application status report not queued", "app", app.Name, "err", err)
+	}
+}
+
+// StatusReport is the report of an application's status in cluster, as
+// its cluster agent wrote it in the member.
+func StatusReport(cluster string, app *mlsysopsv1.MLSysOpsApp, at time.Time) *messaging.ApplicationStatusReport {
+	m := &messaging.ApplicationStatusReport{Application: app.Name, Cluster: cluster, Phase: string(app.Status.Phase),
+		Message: app.Status.Message, Time: at, Components: make(map[string]messaging.ComponentStatus, len(app.Status.Components))}
+	for _, st := range app.Status.Components {
+		phase := "Ready"
+		if st.ReadyReplicas < st.Replicas {
+			phase = "NotReady"
+		}
+		m.Components[st.Name] = messaging.ComponentStatus{Phase: phase, Message: st.Message, Nodes: st.Nodes,
+			Replicas: st.Replicas, ReadyReplicas: st.ReadyReplicas}
+	}
+	return m
 }

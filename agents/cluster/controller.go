@@ -53,6 +53,9 @@ type AppReconciler struct {
 	// another spec (a change_spec plan, or the user's edit of the
 	// application); nil when nobody listens.
 	Updated func(ctx context.Context, app *mlsysopsv1.MLSysOpsApp, component *mlsysopsv1.Component, nodes []string)
+	// StatusWritten is told of every status written in the member (the
+	// application as written); nil when nobody listens.
+	StatusWritten func(ctx context.Context, app *mlsysopsv1.MLSysOpsApp)
 	// Unavailable, when set, names nodes not to place on beyond what the
 	// Kubernetes API says, with the reason (a node whose node agent is
 	// gone). Components on them are moved like those of NotReady nodes.

@@ -274,6 +274,7 @@ func (c *clusterLayer) runControllers(ctx context.Context) {
 			ctrls.Targets.Changed = c.setTargets
 			ctrls.Apps.Placed = c.placed
 			ctrls.Apps.Updated = c.updated
+			ctrls.Apps.StatusWritten = c.statusWritten
 			ctrls.Apps.PendingSettle = c.a.Conn.PendingSettle
 			ctrls.Apps.Unavailable = c.grace.Unavailable
 			c.resyncMu.Lock()

@@ -195,8 +195,14 @@ func (r *AppReconciler) writeStatus(ctx context.Context, app *mlsysopsv1.MLSysOp
 	if equality.Semantic.DeepEqual(before.Status, app.Status) {
 		return 0, nil // nothing to write
 	}
-	if err := r.client.Status().Patch(ctx, app, patch); err != nil && !apierrors.IsNotFound(err) {
+	if err := r.client.Status().Patch(ctx, app, patch); err != nil {
+		if apierrors.IsNotFound(err) {
+			return 0, nil
+		}
 		return 0, fmt.Errorf("status of %s: %w", app.Name, err)
+	}
+	if r.StatusWritten != nil {
+		r.StatusWritten(ctx, app)
 	}
 	return 0, nil
 }

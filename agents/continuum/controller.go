@@ -71,6 +71,9 @@ type AppReconciler struct {
 	// Orphans, when set, also deletes at each sweep the member copies
 	// of applications gone from Karmada (see orphans.go).
 	Orphans *OrphanSweeper
+	// Reported, when set, holds the cluster agents' status reports
+	// (MemberStatuses); set before SetupWithManager.
+	Reported *MemberStatuses
 
 	resync kube.Resyncer
 	// passes records what each successful pass read.
@@ -158,7 +161,12 @@ func (r *AppReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err != nil {
 		return err
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr)
+	if r.Reported != nil {
+		// A cluster agent's status report brings a pass at once.
+		b = b.WatchesRawSource(source.Channel(r.Reported.C, &handler.EnqueueRequestForObject{}))
+	}
+	return b.
 		// Applications live in one namespace; others are not ours.
 		For(&mlsysopsv1.MLSysOpsApp{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 			return o.GetNamespace() == mlsysopsv1.Namespace
@@ -211,6 +219,7 @@ func (r *AppReconciler) reconcile(ctx context.Context, req reconcile.Request) (_
 			r.gone(ctx, req.Name)
 			r.assumed.Forget(req.Name)
 			r.passes.Forget(req.Name)
+			r.forgetReports(req.Name)
 		}
 		// Deleted: the garbage collector removes the policy it owned.
 		if apierrors.IsNotFound(err) && r.Status != nil {
@@ -261,6 +270,7 @@ func (r *AppReconciler) reconcile(ctx context.Context, req reconcile.Request) (_
 		// What the plan's clusters take is not simulated here: the
 		// assumption ends with the move.
 		r.assumed.Forget(app.Name)
+		r.forgetReports(app.Name)
 		if err := r.applyPolicy(ctx, app, pinned); err != nil {
 			return reconcile.Result{}, err
 		}
@@ -308,6 +318,8 @@ func (r *AppReconciler) reconcile(ctx context.Context, req reconcile.Request) (_
 		}
 		return reconcile.Result{RequeueAfter: r.retry}, nil
 	}
+	// Reports of an earlier placement say nothing of this one.
+	r.forgetReports(app.Name)
 	if err := r.applyPolicy(ctx, app, d.Clusters); err != nil {
 		r.assumed.Forget(app.Name)
 		return reconcile.Result{}, err
@@ -476,16 +488,21 @@ func (r *AppReconciler) setPhase(ctx context.Context, app *mlsysopsv1.MLSysOpsAp
 
 // memberComponents gathers the component status each chosen member
 // cluster reports, as Karmada reflects it into the ResourceBinding.
+// The cluster agents' reports (Reported) stand in for a cluster's
+// reflected status until the binding shows the same.
 func (r *AppReconciler) memberComponents(ctx context.Context, app *mlsysopsv1.MLSysOpsApp, clusters []string) ([]mlsysopsv1.ComponentStatus, error) {
 	rb := &workv1alpha2.ResourceBinding{}
 	err := r.client.Get(ctx, types.NamespacedName{Namespace: app.Namespace, Name: bindingName(app.Name)}, rb)
 	if apierrors.IsNotFound(err) {
-		return nil, nil
+		if r.Reported == nil {
+			return nil, nil
+		}
+		err = nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	var out []mlsysopsv1.ComponentStatus
+	byCluster := map[string][]mlsysopsv1.ComponentStatus{}
 	for _, item := range rb.Status.AggregatedStatus {
 		if item.Status == nil || !slices.Contains(clusters, item.ClusterName) {
 			continue
@@ -499,15 +516,17 @@ func (r *AppReconciler) memberComponents(ctx context.Context, app *mlsysopsv1.ML
 			if c.Cluster == "" {
 				c.Cluster = item.ClusterName
 			}
-			out = append(out, c)
+			byCluster[item.ClusterName] = append(byCluster[item.ClusterName], c)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Name != out[j].Name {
-			return out[i].Name < out[j].Name
-		}
-		return out[i].Cluster < out[j].Cluster
-	})
+	if r.Reported != nil {
+		return r.Reported.Merge(app.Name, clusters, byCluster), nil
+	}
+	var out []mlsysopsv1.ComponentStatus
+	for _, cl := range clusters {
+		out = append(out, byCluster[cl]...)
+	}
+	sortComponents(out)
 	return out, nil
 }
 
@@ -599,6 +618,12 @@ func truncate(s string, n int) string {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func (r *AppReconciler) forgetReports(app string) {
+	if r.Reported != nil {
+		r.Reported.Forget(app)
+	}
+}
 
 // bindingName is the name Karmada gives the ResourceBinding of an
 // application (application names cannot contain the ':' Karmada replaces).

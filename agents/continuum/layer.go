@@ -46,6 +46,9 @@ type continuumLayer struct {
 	grace *agent.GraceTracker
 	// reports are the cluster agents' latest capacity reports.
 	reports *Reports
+	// statuses are the cluster agents' latest application status
+	// reports, ahead of Karmada's reflection of them.
+	statuses *MemberStatuses
 	// resync asks the running placement controller to reconcile every
 	// application (nil while it is not running); passes says what its
 	// last successful pass over each application read.
@@ -83,7 +86,7 @@ func newContinuumLayer(_ context.Context, a *agent.Agent, env agentconfig.Lookup
 	agent.AcceptChildren(a, store.Agents(), self)
 	c := &continuumLayer{a: a, desc: desc, kcfg: kcfg, kc: kc, store: store, self: self, trigger: make(chan struct{}, 1),
 		// A report is trusted for three of the cluster agents' intervals.
-		reports: NewReports(3 * a.Conn.CapacityReportInterval)}
+		reports: NewReports(3 * a.Conn.CapacityReportInterval), statuses: NewMemberStatuses(MemberStatusTTL)}
 	c.grace = agent.NewGraceTracker(a.Conn.ChildGracePeriod, desc.Spec.Clusters, c.clustersGoneChanged)
 	return c, nil
 }
@@ -150,6 +153,7 @@ func (c *continuumLayer) Mechanisms(a *agent.Agent) (*mechanism.Set, error) {
 func (c *continuumLayer) Setup(a *agent.Agent) error {
 	messaging.HandleFunc(a.Msg, c.handleCapacity)
 	messaging.HandleFunc(a.Msg, c.handleApplicationMetrics)
+	messaging.HandleFunc(a.Msg, c.handleApplicationStatus)
 	return nil
 }
 
@@ -199,6 +203,21 @@ func (c *continuumLayer) handleCapacity(_ context.Context, env *messaging.Envelo
 	return nil, nil
 }
 
+// handleApplicationStatus keeps a cluster agent's report of an
+// application's status in its cluster, for the placement controller to
+// use until Karmada reflects the same status.
+func (c *continuumLayer) handleApplicationStatus(_ context.Context, env *messaging.Envelope, m *messaging.ApplicationStatusReport) (messaging.Message, error) {
+	cl, ok := c.clusterOf(env.From)
+	if !ok || cl != m.Cluster {
+		c.a.Log.Warn("application status report rejected: sender is not that cluster's agent", "cluster", m.Cluster, "app", m.Application, "peer", env.From)
+		return nil, fmt.Errorf("status of %s in %s from %s", m.Application, m.Cluster, env.From)
+	}
+	if !c.statuses.Put(m) {
+		c.a.Log.Debug("application status report older than the one held", "cluster", m.Cluster, "app", m.Application)
+	}
+	return nil, nil
+}
+
 // handleApplicationMetrics keeps the application series a cluster's node
 // scraped in the continuum's telemetry, labelled with the cluster and the
 // node, so that continuum policies see how applications perform
@@ -238,8 +257,10 @@ func (c *continuumLayer) Status() map[string]any {
 	if c.passes != nil {
 		passes = c.passes()
 	}
+	held, accepted, used := c.statuses.Counts()
 	return map[string]any{"karmada_api_ready": c.apiReady, "continuum_view_written": c.viewDone, "clusters": c.desc.Spec.Clusters,
-		"clusters_gone": c.grace.GoneList(), "capacity_reports": reports, "reconciled": passes}
+		"clusters_gone": c.grace.GoneList(), "capacity_reports": reports, "reconciled": passes,
+		"status_reports": map[string]any{"held": held, "accepted": accepted, "used": used}}
 }
 
 // run ensures the MLSysOps API in Karmada, runs the placement controller
@@ -276,7 +297,7 @@ func (c *continuumLayer) start(ctx context.Context) error {
 		if capacity, err = NewProxyCapacity(c.kcfg); err == nil {
 			capacity.Reports = c.reports
 			ctrls, err = NewControllersWith(ctx, c.kcfg, c.a.Log,
-				ControllersOptions{Capacity: capacity, CheckAPIOnly: !c.a.Conn.InstallAPI})
+				ControllersOptions{Capacity: capacity, CheckAPIOnly: !c.a.Conn.InstallAPI, Reported: c.statuses})
 		}
 	} else if c.a.Conn.InstallAPI {
 		err = EnsureAPI(ctx, c.kcfg)

@@ -56,6 +56,10 @@ type ControllersOptions struct {
 	// members to report the MLSysOpsApp API (AwaitMembersAPI);
 	// DefaultMembersAPIWait when zero.
 	MembersAPIWait time.Duration
+	// Reported, when set, holds the status reports of the cluster
+	// agents: the controller uses them ahead of Karmada's reflection
+	// and reconciles an application when its report comes.
+	Reported *MemberStatuses
 }
 
 // DefaultMembersAPIWait is how long the placement controllers wait at
@@ -123,6 +127,7 @@ func NewControllersWith(ctx context.Context, cfg *rest.Config, log *slog.Logger,
 		return nil, err
 	}
 	apps.Orphans = &OrphanSweeper{Karmada: mgr.GetAPIReader(), Members: memberApps, Log: log}
+	apps.Reported = opts.Reported
 	if err := apps.SetupWithManager(mgr); err != nil {
 		return nil, err
 	}

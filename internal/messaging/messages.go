@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"sort"
 	"strings"
 	"time"
 )
@@ -280,6 +281,12 @@ type ComponentStatus struct {
 	Node    string `json:"node,omitempty"`
 	Phase   string `json:"phase"`
 	Message string `json:"message,omitempty"`
+	// Nodes run its replicas; Replicas are wanted (0 only when a plan
+	// stopped it) and ReadyReplicas ready, as the cluster agent wrote
+	// them in the application's status in its member.
+	Nodes         []string `json:"nodes,omitempty"`
+	Replicas      int32    `json:"replicas,omitempty"`
+	ReadyReplicas int32    `json:"ready_replicas,omitempty"`
 }
 
 // ApplicationStatusReport is an application's status in one cluster
@@ -586,9 +593,27 @@ func (m *CapacityReport) Validate() error {
 	return required("cluster", m.Cluster)
 }
 
-// Validate checks the required fields.
+// Validate checks the required fields and the replica counts.
 func (m *ApplicationStatusReport) Validate() error {
-	return required("application", m.Application, "phase", m.Phase)
+	var errs []error
+	if err := required("application", m.Application, "phase", m.Phase); err != nil {
+		errs = append(errs, err)
+	}
+	names := make([]string, 0, len(m.Components))
+	for name := range m.Components {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		c := m.Components[name]
+		if name == "" {
+			errs = append(errs, errors.New("components: a component without a name"))
+		}
+		if c.Replicas < 0 || c.ReadyReplicas < 0 {
+			errs = append(errs, fmt.Errorf("components.%s: replicas (%d) and ready_replicas (%d) must not be negative", name, c.Replicas, c.ReadyReplicas))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Validate implements Message: every field is optional.

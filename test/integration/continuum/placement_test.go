@@ -25,6 +25,12 @@ import (
 // test and returns a client on the Karmada API.
 func startControllers(t *testing.T) client.Client {
 	t.Helper()
+	return startControllersWith(t, continuum.ControllersOptions{})
+}
+
+// startControllersWith is startControllers with options.
+func startControllersWith(t *testing.T, opts continuum.ControllersOptions) client.Client {
+	t.Helper()
 	env := testbed.Shared(t)
 	cfg := env.RESTConfig(t, testbed.ContextKarmada)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -32,7 +38,7 @@ func startControllers(t *testing.T) client.Client {
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(testWriter{t}, nil))
 	}
-	c, err := continuum.NewControllers(ctx, cfg, nil, log)
+	c, err := continuum.NewControllersWith(ctx, cfg, log, opts)
 	if err != nil {
 		cancel()
 		t.Fatal(err)
