@@ -190,10 +190,14 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (_
 	// The resourceVersion read now: a pass that adds the finalizer
 	// below acts on the object it read.
 	read := app.ResourceVersion
+	// How long each stage of the pass took (debug log): where a new
+	// application's first seconds go.
+	stages := stageTimer{last: time.Now()}
 	defer func() {
 		if err == nil {
 			r.passes.Done(app.Name, read)
 		}
+		log.Debug("pass", append(stages.attrs(), "err", err)...)
 	}()
 	// The finalizer and the namespace are written at once: each is a
 	// round trip to the API server before the components' Deployments,
@@ -221,6 +225,7 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (_
 	if ferr := <-finalized; ferr != nil {
 		return reconcile.Result{}, ferr
 	}
+	stages.mark("finalizer_namespace")
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("namespace for %s: %w", name, err)
 	}
@@ -234,6 +239,7 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (_
 			uid := ns.UID
 			return reconcile.Result{}, client.IgnoreNotFound(r.client.Delete(ctx, ns, client.Preconditions{UID: &uid}))
 		}
+		stages.mark("live_check")
 	}
 
 	// Placement reads the index: wait until it holds every node and pod
@@ -250,6 +256,7 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (_
 	for i := range deps.Items {
 		existing[deps.Items[i].Labels[mlsysopsv1.LabelComponent]] = &deps.Items[i]
 	}
+	stages.mark("read")
 
 	statuses := map[string]*mlsysopsv1.ComponentStatus{}
 	unschedulable := false
@@ -331,13 +338,16 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (_
 			st.Nodes = runningOn(objs.Deployment)
 		}
 	}
+	stages.mark("components")
 	if err := r.prune(ctx, ns.Name, app); err != nil {
 		return reconcile.Result{}, err
 	}
+	stages.mark("prune")
 	wait, err := r.writeStatus(ctx, app, statuses, unschedulable)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	stages.mark("status")
 	if wait > 0 && (requeue == 0 || wait < requeue) {
 		requeue = wait
 	}
@@ -470,3 +480,18 @@ func merge(have, want map[string]string) map[string]string {
 	}
 	return have
 }
+
+// stageTimer records how long each stage of a pass took, from the last
+// mark (the pass's start at first).
+type stageTimer struct {
+	last time.Time
+	took []any
+}
+
+func (t *stageTimer) mark(stage string) {
+	now := time.Now()
+	t.took = append(t.took, stage+"_ms", float64(now.Sub(t.last).Microseconds())/1000)
+	t.last = now
+}
+
+func (t *stageTimer) attrs() []any { return t.took }
