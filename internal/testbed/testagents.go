@@ -223,7 +223,10 @@ func StartTestAgents(t testing.TB, env *Env, opts TestAgentsOptions) *TestAgents
 		}
 		a.replicas[ag.Layer+"/"+ag.Name] = append(a.replicas[ag.Layer+"/"+ag.Name], ag)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	// The accounts reconciler creates every described agent's account
+	// before it is ready: a few a second on a loaded machine, so a swarm
+	// of a thousand needs minutes more than the default set.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute+time.Duration(len(all))*500*time.Millisecond)
 	defer cancel()
 	if err := PrepareAgents(a.Config, a.All); err != nil {
 		t.Fatal(err)
