@@ -259,12 +259,17 @@ func waitOnline(t testing.TB, ta *testbed.TestAgents, want int, timeout time.Dur
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	last := 0
+	var lastErr error
 	for {
 		n, _, err := onlineAt(ctx, ta)
 		if err == nil && n >= want {
 			return time.Since(start)
 		}
-		last = n
+		if err != nil {
+			lastErr = err
+		} else {
+			last = n
+		}
 		if sw != nil {
 			if errs := sw.failed(); len(errs) > 0 {
 				t.Fatalf("%d swarm agents stopped: %v", len(errs), errs[0])
@@ -272,7 +277,7 @@ func waitOnline(t testing.TB, ta *testbed.TestAgents, want int, timeout time.Dur
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("%d of %d node agents online at their cluster agents after %v", last, want, timeout)
+			t.Fatalf("%d of %d node agents online at their cluster agents after %v (last error reading their status: %v)", last, want, timeout, lastErr)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
