@@ -217,8 +217,7 @@ func (h *harness) run(tb testing.TB, p Path, s Shape, n int, prefix string, time
 	for i := range names {
 		names[i] = fmt.Sprintf("%s-%04d", prefix, i)
 	}
-	watcher, running := h.watchRunning(ctx, tb, p, s)
-	defer watcher.Stop()
+	running := h.watchRunning(ctx, tb, p, s)
 	h.trace.Follow(func(app string) bool { return strings.HasPrefix(app, prefix+"-") })
 
 	defer h.prof.start(tb, prefix)()
@@ -289,54 +288,84 @@ func (h *harness) submit(ctx context.Context, tb testing.TB, p Path, s Shape, na
 // watchRunning sends the name of each application of path p as it is seen
 // Running through the Karmada API: the MLSysOpsApp's phase, or every
 // Deployment of the application ready on every cluster (Karmada sums
-// the members' status into the Deployment it propagates).
-func (h *harness) watchRunning(ctx context.Context, tb testing.TB, p Path, s Shape) (watch.Interface, <-chan string) {
+// the members' status into the Deployment it propagates). A watch the
+// apiserver ends (it closes those of clients it finds too slow, as a
+// loaded machine makes this one) is opened again, which lists every
+// object again: none is missed. It runs until ctx ends.
+func (h *harness) watchRunning(ctx context.Context, tb testing.TB, p Path, s Shape) <-chan string {
 	tb.Helper()
 	out := make(chan string, 1024)
+	list, opts := client.ObjectList(&mlsysopsv1.MLSysOpsAppList{}), []client.ListOption{client.InNamespace(mlsysopsv1.Namespace)}
 	if p == PathRaw {
-		w, err := h.karmada.Watch(ctx, &appsv1.DeploymentList{}, client.InNamespace(rawNamespace), client.MatchingLabels{benchLabel: "true"})
-		if err != nil {
-			tb.Fatal(err)
-		}
-		ready := map[string]map[string]bool{}
-		sent := map[string]bool{}
-		go func() {
-			for ev := range w.ResultChan() {
-				d, ok := ev.Object.(*appsv1.Deployment)
-				if !ok || ev.Type == watch.Deleted {
-					continue
-				}
-				app := d.Labels["app"]
-				if ready[app] == nil {
-					ready[app] = map[string]bool{}
-				}
-				ready[app][d.Labels["component"]] = d.Spec.Replicas != nil && d.Status.ReadyReplicas >= *d.Spec.Replicas*int32(len(s.Clusters))
-				n := 0
-				for _, r := range ready[app] {
-					if r {
-						n++
-					}
-				}
-				if n == s.Components && !sent[app] {
-					sent[app] = true
-					out <- app
-				}
-			}
-		}()
-		return w, out
+		list, opts = &appsv1.DeploymentList{}, []client.ListOption{client.InNamespace(rawNamespace), client.MatchingLabels{benchLabel: "true"}}
 	}
-	w, err := h.karmada.Watch(ctx, &mlsysopsv1.MLSysOpsAppList{}, client.InNamespace(mlsysopsv1.Namespace))
-	if err != nil {
-		tb.Fatal(err)
+	open := func() watch.Interface {
+		for {
+			w, err := h.karmada.Watch(ctx, list, opts...)
+			if err == nil || ctx.Err() != nil {
+				return w
+			}
+			tb.Logf("watch of %s: %v; again in a second", p, err)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(time.Second):
+			}
+		}
+	}
+	w := open()
+	if w == nil {
+		tb.Fatalf("watch of %s: %v", p, ctx.Err())
+	}
+	ready := map[string]map[string]bool{}
+	sent := map[string]bool{}
+	send := func(name string) {
+		if !sent[name] {
+			sent[name] = true
+			select {
+			case out <- name:
+			case <-ctx.Done():
+			}
+		}
 	}
 	go func() {
-		for ev := range w.ResultChan() {
-			if app, ok := ev.Object.(*mlsysopsv1.MLSysOpsApp); ok && ev.Type != watch.Deleted && app.Status.Phase == mlsysopsv1.AppRunning {
-				out <- app.Name
+		for {
+			for ev := range w.ResultChan() {
+				if ev.Type == watch.Deleted {
+					continue
+				}
+				switch o := ev.Object.(type) {
+				case *mlsysopsv1.MLSysOpsApp:
+					if o.Status.Phase == mlsysopsv1.AppRunning {
+						send(o.Name)
+					}
+				case *appsv1.Deployment:
+					app := o.Labels["app"]
+					if ready[app] == nil {
+						ready[app] = map[string]bool{}
+					}
+					ready[app][o.Labels["component"]] = o.Spec.Replicas != nil && o.Status.ReadyReplicas >= *o.Spec.Replicas*int32(len(s.Clusters))
+					n := 0
+					for _, r := range ready[app] {
+						if r {
+							n++
+						}
+					}
+					if n == s.Components {
+						send(app)
+					}
+				}
+			}
+			w.Stop()
+			if ctx.Err() != nil {
+				return
+			}
+			if w = open(); w == nil {
+				return
 			}
 		}
 	}()
-	return w, out
+	return out
 }
 
 // cleanup deletes every application of the runs, on both sides, and waits
