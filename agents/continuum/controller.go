@@ -219,7 +219,7 @@ func (r *AppReconciler) reconcile(ctx context.Context, req reconcile.Request) (_
 			r.gone(ctx, req.Name)
 			r.assumed.Forget(req.Name)
 			r.passes.Forget(req.Name)
-			r.forgetReports(req.Name)
+			r.Reported.Forget(req.Name)
 		}
 		// Deleted: the garbage collector removes the policy it owned.
 		if apierrors.IsNotFound(err) && r.Status != nil {
@@ -270,7 +270,7 @@ func (r *AppReconciler) reconcile(ctx context.Context, req reconcile.Request) (_
 		// What the plan's clusters take is not simulated here: the
 		// assumption ends with the move.
 		r.assumed.Forget(app.Name)
-		r.forgetReports(app.Name)
+		r.Reported.Forget(app.Name)
 		if err := r.applyPolicy(ctx, app, pinned); err != nil {
 			return reconcile.Result{}, err
 		}
@@ -319,7 +319,7 @@ func (r *AppReconciler) reconcile(ctx context.Context, req reconcile.Request) (_
 		return reconcile.Result{RequeueAfter: r.retry}, nil
 	}
 	// Reports of an earlier placement say nothing of this one.
-	r.forgetReports(app.Name)
+	r.Reported.Forget(app.Name)
 	if err := r.applyPolicy(ctx, app, d.Clusters); err != nil {
 		r.assumed.Forget(app.Name)
 		return reconcile.Result{}, err
@@ -493,13 +493,7 @@ func (r *AppReconciler) setPhase(ctx context.Context, app *mlsysopsv1.MLSysOpsAp
 func (r *AppReconciler) memberComponents(ctx context.Context, app *mlsysopsv1.MLSysOpsApp, clusters []string) ([]mlsysopsv1.ComponentStatus, error) {
 	rb := &workv1alpha2.ResourceBinding{}
 	err := r.client.Get(ctx, types.NamespacedName{Namespace: app.Namespace, Name: bindingName(app.Name)}, rb)
-	if apierrors.IsNotFound(err) {
-		if r.Reported == nil {
-			return nil, nil
-		}
-		err = nil
-	}
-	if err != nil {
+	if err != nil && !apierrors.IsNotFound(err) {
 		return nil, err
 	}
 	byCluster := map[string][]mlsysopsv1.ComponentStatus{}
@@ -519,15 +513,7 @@ func (r *AppReconciler) memberComponents(ctx context.Context, app *mlsysopsv1.ML
 			byCluster[item.ClusterName] = append(byCluster[item.ClusterName], c)
 		}
 	}
-	if r.Reported != nil {
-		return r.Reported.Merge(app.Name, clusters, byCluster), nil
-	}
-	var out []mlsysopsv1.ComponentStatus
-	for _, cl := range clusters {
-		out = append(out, byCluster[cl]...)
-	}
-	sortComponents(out)
-	return out, nil
+	return r.Reported.Merge(app.Name, clusters, byCluster), nil
 }
 
 // updateRunningPhase derives the phase of a placed application from the
@@ -618,12 +604,6 @@ func truncate(s string, n int) string {
 }
 
 func ptr[T any](v T) *T { return &v }
-
-func (r *AppReconciler) forgetReports(app string) {
-	if r.Reported != nil {
-		r.Reported.Forget(app)
-	}
-}
 
 // bindingName is the name Karmada gives the ResourceBinding of an
 // application (application names cannot contain the ':' Karmada replaces).

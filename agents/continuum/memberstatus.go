@@ -85,11 +85,19 @@ func (s *MemberStatuses) Put(m *messaging.ApplicationStatusReport) bool {
 // Merge returns the components of the clusters of a placement: a
 // cluster's report where the binding (fromBinding, by cluster) shows
 // another status or none, the binding's otherwise. Reports the binding
-// matches, or too old, are dropped.
+// matches, or too old, are dropped. A nil MemberStatuses holds no
+// report: the binding's components.
 func (s *MemberStatuses) Merge(app string, clusters []string, fromBinding map[string][]mlsysopsv1.ComponentStatus) []mlsysopsv1.ComponentStatus {
+	var out []mlsysopsv1.ComponentStatus
+	if s == nil {
+		for _, cl := range clusters {
+			out = append(out, fromBinding[cl]...)
+		}
+		sortComponents(out)
+		return out
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []mlsysopsv1.ComponentStatus
 	now := s.now()
 	for _, cl := range clusters {
 		rb := fromBinding[cl]
@@ -113,7 +121,11 @@ func (s *MemberStatuses) Merge(app string, clusters []string, fromBinding map[st
 }
 
 // Forget drops an application's reports: it was placed again, or is gone.
+// It does nothing on a nil MemberStatuses.
 func (s *MemberStatuses) Forget(app string) {
+	if s == nil {
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.by, app)
@@ -146,18 +158,12 @@ func sameComponents(a, b []mlsysopsv1.ComponentStatus) bool {
 	if len(a) != len(b) {
 		return false
 	}
+	// Both sides name their cluster: reports by construction, the
+	// binding's entries as memberComponents fills them in.
 	x := append([]mlsysopsv1.ComponentStatus(nil), a...)
 	y := append([]mlsysopsv1.ComponentStatus(nil), b...)
 	sortComponents(x)
 	sortComponents(y)
-	for i := range x {
-		if x[i].Cluster == "" {
-			x[i].Cluster = y[i].Cluster
-		}
-		if y[i].Cluster == "" {
-			y[i].Cluster = x[i].Cluster
-		}
-	}
 	return equality.Semantic.DeepEqual(x, y)
 }
 
