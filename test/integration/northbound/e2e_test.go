@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -95,7 +96,7 @@ func TestCLIEndToEnd(t *testing.T) {
 	// never take the nodes out of placement for their absence. A pod the
 	// testbed's real nodes refuse (the gateway's foreign image) is placed
 	// elsewhere after --pending-settle.
-	testbed.StartTestAgents(t, tb, testbed.TestAgentsOptions{Args: []string{"--child-grace-period", "0", "--pending-settle", "10s"}})
+	ta := testbed.StartTestAgents(t, tb, testbed.TestAgentsOptions{Args: []string{"--child-grace-period", "0", "--pending-settle", "10s"}})
 	ctx := ctxT(t)
 	rdb, err := state.NewClient(state.Config{Addrs: []string{tb.RedisAddr}, Password: tb.RedisPassword})
 	if err != nil {
@@ -144,6 +145,12 @@ func TestCLIEndToEnd(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(watch.String()), "\n")
 	if last := lines[len(lines)-1]; !strings.Contains(last, "Running") || !strings.Contains(last, "ready 2/2") {
 		t.Errorf("watch output:\n%s", watch.String())
+	}
+	// The cluster agent sent the continuum agent the statuses it wrote
+	// (application_status_report through ejabberd), and the continuum
+	// agent took them.
+	if n := statusReportsAccepted(t, ta); n < 1 {
+		t.Errorf("the continuum agent accepted %d application status reports, want at least one", n)
 	}
 
 	out = mustMLS(t, "apps", "get-app-details", name)
@@ -349,4 +356,24 @@ func repoRoot(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return root
+}
+
+// statusReportsAccepted reads how many application status reports the
+// continuum agent accepted, from its /status.
+func statusReportsAccepted(t *testing.T, ta *testbed.TestAgents) int64 {
+	t.Helper()
+	resp, err := http.Get(ta.Get(testbed.LayerContinuum, "mls-continuum").URL() + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Reports struct {
+			Accepted int64 `json:"accepted"`
+		} `json:"status_reports"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Reports.Accepted
 }
