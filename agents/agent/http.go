@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/mlsysops-go/mlsysops/internal/agentconfig"
@@ -28,7 +29,7 @@ func (a *Agent) serve() (func(context.Context) error, error) {
 		return nil, fmt.Errorf("listen %s: %w", a.Conn.Listen, err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(a.Metrics, promhttp.HandlerOpts{Registry: a.Metrics}))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(append(prometheus.Gatherers{a.Metrics}, sharedGatherers...), promhttp.HandlerOpts{Registry: a.Metrics}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		if err := a.ready(r.Context()); err != nil {

@@ -239,7 +239,7 @@ func formatTime(t time.Time) string {
 func (r *replica) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, req *http.Request) {
-		g := prometheus.Gatherers{r.metrics}
+		g := append(prometheus.Gatherers{r.metrics}, sharedGatherers...)
 		if a := r.current(); a != nil {
 			g = append(g, a.Metrics)
 		}

@@ -87,6 +87,10 @@ type AppReconciler struct {
 	refused refusals
 	// passes records what each successful pass read.
 	passes *kube.Passes
+	// made holds the Deployments this controller created that its cache
+	// has not shown yet (madeKey): a pass that reads the cache before it
+	// does stops there, and their add event brings the next pass.
+	made *kube.Expectations
 	// firstStatus delays first statuses (FirstStatusDelay).
 	firstStatus firstSeen
 }
@@ -105,7 +109,7 @@ const PlacementWorkers = 16
 // NewAppReconciler returns a reconciler for the member cluster named
 // cluster.
 func NewAppReconciler(c client.Client, cluster string, log *slog.Logger) *AppReconciler {
-	return &AppReconciler{client: c, cluster: cluster, log: log, resync: kube.NewResyncer(), passes: kube.NewPasses(), PendingSettle: DefaultPendingSettle,
+	return &AppReconciler{client: c, cluster: cluster, log: log, resync: kube.NewResyncer(), passes: kube.NewPasses(), made: kube.NewExpectations(madeTTL), PendingSettle: DefaultPendingSettle,
 		FirstStatusDelay: DefaultFirstStatusDelay,
 		feed:             indexFeed{index: placement.NewIndex()}}
 }
@@ -193,8 +197,11 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (_
 	// How long each stage of the pass took (debug log): where a new
 	// application's first seconds go.
 	stages := stageTimer{last: time.Now()}
+	// behind is set when the cache lags this controller's own writes: the
+	// pass stops without acting, so it is not recorded as done.
+	behind := false
 	defer func() {
-		if err == nil {
+		if err == nil && !behind {
 			r.passes.Done(app.Name, read)
 		}
 		log.Debug("pass", append(stages.attrs(), "err", err)...)
@@ -214,7 +221,7 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (_
 	} else {
 		finalized <- nil
 	}
-	op, err := controllerutil.CreateOrUpdate(ctx, r.client, ns, func() error {
+	op, err := kube.CreateOrUpdate(ctx, r.client, r.live(), ns, func() error {
 		if ns.Labels == nil {
 			ns.Labels = map[string]string{}
 		}
@@ -256,7 +263,22 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (_
 	for i := range deps.Items {
 		existing[deps.Items[i].Labels[mlsysopsv1.LabelComponent]] = &deps.Items[i]
 	}
+	for _, comp := range app.Spec.Components {
+		key := madeKey(ns.Name, comp.Metadata.Name)
+		if existing[comp.Metadata.Name] != nil {
+			r.made.Seen(key)
+		} else if r.made.Pending(key) {
+			behind = true
+		}
+	}
 	stages.mark("read")
+	if behind {
+		// A Deployment made a moment ago is not in the cache yet: its add
+		// event brings the next pass; the requeue is in case it never
+		// comes (deleted meanwhile).
+		log.Debug("pass stopped: the cache has not shown a Deployment made before", "namespace", ns.Name)
+		return reconcile.Result{RequeueAfter: time.Second}, nil
+	}
 
 	statuses := map[string]*mlsysopsv1.ComponentStatus{}
 	unschedulable := false
@@ -357,6 +379,13 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (_
 	}
 	return reconcile.Result{RequeueAfter: requeue}, nil
 }
+
+// madeTTL is how long a Deployment this controller created is awaited in
+// its cache (see AppReconciler.made).
+const madeTTL = 30 * time.Second
+
+// madeKey names a component's Deployment in AppReconciler.made.
+func madeKey(namespace, component string) string { return namespace + "/" + component }
 
 func (r *AppReconciler) gone(ctx context.Context, app string) {
 	r.assumed.forget(app)

@@ -29,7 +29,9 @@ func (r *AppReconciler) apply(ctx context.Context, objs fluidity.Objects) error 
 		return err
 	}
 	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: want.Name, Namespace: want.Namespace}}
-	if _, err := controllerutil.CreateOrUpdate(ctx, r.client, dep, func() error {
+	// Not from a live read when the cache lags: the pass decided the nodes
+	// in dep on the cache's view (see made).
+	op, err := controllerutil.CreateOrUpdate(ctx, r.client, dep, func() error {
 		// Merge: the deployment controller keeps its revision annotation
 		// here.
 		dep.Labels = merge(dep.Labels, want.Labels)
@@ -49,12 +51,16 @@ func (r *AppReconciler) apply(ctx context.Context, objs fluidity.Objects) error 
 		}
 		dep.Annotations[mlsysopsv1.AnnotationTemplateHash] = th
 		return nil
-	}); err != nil {
+	})
+	if err != nil {
 		return fmt.Errorf("deployment %s/%s: %w", want.Namespace, want.Name, err)
+	}
+	if op == controllerutil.OperationResultCreated {
+		r.made.Expect(madeKey(want.Namespace, want.Labels[mlsysopsv1.LabelComponent]))
 	}
 	if s := objs.Service; s != nil {
 		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace}}
-		if _, err := controllerutil.CreateOrUpdate(ctx, r.client, svc, func() error {
+		if _, err := kube.CreateOrUpdate(ctx, r.client, r.live(), svc, func() error {
 			svc.Labels = merge(svc.Labels, s.Labels)
 			svc.Spec.Selector = s.Spec.Selector
 			svc.Spec.Type = s.Spec.Type

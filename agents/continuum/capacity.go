@@ -41,6 +41,11 @@ type ProxyCapacity struct {
 	// Reports, when set, holds the cluster agents' capacity reports, used
 	// instead of reading the members while they are fresh.
 	Reports *Reports
+	// ListClusters, when set, lists Karmada's Cluster objects instead of
+	// a read of the Karmada API: the placement controller's cache (every
+	// pass of a burst needs them, and a read under the lock held every
+	// TTL stalled every worker for as long as the loaded API took).
+	ListClusters func(ctx context.Context) ([]clusterv1alpha1.Cluster, error)
 
 	mu     sync.Mutex
 	cached []placement.Cluster
@@ -88,14 +93,14 @@ func (p *ProxyCapacity) Invalidate() {
 }
 
 func (p *ProxyCapacity) read(ctx context.Context) ([]placement.Cluster, error) {
-	list, err := p.karmada.ClusterV1alpha1().Clusters().List(ctx, metav1.ListOptions{})
+	items, err := p.clusters(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list Karmada clusters: %w", err)
 	}
-	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
-	out := make([]placement.Cluster, 0, len(list.Items))
-	for i := range list.Items {
-		c := &list.Items[i]
+	sort.Slice(items, func(i, j int) bool { return items[i].Name < items[j].Name })
+	out := make([]placement.Cluster, 0, len(items))
+	for i := range items {
+		c := &items[i]
 		pc := placement.Cluster{Name: c.Name, Ready: meta.IsStatusConditionTrue(c.Status.Conditions, clusterv1alpha1.ClusterConditionReady)}
 		if pc.Ready && !HasAppAPI(c) {
 			// Karmada reports a member's APIs every few seconds: the CRDs
@@ -122,4 +127,15 @@ func (p *ProxyCapacity) read(ctx context.Context) ([]placement.Cluster, error) {
 		out = append(out, pc)
 	}
 	return out, nil
+}
+
+func (p *ProxyCapacity) clusters(ctx context.Context) ([]clusterv1alpha1.Cluster, error) {
+	if p.ListClusters != nil {
+		return p.ListClusters(ctx)
+	}
+	list, err := p.karmada.ClusterV1alpha1().Clusters().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return list.Items, nil
 }

@@ -172,7 +172,10 @@ func (r *AppReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return o.GetNamespace() == mlsysopsv1.Namespace
 		}))).
 		Owns(&policyv1alpha1.PropagationPolicy{}).
-		Watches(&workv1alpha2.ResourceBinding{}, byBinding).
+		// Only the members' reflected status is read from a binding:
+		// its other updates (the clusters chosen, conditions, Karmada's
+		// bookkeeping; several per application) bring no pass.
+		Watches(&workv1alpha2.ResourceBinding{}, byBinding, builder.WithPredicates(aggregatedStatusChanged)).
 		// A member that becomes Ready, or starts serving the MLSysOps API,
 		// can take the applications that fit nowhere: they are tried at
 		// once rather than at their next retry (the first application
@@ -375,6 +378,19 @@ func (r *AppReconciler) sweep(ctx context.Context, reader client.Reader) {
 		case <-time.After(r.retry):
 		}
 	}
+}
+
+// aggregatedStatusChanged passes a ResourceBinding's creation, deletion
+// and the updates that change the members' status reflected into it.
+var aggregatedStatusChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		a, okA := e.ObjectOld.(*workv1alpha2.ResourceBinding)
+		b, okB := e.ObjectNew.(*workv1alpha2.ResourceBinding)
+		if !okA || !okB {
+			return true
+		}
+		return !equality.Semantic.DeepEqual(a.Status.AggregatedStatus, b.Status.AggregatedStatus)
+	},
 }
 
 // clusterPlaceable passes the cluster events that change whether

@@ -121,6 +121,17 @@ func NewControllersWith(ctx context.Context, cfg *rest.Config, log *slog.Logger,
 			return nil, err
 		}
 	}
+	if pc, ok := capacity.(*ProxyCapacity); ok && pc.ListClusters == nil {
+		// The controller watches Cluster objects: its cache has them.
+		cached := mgr.GetClient()
+		pc.ListClusters = func(ctx context.Context) ([]clusterv1alpha1.Cluster, error) {
+			list := &clusterv1alpha1.ClusterList{}
+			if err := cached.List(ctx, list); err != nil {
+				return nil, err
+			}
+			return list.Items, nil
+		}
+	}
 	apps := NewAppReconciler(mgr.GetClient(), capacity, log)
 	memberApps, err := members.NewReader(cfg)
 	if err != nil {

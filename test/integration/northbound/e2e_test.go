@@ -152,6 +152,17 @@ func TestCLIEndToEnd(t *testing.T) {
 	if n := statusReportsAccepted(t, ta); n < 1 {
 		t.Errorf("the continuum agent accepted %d application status reports, want at least one", n)
 	}
+	// The agents' /metrics carry their controllers' work queues
+	// (controller-runtime's registry beside the agent's own).
+	for _, q := range []struct{ layer, name, controller string }{
+		{testbed.LayerContinuum, "mls-continuum", "continuum-placement"},
+		{testbed.LayerCluster, "cloud-1", "cluster-fluidity"},
+	} {
+		series := `workqueue_adds_total{controller="` + q.controller + `",name="` + q.controller + `"}`
+		if v := testbed.MetricValue(t, ta.Get(q.layer, q.name).URL()+"/metrics", series); v < 1 {
+			t.Errorf("%s agent %s: %s = %v, want at least 1", q.layer, q.name, series, v)
+		}
+	}
 
 	out = mustMLS(t, "apps", "get-app-details", name)
 	for _, want := range []*regexp.Regexp{

@@ -5,6 +5,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,6 +70,11 @@ func BenchmarkSideBySide(b *testing.B) {
 	agents := testbed.StartTestAgents(b, env.Env, testbed.TestAgentsOptions{Descriptions: env.Descriptions, Args: benchAgentArgs})
 	h := newHarness(b, env.Env)
 	h.prof = newProfiler(b, env.Env, agents)
+	for _, a := range agents.All {
+		if u := a.URL(); u != "" && a.Layer != testbed.LayerNode {
+			h.agentMetrics[a.Layer+" "+a.Name] = strings.TrimSuffix(u, "/") + "/metrics"
+		}
+	}
 	agents.WaitCapacityReports(env.Clusters)
 	h.cleanup(b)
 	// Which agents run: "" none (Karmada alone), "new" this checkout's,
@@ -129,14 +135,14 @@ func BenchmarkSideBySide(b *testing.B) {
 							setAgents("new")
 						}
 						prefix := fmt.Sprintf("b%d-%d-%s%d", n, i, shortPath(p), r)
-						w0, q0, c0 := h.writes(b), h.karmadaQueues(), cpuTimes(env.StateDir)
+						w0, q0, c0 := h.writes(b), h.queues(), cpuTimes(env.StateDir)
 						res := h.run(b, p, s, n, prefix, time.Duration(n)*3*time.Second+10*time.Minute)
 						byKind, total := h.writes(b).since(w0)
-						queues := h.karmadaQueues().since(q0)
+						queues := h.queues().since(q0)
 						cpu, cpuTop := cpuSince(cpuTimes(env.StateDir), c0, float64(n))
 						writes[p] += total / float64(n)
 						results[p] = append(results[p], res)
-						fmt.Printf("side-by-side n=%d %s %s round %d: %.1f s (load %s); %.1f API writes per application; most: %s; Karmada: %s; CPU per application (with idle): %s\n",
+						fmt.Printf("side-by-side n=%d %s %s round %d: %.1f s (load %s); %.1f API writes per application; most: %s; queues: %s; CPU per application (with idle): %s\n",
 							n, s.Name, p, r, res.Total.Seconds(), loadAverage(), total/float64(n), byKind.top(12), queues, cpuTop)
 						h.cleanup(b)
 						// The testbed's CPU while idle (KWOK's heartbeats, the

@@ -79,6 +79,9 @@ type harness struct {
 	trace *testbed.AppTracer
 	// prof, when set, profiles the busy processes during each run.
 	prof *profiler
+	// agentMetrics are the agents' /metrics by agent, for their
+	// controllers' queues (queues).
+	agentMetrics map[string]string
 }
 
 func newHarness(tb testing.TB, env *testbed.Env) *harness {
@@ -92,7 +95,7 @@ func newHarness(tb testing.TB, env *testbed.Env) *harness {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	h := &harness{env: env, karmada: kc, members: map[string]kubernetes.Interface{}}
+	h := &harness{env: env, karmada: kc, members: map[string]kubernetes.Interface{}, agentMetrics: map[string]string{}}
 	for _, c := range env.Clusters {
 		cs, err := kubernetes.NewForConfig(env.RESTConfig(tb, c))
 		if err != nil {

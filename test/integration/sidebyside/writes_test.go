@@ -130,24 +130,86 @@ func promCounters(url string, prefixes ...string) map[string]float64 {
 	return out
 }
 
-// karmadaQueues is what Karmada's controllers and scheduler did during a
-// run: the scheduler's attempts and their end-to-end time, and per
-// controller queue the items added, their time waiting in the queue and
-// being worked on.
-type karmadaQueues struct {
-	sched, cm map[string]float64
+// queues is what Karmada's controllers and scheduler, and the MLSysOps
+// agents' controllers, did during a run: the scheduler's attempts and
+// their end-to-end time, and per controller queue the items added, their
+// time waiting in the queue and being worked on. cm is keyed by process
+// ("" for Karmada's controller manager, else the agent), then series.
+type queues struct {
+	sched map[string]float64
+	cm    map[string]map[string]float64
 }
 
-func (h *harness) karmadaQueues() karmadaQueues {
-	return karmadaQueues{
+// queueSeries are the work queue counters read from every process.
+var queueSeries = []string{"workqueue_adds_total", "workqueue_retries_total", "workqueue_queue_duration_seconds_sum", "workqueue_work_duration_seconds_sum"}
+
+func (h *harness) queues() queues {
+	q := queues{
 		sched: promCounters(h.env.KarmadaScheduler.MetricsURL, "karmada_scheduler_e2e_scheduling_duration_seconds_sum", "karmada_scheduler_e2e_scheduling_duration_seconds_count"),
-		cm:    promCounters(h.env.KarmadaControllers.MetricsURL, "workqueue_adds_total", "workqueue_queue_duration_seconds_sum", "workqueue_work_duration_seconds_sum"),
+		cm:    map[string]map[string]float64{"": promCounters(h.env.KarmadaControllers.MetricsURL, queueSeries...)},
 	}
+	for name, url := range h.agentMetrics {
+		q.cm[name] = promCounters(url, queueSeries...)
+	}
+	return q
 }
 
-// since describes the difference: the scheduler's, then the busiest
-// controller queues.
-func (q karmadaQueues) since(before karmadaQueues) string {
+// queueStats is one controller queue's difference over a run.
+type queueStats struct {
+	name                       string
+	adds, retries, queue, work float64
+}
+
+// String says how many items the queue took (retries are items the
+// controller put back after an error, behind its rate limiter).
+func (c queueStats) String() string {
+	return fmt.Sprintf("%s %.0f items (%.0f retries), %.2f s queued + %.2f s worked each", c.name, c.adds, c.retries, c.queue/c.adds, c.work/c.adds)
+}
+
+// controllers returns the queues of one process that had items since
+// before, busiest first; names are prefixed with process, if any.
+func controllers(now, before map[string]float64, process string) []queueStats {
+	byName := map[string]*queueStats{}
+	for k, v := range now {
+		i := strings.Index(k, `name="`)
+		if i < 0 {
+			continue
+		}
+		name := k[i+6:]
+		name = name[:strings.IndexByte(name, '"')]
+		if process != "" {
+			name = process + "/" + name
+		}
+		c := byName[name]
+		if c == nil {
+			c = &queueStats{name: name}
+			byName[name] = c
+		}
+		d := v - before[k]
+		switch {
+		case strings.HasPrefix(k, "workqueue_adds_total"):
+			c.adds += d
+		case strings.HasPrefix(k, "workqueue_retries_total"):
+			c.retries += d
+		case strings.HasPrefix(k, "workqueue_queue_duration"):
+			c.queue += d
+		default:
+			c.work += d
+		}
+	}
+	var out []queueStats
+	for _, c := range byName {
+		if c.adds > 0 {
+			out = append(out, *c)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].work+out[i].queue > out[j].work+out[j].queue })
+	return out
+}
+
+// since describes the difference: Karmada's scheduler, then its busiest
+// controller queues, then the agents' controller queues.
+func (q queues) since(before queues) string {
 	sum := func(m, b map[string]float64, prefix string) float64 {
 		t := 0.0
 		for k, v := range m {
@@ -159,46 +221,26 @@ func (q karmadaQueues) since(before karmadaQueues) string {
 	}
 	n := sum(q.sched, before.sched, "karmada_scheduler_e2e_scheduling_duration_seconds_count")
 	s := sum(q.sched, before.sched, "karmada_scheduler_e2e_scheduling_duration_seconds_sum")
-	type ctl struct {
-		name              string
-		adds, queue, work float64
-	}
-	byName := map[string]*ctl{}
-	for k, v := range q.cm {
-		i := strings.Index(k, `name="`)
-		if i < 0 {
-			continue
-		}
-		name := k[i+6:]
-		name = name[:strings.IndexByte(name, '"')]
-		c := byName[name]
-		if c == nil {
-			c = &ctl{name: name}
-			byName[name] = c
-		}
-		d := v - before.cm[k]
-		switch {
-		case strings.HasPrefix(k, "workqueue_adds_total"):
-			c.adds += d
-		case strings.HasPrefix(k, "workqueue_queue_duration"):
-			c.queue += d
-		default:
-			c.work += d
-		}
-	}
-	var ctls []*ctl
-	for _, c := range byName {
-		if c.adds > 0 {
-			ctls = append(ctls, c)
-		}
-	}
-	sort.Slice(ctls, func(i, j int) bool { return ctls[i].work+ctls[i].queue > ctls[j].work+ctls[j].queue })
 	parts := []string{fmt.Sprintf("scheduler %.0f attempts, %.2f s each", n, s/max(n, 1))}
-	for i, c := range ctls {
+	for i, c := range controllers(q.cm[""], before.cm[""], "") {
 		if i == 6 {
 			break
 		}
-		parts = append(parts, fmt.Sprintf("%s %.0f items, %.2f s queued + %.2f s worked each", c.name, c.adds, c.queue/c.adds, c.work/c.adds))
+		parts = append(parts, c.String())
 	}
-	return strings.Join(parts, "; ")
+	out := strings.Join(parts, "; ")
+	var agents []string
+	for process, m := range q.cm {
+		if process == "" {
+			continue
+		}
+		for _, c := range controllers(m, before.cm[process], process) {
+			agents = append(agents, c.String())
+		}
+	}
+	if len(agents) > 0 {
+		sort.Strings(agents)
+		out += "; agents: " + strings.Join(agents, "; ")
+	}
+	return out
 }

@@ -1,0 +1,55 @@
+package continuum
+
+import (
+	"testing"
+
+	workv1alpha2 "github.com/karmada-io/karmada/pkg/apis/work/v1alpha2"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+)
+
+// TestBindingEventsThatBringAPass: of a binding's updates, only those of
+// the members' reflected status bring its application a pass.
+func TestBindingEventsThatBringAPass(t *testing.T) {
+	base := func() *workv1alpha2.ResourceBinding {
+		rb := &workv1alpha2.ResourceBinding{}
+		rb.Name, rb.Namespace, rb.ResourceVersion = "a-mlsysopsapp", "mlsysops", "1"
+		rb.Spec.Resource.Kind, rb.Spec.Resource.Name = "MLSysOpsApp", "a"
+		rb.Status.AggregatedStatus = []workv1alpha2.AggregatedStatusItem{{
+			ClusterName: "cloud", Status: &runtime.RawExtension{Raw: []byte(`{"phase":"Deploying"}`)}, Applied: true,
+		}}
+		return rb
+	}
+	cases := []struct {
+		name   string
+		change func(rb *workv1alpha2.ResourceBinding)
+		want   bool
+	}{
+		{"nothing but the resourceVersion", func(rb *workv1alpha2.ResourceBinding) { rb.ResourceVersion = "2" }, false},
+		{"clusters chosen", func(rb *workv1alpha2.ResourceBinding) {
+			rb.Spec.Clusters = []workv1alpha2.TargetCluster{{Name: "cloud"}}
+		}, false},
+		{"a condition", func(rb *workv1alpha2.ResourceBinding) {
+			rb.Status.SchedulerObservedGeneration = 3
+		}, false},
+		{"a member's status", func(rb *workv1alpha2.ResourceBinding) {
+			rb.Status.AggregatedStatus[0].Status = &runtime.RawExtension{Raw: []byte(`{"phase":"Running"}`)}
+		}, true},
+		{"a member added", func(rb *workv1alpha2.ResourceBinding) {
+			rb.Status.AggregatedStatus = append(rb.Status.AggregatedStatus, workv1alpha2.AggregatedStatusItem{ClusterName: "edge"})
+		}, true},
+		{"a member's status gone", func(rb *workv1alpha2.ResourceBinding) { rb.Status.AggregatedStatus = nil }, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			old, now := base(), base()
+			c.change(now)
+			if got := aggregatedStatusChanged.Update(event.UpdateEvent{ObjectOld: old, ObjectNew: now}); got != c.want {
+				t.Errorf("update passed = %v, want %v", got, c.want)
+			}
+		})
+	}
+	if !aggregatedStatusChanged.Create(event.CreateEvent{Object: base()}) || !aggregatedStatusChanged.Delete(event.DeleteEvent{Object: base()}) {
+		t.Error("a binding's creation or deletion brings no pass")
+	}
+}
