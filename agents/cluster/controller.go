@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -129,7 +130,10 @@ func (r *AppReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&mlsysopsv1.MLSysOpsApp{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 			return o.GetNamespace() == mlsysopsv1.Namespace
 		}))).
-		Watches(&appsv1.Deployment{}, byLabel).
+		// Of a Deployment's status only the ready replicas are read: the
+		// deployment controller's other status writes (several per roll-out)
+		// bring no pass.
+		Watches(&appsv1.Deployment{}, byLabel, builder.WithPredicates(deploymentRelevant)).
 		// Only node changes that matter to placement: a node's status is
 		// rewritten every heartbeat, and each write would otherwise
 		// reconcile every application.
@@ -144,6 +148,22 @@ func (r *AppReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// the status) that 4 workers made a queue of in a burst.
 		WithOptions(controller.Options{SkipNameValidation: ptr(true), MaxConcurrentReconciles: PlacementWorkers, RateLimiter: kube.ItemRateLimiter()}).
 		Complete(r)
+}
+
+// deploymentRelevant passes a Deployment's creation, deletion, and the
+// updates of its spec (generation), labels, annotations, deletion or
+// ready replicas.
+var deploymentRelevant = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		a, okA := e.ObjectOld.(*appsv1.Deployment)
+		b, okB := e.ObjectNew.(*appsv1.Deployment)
+		if !okA || !okB {
+			return true
+		}
+		return a.Generation != b.Generation || a.Status.ReadyReplicas != b.Status.ReadyReplicas ||
+			!a.DeletionTimestamp.Equal(b.DeletionTimestamp) ||
+			!maps.Equal(a.Labels, b.Labels) || !maps.Equal(a.Annotations, b.Annotations)
+	},
 }
 
 // placementRelevant passes node events that can change a placement:
