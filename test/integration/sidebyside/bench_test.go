@@ -5,7 +5,6 @@ import (
 	"os"
 	"slices"
 	"sort"
-	"strings"
 	"testing"
 	"time"
 
@@ -70,11 +69,7 @@ func BenchmarkSideBySide(b *testing.B) {
 	agents := testbed.StartTestAgents(b, env.Env, testbed.TestAgentsOptions{Descriptions: env.Descriptions, Args: benchAgentArgs})
 	h := newHarness(b, env.Env)
 	h.prof = newProfiler(b, env.Env, agents)
-	for _, a := range agents.All {
-		if u := a.URL(); u != "" && a.Layer != testbed.LayerNode {
-			h.agentMetrics[a.Layer+" "+a.Name] = strings.TrimSuffix(u, "/") + "/metrics"
-		}
-	}
+	h.watchAgentQueues(agents)
 	agents.WaitCapacityReports(env.Clusters)
 	h.cleanup(b)
 	// Which agents run: "" none (Karmada alone), "new" this checkout's,

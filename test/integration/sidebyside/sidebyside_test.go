@@ -119,6 +119,16 @@ func newHarness(tb testing.TB, env *testbed.Env) *harness {
 	return h
 }
 
+// watchAgentQueues makes queues read the controller queues of the
+// continuum and cluster agents of ta.
+func (h *harness) watchAgentQueues(ta *testbed.TestAgents) {
+	for _, a := range ta.All {
+		if u := a.URL(); u != "" && a.Layer != testbed.LayerNode {
+			h.agentMetrics[a.Layer+" "+a.Name] = strings.TrimSuffix(u, "/") + "/metrics"
+		}
+	}
+}
+
 // placeable waits until Karmada sees the MLSysOps API in every member:
 // the agents (re)started install it, and until then applications fit
 // nowhere.
@@ -486,6 +496,7 @@ func TestSideBySideSmoke(t *testing.T) {
 	env := testbed.Shared(t)
 	ta := testbed.StartTestAgents(t, env, testbed.TestAgentsOptions{Nodes: true})
 	h := newHarness(t, env)
+	h.watchAgentQueues(ta)
 	ta.WaitCapacityReports(env.Clusters)
 	h.cleanup(t)
 	t.Cleanup(func() { h.cleanup(t) })
@@ -493,12 +504,14 @@ func TestSideBySideSmoke(t *testing.T) {
 		for _, p := range []Path{PathRaw, PathCR, PathAPI} {
 			t.Run(s.Name+"/"+string(p), func(t *testing.T) {
 				prefix := fmt.Sprintf("sbs%d-%s", i, shortPath(p))
+				q0 := h.queues()
 				res := h.run(t, p, s, 10, prefix, 10*time.Minute)
 				if len(res.Latencies) != 10 {
 					t.Fatalf("%d applications Running, want 10", len(res.Latencies))
 				}
-				t.Logf("%s %s: 10 applications Running in %.1f s (p50 %.1f s, p99 %.1f s, load %s); steps (p50, p99 from submission):\n%s", s.Name, p,
-					res.Total.Seconds(), res.Percentile(0.5).Seconds(), res.Percentile(0.99).Seconds(), loadAverage(), testbed.FormatSteps(testbed.SummariseSteps(res.Steps)))
+				t.Logf("%s %s: 10 applications Running in %.1f s (p50 %.1f s, p99 %.1f s, load %s); queues: %s; steps (p50, p99 from submission):\n%s", s.Name, p,
+					res.Total.Seconds(), res.Percentile(0.5).Seconds(), res.Percentile(0.99).Seconds(), loadAverage(), h.queues().since(q0),
+					testbed.FormatSteps(testbed.SummariseSteps(res.Steps)))
 				for i := range 10 {
 					h.checkPlaced(t, p, s, fmt.Sprintf("%s-%04d", prefix, i))
 				}
