@@ -97,4 +97,12 @@ func TestPassWaitsForTheCacheToShowItsDeployment(t *testing.T) {
 	if r.made.Len() != 0 {
 		t.Errorf("%d Deployments still awaited after the cache showed them", r.made.Len())
 	}
+
+	// An application removed: nothing of it is awaited any more (one made
+	// again under its name does not wait for the old Deployments).
+	r.made.Expect(madeKey("mls-demo", "worker"))
+	r.gone(ctx, "demo")
+	if r.made.Len() != 0 {
+		t.Errorf("%d Deployments of a removed application still awaited", r.made.Len())
+	}
 }

@@ -408,6 +408,9 @@ const madeTTL = 30 * time.Second
 func madeKey(namespace, component string) string { return namespace + "/" + component }
 
 func (r *AppReconciler) gone(ctx context.Context, app string) {
+	// An application made again under this name creates its Deployments
+	// again: none of the old ones is awaited.
+	r.made.ForgetPrefix(madeKey(members.Namespace(app), ""))
 	r.assumed.forget(app)
 	r.firstStatus.forget(app)
 	r.refused.forget(app)

@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"strings"
 	"sync"
 	"time"
 )
@@ -45,6 +46,18 @@ func (e *Expectations) Seen(key string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	delete(e.at, key)
+}
+
+// ForgetPrefix drops every key that starts with prefix (the objects of an
+// owner that is gone: one made again under its name starts afresh).
+func (e *Expectations) ForgetPrefix(prefix string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for k := range e.at {
+		if strings.HasPrefix(k, prefix) {
+			delete(e.at, k)
+		}
+	}
 }
 
 // Pending reports whether key was created less than ttl ago and not seen

@@ -39,4 +39,9 @@ func TestExpectations(t *testing.T) {
 	if e.Len() != 1 || !e.Pending("ns/d") {
 		t.Errorf("%d entries after a later Expect, want only the new one", e.Len())
 	}
+	e.Expect("other/d")
+	e.ForgetPrefix("ns/")
+	if e.Pending("ns/d") || !e.Pending("other/d") {
+		t.Error("ForgetPrefix(ns/) did not drop exactly the keys of ns")
+	}
 }
