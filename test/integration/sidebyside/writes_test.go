@@ -160,10 +160,13 @@ type queueStats struct {
 	adds, retries, queue, work float64
 }
 
-// String says how many items the queue took (retries are items the
-// controller put back after an error, behind its rate limiter).
+// String says how many items the queue took and how many were put back
+// with a delay (client-go's workqueue_retries_total counts every delayed
+// add: a failed pass's rate-limited retry, and a controller's own
+// "again in a while"; Karmada's resource detector puts back only failed
+// passes).
 func (c queueStats) String() string {
-	return fmt.Sprintf("%s %.0f items (%.0f retries), %.2f s queued + %.2f s worked each", c.name, c.adds, c.retries, c.queue/c.adds, c.work/c.adds)
+	return fmt.Sprintf("%s %.0f items (%.0f requeued), %.2f s queued + %.2f s worked each", c.name, c.adds, c.retries, c.queue/c.adds, c.work/c.adds)
 }
 
 // controllers returns the queues of one process that had items since
