@@ -75,18 +75,25 @@ func (g *GraceTracker) unavailableLocked(now time.Time) map[string]string {
 	return out
 }
 
-// check calls changed when the gone set differs from the last one.
+// check calls changed when the gone set differs from the last one. It
+// runs on every liveness change and compares without building the
+// reasons: a connection storm of 1,000 children is 1,000 changes.
 func (g *GraceTracker) check() {
 	g.mu.Lock()
-	now := g.unavailableLocked(g.now())
-	same := len(now) == len(g.gone)
-	for c := range now {
-		same = same && g.gone[c]
+	now, n, same := g.now(), 0, true
+	for c, since := range g.offline {
+		if g.grace > 0 && now.Sub(since) > g.grace {
+			n++
+			same = same && g.gone[c]
+		}
 	}
+	same = same && n == len(g.gone)
 	if !same {
-		g.gone = map[string]bool{}
-		for c := range now {
-			g.gone[c] = true
+		g.gone = make(map[string]bool, n)
+		for c, since := range g.offline {
+			if now.Sub(since) > g.grace {
+				g.gone[c] = true
+			}
 		}
 	}
 	g.mu.Unlock()

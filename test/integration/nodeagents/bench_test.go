@@ -17,16 +17,20 @@ import (
 )
 
 // agentCounts are the sizes measured: $MLSYSOPS_NODE_AGENTS (comma
-// separated) or 8 (the shared testbed's node agents, all processes) and
-// 1,000 (a swarm of 999 and one process).
+// separated) or testbedNodeAgents (the shared testbed's node agents, all
+// processes) and 1,000 (a swarm of 999 and one process).
 func agentCounts(b *testing.B) []int {
-	return testbed.EnvSizes(b, "MLSYSOPS_NODE_AGENTS", 8, 1000)
+	return testbed.EnvSizes(b, "MLSYSOPS_NODE_AGENTS", testbedNodeAgents, 1000)
 }
+
+// testbedNodeAgents is the number of nodes of the shared testbed, each
+// with its node agent: a size up to it runs those; a larger one a swarm.
+const testbedNodeAgents = 10
 
 // victim is the node agent that runs as a process and is killed.
 const victim = "far-edge-rpi-1"
 
-// BenchmarkNodeAgents runs 8 and 1,000 node agents through the shared
+// BenchmarkNodeAgents runs 10 and 1,000 node agents through the shared
 // testbed's ejabberd to their two cluster agents and reports: the time
 // from starting them all to every one online at its cluster agent (the
 // connection storm); after a settling minute, over a minute, telemetry
@@ -45,7 +49,7 @@ func BenchmarkNodeAgents(b *testing.B) {
 			env := testbed.Shared(b)
 			opts := testbed.TestAgentsOptions{Args: []string{"--heartbeat-interval", heartbeat.String()}}
 			var names []string
-			if n > 8 {
+			if n > testbedNodeAgents {
 				opts.Descriptions, names = swarmDescriptions(b, n-1)
 				opts.Only = []string{victim}
 			} else {
@@ -56,6 +60,9 @@ func BenchmarkNodeAgents(b *testing.B) {
 			provision := time.Now()
 			ta := testbed.StartTestAgents(b, env, opts)
 			b.ReportMetric(time.Since(provision).Seconds(), "provision-s")
+			if got := nodeAgents(ta); len(names) == 0 && got != n {
+				b.Fatalf("the shared testbed runs %d node agents; this size wants %d (sizes up to %d run the testbed's)", got, n, testbedNodeAgents)
+			}
 			heap0, gr0, rss0 := heapInUse(), runtime.NumGoroutine(), selfRSS()
 			start := time.Now()
 			var sw *swarm
@@ -116,6 +123,17 @@ func BenchmarkNodeAgents(b *testing.B) {
 				pct(pings, 0.5), pct(pings, 0.99), 100*(cpu1-cpu0)/window, float64(rss)/(1<<20), detect.Seconds())
 		})
 	}
+}
+
+// nodeAgents counts the node agents ta started as processes.
+func nodeAgents(ta *testbed.TestAgents) int {
+	n := 0
+	for _, a := range ta.All {
+		if a.Layer == testbed.LayerNode {
+			n++
+		}
+	}
+	return n
 }
 
 // telemetryInterval is the interval the cluster agents set their nodes'
