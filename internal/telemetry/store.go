@@ -170,7 +170,10 @@ func (s *Store) Append(t time.Time, readings []Reading) {
 		}
 	}
 	s.cutoff = t.Add(-s.retention)
-	if t.Sub(s.swept) < s.sweepEvery() && !t.Before(s.swept) {
+	// Samples of many nodes arrive a little out of order: only a sample
+	// time a whole retention before the last sweep (a clock set back)
+	// sweeps before its turn.
+	if d := t.Sub(s.swept); d < s.sweepEvery() && d > -s.retention {
 		return
 	}
 	s.swept = t

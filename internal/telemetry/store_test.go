@@ -51,9 +51,17 @@ func TestStoreHidesExpiredBeforeTheSweep(t *testing.T) {
 	if len(s.series) != 2 || len(s.series[`kept{node="a"}`].points) != 1 {
 		t.Errorf("after the sweep: %d series, want 2, and one point of node a", len(s.series))
 	}
-	// A sample time before the last sweep (another node's clock) sweeps
-	// at once and keeps the order of the series.
-	s.Append(t0.Add(50*time.Second), []Reading{{Name: "kept", Labels: Labels{"node": "0"}, Value: 5}})
+	// A sample a little older than the last (another node's report
+	// arriving late) does not sweep; one a whole retention older (a clock
+	// set back) does.
+	s.Append(t0.Add(105*time.Second), []Reading{{Name: "late", Value: 5}})
+	if got := s.swept; !got.Equal(t0.Add(106 * time.Second)) {
+		t.Errorf("a late sample swept (last sweep at %v)", got.Sub(t0))
+	}
+	s.Append(t0.Add(5*time.Second), []Reading{{Name: "kept", Labels: Labels{"node": "0"}, Value: 5}})
+	if got := s.swept; !got.Equal(t0.Add(5 * time.Second)) {
+		t.Errorf("a clock set back did not sweep (last sweep at %v)", got.Sub(t0))
+	}
 	if sel := s.Select("kept", nil, time.Time{}); len(sel) != 3 || sel[0].Labels["node"] != "0" {
 		t.Errorf("select after an earlier sample = %+v", sel)
 	}
@@ -98,8 +106,10 @@ func BenchmarkAppendNodeReports(b *testing.B) {
 			}
 			s := NewStore(0, 0)
 			t0 := time.Unix(1000, 0)
+			// Reports arrive a little out of order: every other one
+			// 50 ms older than the one before it.
 			step := 5 * time.Second / time.Duration(nodes)
-			at := func(i int) time.Time { return t0.Add(time.Duration(i) * step) }
+			at := func(i int) time.Time { return t0.Add(time.Duration(i)*step - time.Duration(i%2)*50*time.Millisecond) }
 			for i := range nodes {
 				s.Append(at(i), reports[i])
 			}
