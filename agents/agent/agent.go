@@ -277,23 +277,29 @@ func (a *Agent) Run(ctx context.Context) error {
 // whenever the parent comes back after being away (it may have restarted and
 // forgotten its children).
 func (a *Agent) subscribeLoop(ctx context.Context) error {
-	backoff := 500 * time.Millisecond
+	backoff, wait := 500*time.Millisecond, subscribeTimeout
 	for {
-		err := a.subscribe(ctx)
+		err := a.subscribe(ctx, wait)
 		if ctx.Err() != nil {
 			return nil
 		}
 		if err != nil {
-			a.Log.Warn("parent did not accept the subscription; retrying", "parent", a.Parent, "err", err, "retry_in", backoff)
+			a.Log.Warn("parent did not accept the subscription; retrying", "parent", a.Parent, "err", err, "retry_in", backoff, "timeout", wait)
 			select {
 			case <-ctx.Done():
 				return nil
 			case <-time.After(backoff):
 			}
 			backoff = min(backoff*2, 10*time.Second)
+			if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, messaging.ErrDeliveryTimeout) {
+				// A parent this slow to answer (a connection storm of
+				// its children) is given longer: a subscription
+				// expiring on its way is work lost on both sides.
+				wait = min(wait*2, maxSubscribeTimeout)
+			}
 			continue
 		}
-		backoff = 500 * time.Millisecond
+		backoff, wait = 500*time.Millisecond, subscribeTimeout
 		select {
 		case <-ctx.Done():
 			return nil
@@ -302,11 +308,18 @@ func (a *Agent) subscribeLoop(ctx context.Context) error {
 	}
 }
 
-func (a *Agent) subscribe(ctx context.Context) error {
+// subscribeTimeout is how long a subscription waits for its answer at
+// first; each that times out doubles it, up to maxSubscribeTimeout.
+const (
+	subscribeTimeout    = 5 * time.Second
+	maxSubscribeTimeout = time.Minute
+)
+
+func (a *Agent) subscribe(ctx context.Context, timeout time.Duration) error {
 	if err := a.Msg.WaitConnected(ctx); err != nil {
 		return err
 	}
-	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	m := &messaging.Subscribe{Name: a.Name, Layer: messaging.Layer(a.Opts.Layer), Version: Version}
 	m.Cluster = a.Cluster

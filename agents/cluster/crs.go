@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -33,9 +34,16 @@ func (c *clusterLayer) syncCRs(ctx context.Context) {
 	if !clusterDirty && len(jobs) == 0 {
 		return
 	}
-	if err := kube.EnsureNamespace(ctx, c.cs, mlsysopsv1.Namespace); err != nil {
-		c.a.Log.Warn("namespace not ready; retrying", "namespace", mlsysopsv1.Namespace, "err", err)
-		return
+	// The namespace is made once, not before every batch (a batch per
+	// liveness change of a node: with 1,000 node agents, one create
+	// refused as existing every second); a write finding it gone makes
+	// it again.
+	if !c.nsMade {
+		if err := kube.EnsureNamespace(ctx, c.cs, mlsysopsv1.Namespace); err != nil {
+			c.a.Log.Warn("namespace not ready; retrying", "namespace", mlsysopsv1.Namespace, "err", err)
+			return
+		}
+		c.nsMade = true
 	}
 	if clusterDirty {
 		if err := c.upsertCluster(ctx); err != nil {
@@ -62,6 +70,9 @@ func (c *clusterLayer) syncCRs(ctx context.Context) {
 }
 
 func (c *clusterLayer) logCRError(kind, name string, err error) {
+	if apierrors.IsNotFound(err) {
+		c.nsMade = false
+	}
 	if meta.IsNoMatchError(err) {
 		c.a.Log.Info("waiting for the MLSysOps CRDs (propagated by the continuum agent)", "kind", kind, "name", name)
 		return
@@ -81,11 +92,15 @@ func (c *clusterLayer) upsertNode(ctx context.Context, desc *mlsysopsv1.MLSysOps
 	}); err != nil {
 		return err
 	}
+	before := obj.Status.DeepCopy()
 	conds, phase := kube.AgentReady(online, obj.Generation)
 	for _, cnd := range conds {
 		meta.SetStatusCondition(&obj.Status.Conditions, cnd)
 	}
 	obj.Status.Phase, obj.Status.ObservedGeneration = phase, obj.Generation
+	if equality.Semantic.DeepEqual(before, &obj.Status) {
+		return nil // a node back online before its last offline was written
+	}
 	return c.kc.Status().Update(ctx, obj)
 }
 

@@ -40,6 +40,8 @@ type clusterLayer struct {
 	clusterDirty bool
 	sentInterval time.Duration
 	trigger      chan struct{}
+	// nsMade: the application namespace was made (syncCRs's goroutine only).
+	nsMade bool
 
 	// grace says which described nodes' agents are gone past the grace
 	// period: the fluidity controller moves their components.
