@@ -169,7 +169,7 @@ func startSwarm(t testing.TB, ta *testbed.TestAgents, descs string, names []stri
 	noPolicies := filepath.Join(t.TempDir(), "no-policies")
 	for _, a := range mine {
 		args := append(append([]string(nil), a.Process.Args...),
-			"--policy-directory", noPolicies, "--log-level", "error", "--heartbeat-interval", heartbeat.String())
+			"--policy-directory", noPolicies, "--log-level", swarmLogLevel(), "--heartbeat-interval", heartbeat.String())
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
@@ -186,6 +186,16 @@ func startSwarm(t testing.TB, ta *testbed.TestAgents, descs string, names []stri
 	}
 	t.Cleanup(s.stop)
 	return s
+}
+
+// swarmLogLevel is the swarm agents' log level: error, or
+// $MLSYSOPS_SWARM_LOG_LEVEL (warn to see why agents reconnect in a
+// connection storm). They log to this process's standard error.
+func swarmLogLevel() string {
+	if l := os.Getenv("MLSYSOPS_SWARM_LOG_LEVEL"); l != "" {
+		return l
+	}
+	return "error"
 }
 
 func (s *swarm) stop() {
