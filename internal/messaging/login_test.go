@@ -3,6 +3,9 @@ package messaging
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -122,5 +125,72 @@ func TestAuthStatusProblem(t *testing.T) {
 	want := "XMPP server x:5222 refuses the login of n@d since 2026-01-02T03:04:05Z (4 attempts): check that the account exists with the password in /s/pw; the accounts reconciler restores it"
 	if got := s.Problem(); got != want {
 		t.Errorf("Problem() =\n%s\nwant\n%s", got, want)
+	}
+}
+
+// TestSlowServerGetsLongerLogins checks that a login that timed out gives
+// the next one twice as long: a server that accepts connections and never
+// answers (one in a connection storm) holds each attempt until the
+// client's deadline, so the attempts' lengths are the timeouts given.
+func TestSlowServerGetsLongerLogins(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	held := make(chan time.Duration, 16)
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer conn.Close()
+				began := time.Now()
+				_, _ = io.Copy(io.Discard, conn) // until the client gives up
+				held <- time.Since(began)
+			}()
+		}
+	}()
+	const base = 100 * time.Millisecond
+	c, err := New(Config{JID: "node-1@d", Password: "pw", Layer: LayerNode, Servers: []string{ln.Addr().String()},
+		ConnectTimeout: base, MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond,
+		HeartbeatInterval: -1, KeepaliveInterval: -1, Registerer: prometheus.NewRegistry(),
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = c.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	// A deadline never fires early: attempt k lasts at least base×2^k.
+	for k, want := range []time.Duration{base, 2 * base, 4 * base} {
+		select {
+		case got := <-held:
+			if got < want {
+				t.Fatalf("attempt %d held %v, want at least %v", k+1, got, want)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("attempt %d did not end", k+1)
+		}
+	}
+}
+
+func TestIsTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{fmt.Errorf("negotiate: %w", os.ErrDeadlineExceeded), true},
+		{fmt.Errorf("dial: %w", context.DeadlineExceeded), true},
+		{&net.OpError{Op: "read", Err: os.ErrDeadlineExceeded}, true},
+		{errors.New("connection refused"), false},
+		{fmt.Errorf("negotiate: %w", io.EOF), false},
+	} {
+		if got := isTimeout(tc.err); got != tc.want {
+			t.Errorf("isTimeout(%v) = %v, want %v", tc.err, got, tc.want)
+		}
 	}
 }

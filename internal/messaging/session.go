@@ -9,6 +9,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"os"
 	"reflect"
 	"strings"
 	"sync"
@@ -57,11 +58,18 @@ func (c *Client) Run(ctx context.Context) error {
 	// mod_fail2ban's ban of the host.
 	authBo := newBackoff(min(time.Second, c.cfg.AuthBackoff), c.cfg.AuthBackoff)
 	sessions := 0
+	connectWait := c.cfg.ConnectTimeout
 	for ctx.Err() == nil {
-		s, err := c.connect(ctx)
+		s, err := c.connect(ctx, connectWait)
 		if err != nil {
 			if ctx.Err() != nil {
 				break
+			}
+			if isTimeout(err) {
+				// A server this slow to log us in (a connection storm)
+				// gets longer next time: a login given up near its end
+				// is lost work for both sides, done again at once.
+				connectWait = min(2*connectWait, maxConnectTimeout)
 			}
 			if classifyDisconnect(err) == disconnectAuth {
 				wait := authBo.next()
@@ -81,6 +89,7 @@ func (c *Client) Run(ctx context.Context) error {
 			continue
 		}
 		c.srv.connected()
+		connectWait = c.cfg.ConnectTimeout
 		authBo.reset()
 		c.authOK()
 		if sessions > 0 {
@@ -158,13 +167,23 @@ func (s *session) kill() {
 	})
 }
 
-func (c *Client) connect(ctx context.Context) (*session, error) {
+// maxConnectTimeout bounds how long a login may take after earlier ones
+// timed out (each doubles the time the next is given).
+const maxConnectTimeout = time.Minute
+
+// isTimeout reports whether a login failed because it took too long.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
+}
+
+func (c *Client) connect(ctx context.Context, timeout time.Duration) (*session, error) {
 	// Read at every attempt: a rotated Secret applies at the next login.
 	password, err := c.cfg.password()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errNoCredentials, err)
 	}
-	dctx, cancel := context.WithTimeout(ctx, c.cfg.ConnectTimeout)
+	dctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	d := net.Dialer{KeepAlive: 15 * time.Second}
 	server := c.srv.current()
@@ -188,7 +207,7 @@ func (c *Client) connect(ctx context.Context) (*session, error) {
 	// that may fire after the call returned when the context is cancelled
 	// right afterwards, breaking the next read or write. So mellium only
 	// ever gets context.Background(), and timeouts are deadlines set here.
-	_ = conn.SetDeadline(time.Now().Add(c.cfg.ConnectTimeout))
+	_ = conn.SetDeadline(time.Now().Add(timeout))
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
 	s, err := xmpp.NewSession(context.Background(), c.jid.Domain(), origin, conn, 0,
 		xmpp.NewNegotiator(func(*xmpp.Session, *xmpp.StreamConfig) xmpp.StreamConfig {

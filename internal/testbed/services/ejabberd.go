@@ -733,6 +733,9 @@ certfiles:
   - "{{.Cert}}"
 auth_password_format: scram
 auth_scram_hash: sha256
+# The default of 1,000 entries per cache (rosters, last activity, ...) is
+# fewer than the agents of a continuum: 1,000 node agents thrashed them.
+cache_size: 20000
 {{- with .SQL}}
 # Every table ejabberd can keep in SQL lives in PostgreSQL: a write the
 # admin API acknowledged survives a crash of ejabberd. Sessions, routes and
