@@ -124,18 +124,32 @@ func copyFromTar(r io.Reader, rel, out string) (bool, error) {
 		if path.Clean(h.Name) != rel {
 			continue
 		}
-		tmp := out + ".tmp"
-		f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o755)
+		// A file of its own beside out: two testbeds of one checkout
+		// extract the same program at once (a shared ".tmp" was renamed
+		// away under the other).
+		f, err := os.CreateTemp(filepath.Dir(out), filepath.Base(out)+".*.tmp")
 		if err != nil {
 			return false, err
 		}
+		tmp := f.Name()
 		if _, err := io.Copy(f, tr); err != nil {
 			f.Close()
+			os.Remove(tmp)
+			return false, err
+		}
+		if err := f.Chmod(0o755); err != nil {
+			f.Close()
+			os.Remove(tmp)
 			return false, err
 		}
 		if err := f.Close(); err != nil {
+			os.Remove(tmp)
 			return false, err
 		}
-		return true, os.Rename(tmp, out)
+		if err := os.Rename(tmp, out); err != nil {
+			os.Remove(tmp)
+			return false, err
+		}
+		return true, nil
 	}
 }

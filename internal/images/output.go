@@ -140,12 +140,17 @@ func tarDir(dir, out string) error {
 		return err
 	}
 	sort.Strings(files)
-	tmp := out + ".tmp"
-	f, err := os.Create(tmp)
+	// A file of its own: two builds of one checkout may write out at once.
+	f, err := os.CreateTemp(filepath.Dir(out), filepath.Base(out)+".*.tmp")
 	if err != nil {
 		return err
 	}
+	tmp := f.Name()
 	defer os.Remove(tmp)
+	if err := f.Chmod(0o644); err != nil {
+		f.Close()
+		return err
+	}
 	tw := tar.NewWriter(f)
 	for _, p := range files {
 		rel, _ := filepath.Rel(dir, p)
