@@ -750,7 +750,10 @@ sql_ssl: true
 sql_ssl_certfile: {{.CertFile}}
 sql_ssl_cafile: {{.CAFile}}
 sql_ssl_verify: true
-sql_pool_size: 5
+# Every login, roster read and logout is a query: with 5 connections a
+# storm of 1,000 logins queued in the pool and ejabberd stopped reading
+# its clients (their writes and pings timed out).
+sql_pool_size: 20
 default_db: sql
 auth_method: sql
 {{- end}}
