@@ -81,8 +81,9 @@ func (g *GraceTracker) unavailableLocked(now time.Time) map[string]string {
 func (g *GraceTracker) check() {
 	g.mu.Lock()
 	now, n, same := g.now(), 0, true
+	past := func(since time.Time) bool { return g.grace > 0 && now.Sub(since) > g.grace }
 	for c, since := range g.offline {
-		if g.grace > 0 && now.Sub(since) > g.grace {
+		if past(since) {
 			n++
 			same = same && g.gone[c]
 		}
@@ -91,7 +92,7 @@ func (g *GraceTracker) check() {
 	if !same {
 		g.gone = make(map[string]bool, n)
 		for c, since := range g.offline {
-			if now.Sub(since) > g.grace {
+			if past(since) {
 				g.gone[c] = true
 			}
 		}

@@ -47,7 +47,7 @@ func (c *clusterLayer) syncCRs(ctx context.Context) {
 	}
 	if clusterDirty {
 		if err := c.upsertCluster(ctx); err != nil {
-			c.logCRError("MLSysOpsCluster", c.a.Name, err)
+			c.writeFailed("MLSysOpsCluster", c.a.Name, err)
 		} else {
 			c.mu.Lock()
 			c.clusterDirty = false
@@ -57,7 +57,7 @@ func (c *clusterLayer) syncCRs(ctx context.Context) {
 	}
 	for _, j := range jobs {
 		if err := c.upsertNode(ctx, j.desc, j.online); err != nil {
-			c.logCRError("MLSysOpsNode", j.name, err)
+			c.writeFailed("MLSysOpsNode", j.name, err)
 			continue
 		}
 		c.mu.Lock()
@@ -69,7 +69,9 @@ func (c *clusterLayer) syncCRs(ctx context.Context) {
 	}
 }
 
-func (c *clusterLayer) logCRError(kind, name string, err error) {
+// writeFailed logs a failed CR write; one that found the namespace gone
+// has the next batch make it again.
+func (c *clusterLayer) writeFailed(kind, name string, err error) {
 	if apierrors.IsNotFound(err) {
 		c.nsMade = false
 	}

@@ -132,24 +132,18 @@ func copyFromTar(r io.Reader, rel, out string) (bool, error) {
 			return false, err
 		}
 		tmp := f.Name()
+		defer os.Remove(tmp) // gone once renamed
 		if _, err := io.Copy(f, tr); err != nil {
 			f.Close()
-			os.Remove(tmp)
 			return false, err
 		}
 		if err := f.Chmod(0o755); err != nil {
 			f.Close()
-			os.Remove(tmp)
 			return false, err
 		}
 		if err := f.Close(); err != nil {
-			os.Remove(tmp)
 			return false, err
 		}
-		if err := os.Rename(tmp, out); err != nil {
-			os.Remove(tmp)
-			return false, err
-		}
-		return true, nil
+		return true, os.Rename(tmp, out)
 	}
 }
