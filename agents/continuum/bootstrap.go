@@ -28,6 +28,8 @@ const (
 	// CRDPropagationPolicy propagates the mlsysops.eu CRDs to every member
 	// cluster, so that MLSysOpsApp objects can follow.
 	CRDPropagationPolicy = "mlsysops-crds"
+	// AppPropagationPolicy propagates every MLSysOpsApp (AppPropagation).
+	AppPropagationPolicy = "mlsysops-apps"
 	// AppInterpreter tells Karmada how to read MLSysOpsApp status in the
 	// members and what to keep of the member's copy.
 	AppInterpreter = "mlsysops-app"
@@ -35,7 +37,7 @@ const (
 
 // EnsureAPI makes the Karmada API ready for MLSysOps: the mlsysops.eu CRDs
 // (applied and established), their propagation to every member cluster,
-// the application namespace, and the resource interpreter customization
+// the application namespace and its applications' propagation policy, and the resource interpreter customization
 // that reflects each member's MLSysOpsApp status into its ResourceBinding. It is
 // idempotent and safe to call at every start.
 func EnsureAPI(ctx context.Context, cfg *rest.Config) error {
@@ -66,36 +68,58 @@ func EnsureAPI(ctx context.Context, cfg *rest.Config) error {
 		return err
 	}
 	cpps := kc.PolicyV1alpha1().ClusterPropagationPolicies()
-	if cur, err := cpps.Get(ctx, cpp.Name, metav1.GetOptions{}); err == nil {
+	err = upsert(ctx, cpp, cpps.Get, cpps.Create, func(cur *policyv1alpha1.ClusterPropagationPolicy) {
 		cur.Spec = cpp.Spec
-		_, err = cpps.Update(ctx, cur, metav1.UpdateOptions{})
-		if err != nil {
-			return fmt.Errorf("update %s: %w", cpp.Name, err)
-		}
-	} else if !apierrors.IsNotFound(err) {
+	}, cpps.Update)
+	if err != nil {
 		return err
-	} else if _, err := cpps.Create(ctx, cpp, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("create %s: %w", cpp.Name, err)
+	}
+	pp := AppPropagation()
+	pps := kc.PolicyV1alpha1().PropagationPolicies(pp.Namespace)
+	err = upsert(ctx, pp, pps.Get, pps.Create, func(cur *policyv1alpha1.PropagationPolicy) {
+		// The scheduler name is immutable once written; ours from the start.
+		cur.Spec.ResourceSelectors, cur.Spec.Placement, cur.Spec.ConflictResolution =
+			pp.Spec.ResourceSelectors, pp.Spec.Placement, pp.Spec.ConflictResolution
+	}, pps.Update)
+	if err != nil {
+		return err
 	}
 	ric := AppInterpretation()
 	rics := kc.ConfigV1alpha1().ResourceInterpreterCustomizations()
-	if cur, err := rics.Get(ctx, ric.Name, metav1.GetOptions{}); err == nil {
+	return upsert(ctx, ric, rics.Get, rics.Create, func(cur *configv1alpha1.ResourceInterpreterCustomization) {
 		cur.Spec = ric.Spec
-		if _, err := rics.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
-			return fmt.Errorf("update %s: %w", ric.Name, err)
+	}, rics.Update)
+}
+
+// upsert creates want, or gives the object of its name the fields set
+// copies from want.
+func upsert[T metav1.Object](ctx context.Context, want T,
+	get func(context.Context, string, metav1.GetOptions) (T, error),
+	create func(context.Context, T, metav1.CreateOptions) (T, error),
+	set func(cur T),
+	update func(context.Context, T, metav1.UpdateOptions) (T, error),
+) error {
+	cur, err := get(ctx, want.GetName(), metav1.GetOptions{})
+	switch {
+	case err == nil:
+		set(cur)
+		if _, err := update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("update %s: %w", want.GetName(), err)
 		}
-	} else if !apierrors.IsNotFound(err) {
-		return err
-	} else if _, err := rics.Create(ctx, ric, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("create %s: %w", ric.Name, err)
+	case apierrors.IsNotFound(err):
+		if _, err := create(ctx, want, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("create %s: %w", want.GetName(), err)
+		}
+	default:
+		return fmt.Errorf("read %s: %w", want.GetName(), err)
 	}
 	return nil
 }
 
 // CheckAPI checks, without writing anything, that the MLSysOps API is
 // installed in Karmada: every mlsysops.eu CRD of this version exists and is
-// established. It is what the agent does when the deployer owns the API
-// (--install-api=false), and needs only the right to read those CRDs.
+// established, and the applications' propagation policy is there. It is what the agent does when the deployer owns the API
+// (--install-api=false), and needs only the right to read those.
 func CheckAPI(ctx context.Context, cfg *rest.Config) error {
 	ext, err := apiextensionsclientset.NewForConfig(cfg)
 	if err != nil {
@@ -113,6 +137,19 @@ func CheckAPI(ctx context.Context, cfg *rest.Config) error {
 		if !kube.Established(crd) {
 			return fmt.Errorf("CRD %s is not established yet", want.Name)
 		}
+	}
+	kc, err := karmadaclientset.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	pp, err := kc.PolicyV1alpha1().PropagationPolicies(mlsysopsv1.Namespace).Get(ctx, AppPropagationPolicy, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("PropagationPolicy %s/%s: %w (install MLSysOps with `go run ./deployments`, or run the agent with --install-api)",
+			mlsysopsv1.Namespace, AppPropagationPolicy, err)
+	}
+	if pp.Spec.SchedulerName != SchedulerName {
+		return fmt.Errorf("PropagationPolicy %s/%s has scheduler %q, not %q: delete it and install MLSysOps again",
+			mlsysopsv1.Namespace, AppPropagationPolicy, pp.Spec.SchedulerName, SchedulerName)
 	}
 	return nil
 }
@@ -180,6 +217,32 @@ func CRDPropagation() (*policyv1alpha1.ClusterPropagationPolicy, error) {
 			ConflictResolution: policyv1alpha1.ConflictOverwrite,
 		},
 	}, nil
+}
+
+// AppPropagation is the PropagationPolicy of every MLSysOpsApp: Karmada's
+// detector binds an application to it as soon as it sees it, and the
+// continuum agent, the policy's scheduler (SchedulerName), sets the
+// binding's clusters to those it placed the application on
+// (AnnotationPlacement on the binding). Its placement names no cluster:
+// the continuum's decisions are per application, on the bindings.
+//
+// One policy, there before any application, rather than one per
+// application written once it is placed: Karmada's detector took an
+// application without a policy five times (a pass that finds no policy
+// and fails by design, its retry, the policy's arrival, the claim's
+// update meeting a binding its cache did not show yet, that failure's
+// retry) against twice for an object whose policy was there first.
+func AppPropagation() *policyv1alpha1.PropagationPolicy {
+	return &policyv1alpha1.PropagationPolicy{
+		TypeMeta:   metav1.TypeMeta{APIVersion: policyv1alpha1.SchemeGroupVersion.String(), Kind: "PropagationPolicy"},
+		ObjectMeta: metav1.ObjectMeta{Name: AppPropagationPolicy, Namespace: mlsysopsv1.Namespace},
+		Spec: policyv1alpha1.PropagationSpec{
+			ResourceSelectors:  []policyv1alpha1.ResourceSelector{{APIVersion: mlsysopsv1.SchemeGroupVersion.String(), Kind: "MLSysOpsApp"}},
+			Placement:          policyv1alpha1.Placement{},
+			ConflictResolution: policyv1alpha1.ConflictOverwrite,
+			SchedulerName:      SchedulerName,
+		},
+	}
 }
 
 // AppInterpretation is the resource interpreter customization that tells

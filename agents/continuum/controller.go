@@ -11,7 +11,6 @@ import (
 	"time"
 
 	clusterv1alpha1 "github.com/karmada-io/karmada/pkg/apis/cluster/v1alpha1"
-	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
 	workv1alpha2 "github.com/karmada-io/karmada/pkg/apis/work/v1alpha2"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -22,7 +21,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -36,10 +34,12 @@ import (
 )
 
 // AppReconciler places each MLSysOpsApp of the Karmada API on member
-// clusters. It keeps one PropagationPolicy per application (owned by it, so
-// it goes when the application goes) whose cluster affinity names exactly
-// the chosen clusters; Karmada propagates the application there, where the
-// cluster agents place its components on nodes.
+// clusters. Karmada's detector binds every application to one
+// PropagationPolicy (AppPropagation) as it sees it; the reconciler records
+// the clusters it chose on the application's ResourceBinding
+// (AnnotationPlacement, which goes when the application goes) and binds
+// it there; Karmada propagates the application to them, where the cluster
+// agents place its components on nodes.
 //
 // A placement is kept while its clusters stay Ready: the reconciler is
 // level-triggered, so a restart re-derives everything from the objects and
@@ -78,6 +78,9 @@ type AppReconciler struct {
 	resync kube.Resyncer
 	// passes records what each successful pass read.
 	passes *kube.Passes
+	// placed holds the bindings' resourceVersions after the placements
+	// written on them, until the cache shows them.
+	placed *kube.Writes
 	// retry is how soon an Unschedulable application is tried again.
 	retry time.Duration
 	// assumed holds the placements the capacity reports do not show yet;
@@ -88,6 +91,14 @@ type AppReconciler struct {
 // PlacementWorkers is how many applications the placement controller
 // handles at once.
 const PlacementWorkers = 16
+
+// placedWriteTTL bounds how long a pass waits for the cache to show the
+// placement an earlier pass wrote on a binding.
+const placedWriteTTL = 30 * time.Second
+
+// bindWait is how long an application may wait for Karmada to bind it to
+// AppPropagation before its status says so.
+const bindWait = 30 * time.Second
 
 // DefaultSweepInterval is AppReconciler.SweepInterval's default.
 const DefaultSweepInterval = time.Minute
@@ -117,11 +128,11 @@ type StatusSweeper interface {
 // NewAppReconciler returns a reconciler on the Karmada API.
 func NewAppReconciler(c client.Client, capacity CapacitySource, log *slog.Logger) *AppReconciler {
 	return &AppReconciler{client: c, capacity: capacity, log: log, retry: 15 * time.Second, resync: kube.NewResyncer(),
-		passes: kube.NewPasses(), assumed: placement.NewAssumed(AssumeTTL)}
+		passes: kube.NewPasses(), placed: kube.NewWrites(placedWriteTTL), assumed: placement.NewAssumed(AssumeTTL)}
 }
 
 // SetupWithManager registers the reconciler: it watches applications and
-// the policies it owns.
+// their bindings.
 func (r *AppReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	// A ResourceBinding carries the members' reflected status of the
 	// application it binds.
@@ -171,11 +182,11 @@ func (r *AppReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&mlsysopsv1.MLSysOpsApp{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 			return o.GetNamespace() == mlsysopsv1.Namespace
 		}))).
-		Owns(&policyv1alpha1.PropagationPolicy{}).
-		// Only the members' reflected status is read from a binding:
-		// its other updates (the clusters chosen, conditions, Karmada's
-		// bookkeeping; several per application) bring no pass.
-		Watches(&workv1alpha2.ResourceBinding{}, byBinding, builder.WithPredicates(aggregatedStatusChanged)).
+		// Only the placement and the members' reflected status are read
+		// from a binding: its other updates (the clusters bound,
+		// conditions, Karmada's bookkeeping; several per application)
+		// bring no pass.
+		Watches(&workv1alpha2.ResourceBinding{}, byBinding, builder.WithPredicates(bindingRead)).
 		// A member that becomes Ready, or starts serving the MLSysOps API,
 		// can take the applications that fit nowhere: they are tried at
 		// once rather than at their next retry (the first application
@@ -214,7 +225,7 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 	return res, err
 }
 
-func (r *AppReconciler) reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, err error) {
+func (r *AppReconciler) reconcile(ctx context.Context, req reconcile.Request) (res reconcile.Result, err error) {
 	log := r.log.With("app", req.Name, "namespace", req.Namespace)
 	app := &mlsysopsv1.MLSysOpsApp{}
 	if err := r.client.Get(ctx, req.NamespacedName, app); err != nil {
@@ -222,9 +233,10 @@ func (r *AppReconciler) reconcile(ctx context.Context, req reconcile.Request) (_
 			r.gone(ctx, req.Name)
 			r.assumed.Forget(req.Name)
 			r.passes.Forget(req.Name)
+			r.placed.Forget(req.Name)
 			r.Reported.Forget(req.Name)
 		}
-		// Deleted: the garbage collector removes the policy it owned.
+		// Deleted: Karmada removes its binding, and the placement there.
 		if apierrors.IsNotFound(err) && r.Status != nil {
 			return reconcile.Result{}, r.Status.Removed(ctx, req.Name)
 		}
@@ -240,11 +252,33 @@ func (r *AppReconciler) reconcile(ctx context.Context, req reconcile.Request) (_
 	}
 	// The resourceVersion read now, not the one status writes leave.
 	read := app.ResourceVersion
+	waiting := false
 	defer func() {
-		if err == nil {
+		if err == nil && !waiting && !res.Requeue {
 			r.passes.Done(app.Name, read)
 		}
 	}()
+	rb := &workv1alpha2.ResourceBinding{}
+	err = r.client.Get(ctx, types.NamespacedName{Namespace: app.Namespace, Name: BindingName(app.Name)}, rb)
+	if apierrors.IsNotFound(err) {
+		// Karmada's detector binds every application to AppPropagation
+		// as it sees it: the binding's creation brings the next pass.
+		waiting = true
+		if age := time.Since(app.CreationTimestamp.Time); age < bindWait {
+			return reconcile.Result{RequeueAfter: bindWait - age}, nil
+		}
+		return reconcile.Result{RequeueAfter: bindWait}, r.setPhase(ctx, app, mlsysopsv1.AppScheduling, fmt.Sprintf(
+			"waiting for Karmada to bind the application to PropagationPolicy %s/%s", mlsysopsv1.Namespace, AppPropagationPolicy))
+	}
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if r.placed.Behind(app.Name, rb.ResourceVersion) {
+		// The cache does not show the placement a pass wrote a moment
+		// ago yet; its event brings the next pass.
+		waiting = true
+		return reconcile.Result{}, nil
+	}
 
 	clusters, err := r.capacity.Clusters(ctx)
 	if err != nil {
@@ -259,12 +293,7 @@ func (r *AppReconciler) reconcile(ctx context.Context, req reconcile.Request) (_
 		_, down := gone[c.Name]
 		ready[c.Name] = c.Ready && !down
 	}
-	pp := &policyv1alpha1.PropagationPolicy{}
-	err = r.client.Get(ctx, req.NamespacedName, pp)
-	if err != nil && !apierrors.IsNotFound(err) {
-		return reconcile.Result{}, err
-	}
-	current := currentClusters(pp)
+	current, _ := PlacedClusters(rb)
 	pinned, err := r.pinned(ctx, app, clusters, gone, current, log)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -274,17 +303,14 @@ func (r *AppReconciler) reconcile(ctx context.Context, req reconcile.Request) (_
 		// assumption ends with the move.
 		r.assumed.Forget(app.Name)
 		r.Reported.Forget(app.Name)
-		if err := r.applyPolicy(ctx, app, pinned); err != nil {
-			return reconcile.Result{}, err
+		if err := r.applyPlacement(ctx, app, rb, pinned); err != nil {
+			return placeFailed(err)
 		}
 		log.Info("application moved by plan", "from", current, "to", pinned)
 		return reconcile.Result{}, r.setPlaced(ctx, app, pinned)
 	}
 	if len(current) > 0 && allReady(current, ready) && respects(app, current) {
-		comps, err := r.memberComponents(ctx, app, current)
-		if err != nil {
-			return reconcile.Result{}, err
-		}
+		comps := r.memberComponents(app, rb, current)
 		err = r.updateRunningPhase(ctx, app, current, comps)
 		if app.Status.Phase == mlsysopsv1.AppRunning {
 			// Its pods run: the clusters' next reports count them.
@@ -323,9 +349,9 @@ func (r *AppReconciler) reconcile(ctx context.Context, req reconcile.Request) (_
 	}
 	// Reports of an earlier placement say nothing of this one.
 	r.Reported.Forget(app.Name)
-	if err := r.applyPolicy(ctx, app, d.Clusters); err != nil {
+	if err := r.applyPlacement(ctx, app, rb, d.Clusters); err != nil {
 		r.assumed.Forget(app.Name)
-		return reconcile.Result{}, err
+		return placeFailed(err)
 	}
 	if len(current) > 0 {
 		log.Info("application moved", "from", current, "to", d.Clusters)
@@ -380,16 +406,18 @@ func (r *AppReconciler) sweep(ctx context.Context, reader client.Reader) {
 	}
 }
 
-// aggregatedStatusChanged passes a ResourceBinding's creation, deletion
-// and the updates that change the members' status reflected into it.
-var aggregatedStatusChanged = predicate.Funcs{
+// bindingRead passes a ResourceBinding's creation, deletion and the
+// updates that change what the reconciler reads of it: the placement and
+// the members' status reflected into it.
+var bindingRead = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool {
 		a, okA := e.ObjectOld.(*workv1alpha2.ResourceBinding)
 		b, okB := e.ObjectNew.(*workv1alpha2.ResourceBinding)
 		if !okA || !okB {
 			return true
 		}
-		return !equality.Semantic.DeepEqual(a.Status.AggregatedStatus, b.Status.AggregatedStatus)
+		return a.Annotations[mlsysopsv1.AnnotationPlacement] != b.Annotations[mlsysopsv1.AnnotationPlacement] ||
+			!equality.Semantic.DeepEqual(a.Status.AggregatedStatus, b.Status.AggregatedStatus)
 	},
 }
 
@@ -408,13 +436,6 @@ var clusterPlaceable = predicate.Funcs{
 		}
 		return ready(a) != ready(b) || HasAppAPI(a) != HasAppAPI(b)
 	},
-}
-
-func currentClusters(pp *policyv1alpha1.PropagationPolicy) []string {
-	if pp.Spec.Placement.ClusterAffinity == nil {
-		return nil
-	}
-	return pp.Spec.Placement.ClusterAffinity.ClusterNames
 }
 
 func allReady(names []string, ready map[string]bool) bool {
@@ -441,33 +462,32 @@ func respects(app *mlsysopsv1.MLSysOpsApp, clusters []string) bool {
 	return true
 }
 
-// applyPolicy creates or updates the application's PropagationPolicy.
-func (r *AppReconciler) applyPolicy(ctx context.Context, app *mlsysopsv1.MLSysOpsApp, clusters []string) error {
-	pp := &policyv1alpha1.PropagationPolicy{ObjectMeta: metav1.ObjectMeta{Name: app.Name, Namespace: app.Namespace}}
-	sorted := append([]string(nil), clusters...)
-	sort.Strings(sorted)
-	_, err := controllerutil.CreateOrUpdate(ctx, r.client, pp, func() error {
-		// Merge: Karmada keeps its immutable permanent-id label here.
-		if pp.Labels == nil {
-			pp.Labels = map[string]string{}
-		}
-		pp.Labels[mlsysopsv1.LabelApp] = app.Name
-		pp.Spec.ResourceSelectors = []policyv1alpha1.ResourceSelector{{
-			APIVersion: mlsysopsv1.SchemeGroupVersion.String(), Kind: "MLSysOpsApp", Name: app.Name,
-		}}
-		pp.Spec.Placement = policyv1alpha1.Placement{ClusterAffinity: &policyv1alpha1.ClusterAffinity{ClusterNames: sorted}}
-		pp.Spec.ConflictResolution = policyv1alpha1.ConflictOverwrite
-		if pp.CreationTimestamp.IsZero() {
-			// Bound by the continuum's own scheduler (BindingScheduler).
-			// Immutable: a policy written before keeps karmada-scheduler.
-			pp.Spec.SchedulerName = SchedulerName
-		}
-		return controllerutil.SetControllerReference(app, pp, r.client.Scheme())
-	})
+// applyPlacement records clusters as the application's placement on its
+// binding rb, as the cache showed it, and binds it there.
+func (r *AppReconciler) applyPlacement(ctx context.Context, app *mlsysopsv1.MLSysOpsApp, rb *workv1alpha2.ResourceBinding, clusters []string) error {
+	var list clusterv1alpha1.ClusterList
+	if err := r.client.List(ctx, &list); err != nil {
+		return fmt.Errorf("placement of %s: %w", app.Name, err)
+	}
+	wrote, err := bind(ctx, r.client, r.log, rb, clusters, list.Items)
+	if wrote != "" {
+		r.placed.Wrote(app.Name, wrote)
+	}
 	if err != nil {
-		return fmt.Errorf("propagation policy for %s: %w", app.Name, err)
+		return fmt.Errorf("placement of %s: %w", app.Name, err)
 	}
 	return nil
+}
+
+// placeFailed ends a pass whose placement could not be written. A
+// conflict means the binding changed since the cache's copy, which may
+// not show an earlier placement yet: the application is tried again at
+// once rather than decided on that copy.
+func placeFailed(err error) (reconcile.Result, error) {
+	if apierrors.IsConflict(err) {
+		return reconcile.Result{Requeue: true}, nil
+	}
+	return reconcile.Result{}, err
 }
 
 func (r *AppReconciler) setPlaced(ctx context.Context, app *mlsysopsv1.MLSysOpsApp, clusters []string) error {
@@ -503,15 +523,10 @@ func (r *AppReconciler) setPhase(ctx context.Context, app *mlsysopsv1.MLSysOpsAp
 }
 
 // memberComponents gathers the component status each chosen member
-// cluster reports, as Karmada reflects it into the ResourceBinding.
-// The cluster agents' reports (Reported) stand in for a cluster's
-// reflected status until the binding shows the same.
-func (r *AppReconciler) memberComponents(ctx context.Context, app *mlsysopsv1.MLSysOpsApp, clusters []string) ([]mlsysopsv1.ComponentStatus, error) {
-	rb := &workv1alpha2.ResourceBinding{}
-	err := r.client.Get(ctx, types.NamespacedName{Namespace: app.Namespace, Name: bindingName(app.Name)}, rb)
-	if err != nil && !apierrors.IsNotFound(err) {
-		return nil, err
-	}
+// cluster reports, as Karmada reflects it into the application's
+// ResourceBinding rb. The cluster agents' reports (Reported) stand in for
+// a cluster's reflected status until the binding shows the same.
+func (r *AppReconciler) memberComponents(app *mlsysopsv1.MLSysOpsApp, rb *workv1alpha2.ResourceBinding, clusters []string) []mlsysopsv1.ComponentStatus {
 	byCluster := map[string][]mlsysopsv1.ComponentStatus{}
 	for _, item := range rb.Status.AggregatedStatus {
 		if item.Status == nil || !slices.Contains(clusters, item.ClusterName) {
@@ -529,7 +544,7 @@ func (r *AppReconciler) memberComponents(ctx context.Context, app *mlsysopsv1.ML
 			byCluster[item.ClusterName] = append(byCluster[item.ClusterName], c)
 		}
 	}
-	return r.Reported.Merge(app.Name, clusters, byCluster), nil
+	return r.Reported.Merge(app.Name, clusters, byCluster)
 }
 
 // updateRunningPhase derives the phase of a placed application from the
@@ -621,9 +636,9 @@ func truncate(s string, n int) string {
 
 func ptr[T any](v T) *T { return &v }
 
-// bindingName is the name Karmada gives the ResourceBinding of an
+// BindingName is the name Karmada gives the ResourceBinding of an
 // application (application names cannot contain the ':' Karmada replaces).
-func bindingName(app string) string { return strings.ToLower(app + "-mlsysopsapp") }
+func BindingName(app string) string { return strings.ToLower(app + "-mlsysopsapp") }
 
 // Resync makes the controller reconcile every application soon, for
 // changes it cannot watch (an agent gone or back, an Unavailable change).

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	clusterv1alpha1 "github.com/karmada-io/karmada/pkg/apis/cluster/v1alpha1"
-	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
+	workv1alpha2 "github.com/karmada-io/karmada/pkg/apis/work/v1alpha2"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
@@ -202,18 +202,18 @@ func (m *ClusterPlacement) Apply(ctx context.Context, cmd map[string]any) (mecha
 	return mechanism.Result{Status: mechanism.StatusPending, Detail: map[string]any{"clusters": toAny(want), "from": toAny(current)}}, nil
 }
 
-// currentClusters returns the clusters the application's propagation
-// policy names.
+// currentClusters returns the clusters the application is placed on.
 func (m *ClusterPlacement) currentClusters(ctx context.Context, app string) ([]string, error) {
-	pp := &policyv1alpha1.PropagationPolicy{}
-	err := m.client.Get(ctx, types.NamespacedName{Namespace: mlsysopsv1.Namespace, Name: app}, pp)
+	rb := &workv1alpha2.ResourceBinding{}
+	err := m.client.Get(ctx, types.NamespacedName{Namespace: mlsysopsv1.Namespace, Name: BindingName(app)}, rb)
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("clusterPlacement: read the propagation policy of %s: %w", app, err)
+		return nil, fmt.Errorf("clusterPlacement: read the binding of %s: %w", app, err)
 	}
-	return currentClusters(pp), nil
+	clusters, _ := PlacedClusters(rb)
+	return clusters, nil
 }
 
 // follow checks the application until it runs on the pinned clusters,
@@ -264,7 +264,7 @@ func (m *ClusterPlacement) progress(ctx context.Context, pin *ClusterPin, name s
 		return err.Error(), nil
 	}
 	if !sameClusters(current, pin.Clusters) {
-		return fmt.Sprintf("the propagation policy names %v", current), nil
+		return fmt.Sprintf("the binding places it on %v", current), nil
 	}
 	var missing []string
 	for _, c := range app.Spec.Components {
@@ -299,18 +299,18 @@ func (m *ClusterPlacement) State(ctx context.Context) (map[string]any, error) {
 		c := &cl.Items[i]
 		clusters[c.Name] = map[string]any{"ready": meta.IsStatusConditionTrue(c.Status.Conditions, clusterv1alpha1.ClusterConditionReady) && HasAppAPI(c)}
 	}
-	var pps policyv1alpha1.PropagationPolicyList
-	if err := m.client.List(ctx, &pps, client.InNamespace(mlsysopsv1.Namespace)); err != nil {
-		return nil, fmt.Errorf("list propagation policies: %w", err)
+	var rbs workv1alpha2.ResourceBindingList
+	if err := m.client.List(ctx, &rbs, client.InNamespace(mlsysopsv1.Namespace)); err != nil {
+		return nil, fmt.Errorf("list resource bindings: %w", err)
 	}
 	var apps mlsysopsv1.MLSysOpsAppList
 	if err := m.client.List(ctx, &apps, client.InNamespace(mlsysopsv1.Namespace)); err != nil {
 		return nil, fmt.Errorf("list applications: %w", err)
 	}
 	placed := map[string][]string{}
-	for i := range pps.Items {
-		if app := pps.Items[i].Labels[mlsysopsv1.LabelApp]; app != "" {
-			placed[app] = currentClusters(&pps.Items[i])
+	for i := range rbs.Items {
+		if res := rbs.Items[i].Spec.Resource; res.Kind == "MLSysOpsApp" {
+			placed[res.Name], _ = PlacedClusters(&rbs.Items[i])
 		}
 	}
 	out := map[string]any{}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
+	workv1alpha2 "github.com/karmada-io/karmada/pkg/apis/work/v1alpha2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -149,11 +150,24 @@ func newFake(t *testing.T, objs ...client.Object) client.Client {
 	return fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build()
 }
 
-func policyFor(app string, clusters ...string) *policyv1alpha1.PropagationPolicy {
-	return &policyv1alpha1.PropagationPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: app, Namespace: mlsysopsv1.Namespace, Labels: map[string]string{mlsysopsv1.LabelApp: app}},
-		Spec:       policyv1alpha1.PropagationSpec{Placement: policyv1alpha1.Placement{ClusterAffinity: &policyv1alpha1.ClusterAffinity{ClusterNames: clusters}}},
+// binding is the ResourceBinding Karmada's detector makes for app under
+// AppPropagation, placed on clusters by the continuum when any are given.
+func binding(app string, clusters ...string) *workv1alpha2.ResourceBinding {
+	rb := &workv1alpha2.ResourceBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: BindingName(app), Namespace: mlsysopsv1.Namespace, Generation: 1},
+		Spec: workv1alpha2.ResourceBindingSpec{
+			Resource:      workv1alpha2.ObjectReference{APIVersion: mlsysopsv1.SchemeGroupVersion.String(), Kind: "MLSysOpsApp", Namespace: mlsysopsv1.Namespace, Name: app},
+			Placement:     &policyv1alpha1.Placement{},
+			SchedulerName: SchedulerName,
+		},
 	}
+	if len(clusters) > 0 {
+		rb.Annotations = map[string]string{mlsysopsv1.AnnotationPlacement: strings.Join(clusters, ",")}
+		for _, c := range clusters {
+			rb.Spec.Clusters = append(rb.Spec.Clusters, workv1alpha2.TargetCluster{Name: c})
+		}
+	}
+	return rb
 }
 
 func TestClusterPlacementApply(t *testing.T) {
@@ -164,7 +178,7 @@ func TestClusterPlacementApply(t *testing.T) {
 	ctx := context.Background()
 
 	t.Run("already there", func(t *testing.T) {
-		kc := newFake(t, app("a"), policyFor("a", "edge"))
+		kc := newFake(t, app("a"), binding("a", "edge"))
 		m := NewClusterPlacement(kc, capacity, quiet(), ClusterPlacementOptions{})
 		defer m.Close()
 		res, err := m.Apply(ctx, cmd("a", "edge"))
@@ -178,7 +192,7 @@ func TestClusterPlacementApply(t *testing.T) {
 		}
 	})
 	t.Run("move is pinned and pending", func(t *testing.T) {
-		kc := newFake(t, app("a"), policyFor("a", "edge"))
+		kc := newFake(t, app("a"), binding("a", "edge"))
 		m := NewClusterPlacement(kc, capacity, quiet(), ClusterPlacementOptions{})
 		defer m.Close()
 		res, err := m.Apply(ctx, cmd("a", "cloud"))
@@ -202,7 +216,7 @@ func TestClusterPlacementApply(t *testing.T) {
 		"unknown application":        {app: app("other"), to: "edge", want: "clusterPlacement: application a does not exist in Karmada"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			kc := newFake(t, tc.app, policyFor(tc.app.Name, "cloud"))
+			kc := newFake(t, tc.app, binding(tc.app.Name, "cloud"))
 			m := NewClusterPlacement(kc, capacity, quiet(), ClusterPlacementOptions{})
 			defer m.Close()
 			_, err := m.Apply(ctx, cmd("a", tc.to))

@@ -6,10 +6,13 @@ import (
 	workv1alpha2 "github.com/karmada-io/karmada/pkg/apis/work/v1alpha2"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
 )
 
 // TestBindingEventsThatBringAPass: of a binding's updates, only those of
-// the members' reflected status bring its application a pass.
+// the placement and of the members' reflected status bring its
+// application a pass.
 func TestBindingEventsThatBringAPass(t *testing.T) {
 	base := func() *workv1alpha2.ResourceBinding {
 		rb := &workv1alpha2.ResourceBinding{}
@@ -29,6 +32,12 @@ func TestBindingEventsThatBringAPass(t *testing.T) {
 		{"clusters chosen", func(rb *workv1alpha2.ResourceBinding) {
 			rb.Spec.Clusters = []workv1alpha2.TargetCluster{{Name: "cloud"}}
 		}, false},
+		{"the placement", func(rb *workv1alpha2.ResourceBinding) {
+			rb.Annotations = map[string]string{mlsysopsv1.AnnotationPlacement: "cloud"}
+		}, true},
+		{"another annotation", func(rb *workv1alpha2.ResourceBinding) {
+			rb.Annotations = map[string]string{appliedPlacement: "{}"}
+		}, false},
 		{"a condition", func(rb *workv1alpha2.ResourceBinding) {
 			rb.Status.SchedulerObservedGeneration = 3
 		}, false},
@@ -44,12 +53,12 @@ func TestBindingEventsThatBringAPass(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			old, now := base(), base()
 			c.change(now)
-			if got := aggregatedStatusChanged.Update(event.UpdateEvent{ObjectOld: old, ObjectNew: now}); got != c.want {
+			if got := bindingRead.Update(event.UpdateEvent{ObjectOld: old, ObjectNew: now}); got != c.want {
 				t.Errorf("update passed = %v, want %v", got, c.want)
 			}
 		})
 	}
-	if !aggregatedStatusChanged.Create(event.CreateEvent{Object: base()}) || !aggregatedStatusChanged.Delete(event.DeleteEvent{Object: base()}) {
+	if !bindingRead.Create(event.CreateEvent{Object: base()}) || !bindingRead.Delete(event.DeleteEvent{Object: base()}) {
 		t.Error("a binding's creation or deletion brings no pass")
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sort"
+	"strings"
 
 	clusterv1alpha1 "github.com/karmada-io/karmada/pkg/apis/cluster/v1alpha1"
 	workv1alpha2 "github.com/karmada-io/karmada/pkg/apis/work/v1alpha2"
@@ -29,30 +30,31 @@ import (
 	"github.com/mlsysops-go/mlsysops/internal/kube"
 )
 
-// SchedulerName is the Karmada scheduler name of the propagation policies
-// the continuum agent writes: their ResourceBindings are scheduled by the
-// continuum agent (BindingScheduler), not by karmada-scheduler.
+// SchedulerName is the Karmada scheduler name of the applications'
+// propagation policy (AppPropagation): their ResourceBindings are
+// scheduled by the continuum agent, not by karmada-scheduler.
 //
-// The placement controller has chosen the clusters already and the policy
-// names exactly those, so karmada-scheduler has nothing left to decide;
-// but it schedules one binding at a time, with two API writes each, and
-// under load that queue was most of an application's way to Running: a
-// burst of 50 waited 26 to 31 s (p50) between its ResourceBinding and its
-// clusters, on a machine at a load of 20 (sidebyside benchmark's steps).
-// The continuum's scheduler binds many at once.
+// The placement controller chooses the clusters and records them on the
+// binding (AnnotationPlacement), so karmada-scheduler has nothing left to
+// decide; and it schedules one binding at a time, with two API writes
+// each, and under load that queue was most of an application's way to
+// Running: a burst of 50 waited 26 to 31 s (p50) between its
+// ResourceBinding and its clusters, on a machine at a load of 20
+// (sidebyside benchmark's steps). The continuum binds many at once.
 const SchedulerName = "mlsysops-continuum"
 
 // BindingScheduler is the Karmada scheduler of the continuum agent's
-// propagation policies (SchedulerName): it sets each of their
-// ResourceBindings' clusters to the clusters its placement names, as
-// karmada-scheduler does for a policy of cluster names with duplicated
-// replicas, and with its filters: a cluster must exist, serve the
-// MLSysOpsApp API, not be evicting the binding and tolerate the binding's
-// taints unless the binding is there already (karmada-scheduler's
-// APIEnablement, ClusterEviction and TaintToleration). It records the
-// applied placement (which Karmada's taint manager reads) and the
-// Scheduled condition with the observed generation, as karmada-scheduler
-// does, and records no events.
+// bindings (SchedulerName): it sets each binding's clusters to those its
+// placement names (PlacedClusters), as karmada-scheduler does for a
+// policy of cluster names with duplicated replicas, and with its filters:
+// a cluster must exist, serve the MLSysOpsApp API, not be evicting the
+// binding and tolerate the binding's taints unless the binding is there
+// already (karmada-scheduler's APIEnablement, ClusterEviction and
+// TaintToleration). It records the applied placement (which Karmada's
+// taint manager reads) and the Scheduled condition with the observed
+// generation, as karmada-scheduler does, and records no events. The
+// placement controller binds a binding itself when it places it (bind);
+// this scheduler binds again when a cluster changes what fits.
 type BindingScheduler struct {
 	client client.Client
 	log    *slog.Logger
@@ -114,35 +116,80 @@ func (s *BindingScheduler) Reconcile(ctx context.Context, req reconcile.Request)
 	if err := s.client.Get(ctx, req.NamespacedName, rb); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	if !rb.DeletionTimestamp.IsZero() || rb.Spec.SchedulerName != SchedulerName || rb.Spec.Placement == nil {
+	names, placed := PlacedClusters(rb)
+	if !rb.DeletionTimestamp.IsZero() || rb.Spec.SchedulerName != SchedulerName || !placed {
+		// Not placed yet: the placement controller binds it.
 		return reconcile.Result{}, nil
 	}
 	var clusters clusterv1alpha1.ClusterList
 	if err := s.client.List(ctx, &clusters); err != nil {
 		return reconcile.Result{}, err
 	}
-	targets, why := scheduleBinding(rb, clusters.Items)
-	placement, err := json.Marshal(*rb.Spec.Placement)
-	if err != nil {
+	if _, err := bind(ctx, s.client, s.log, rb, names, clusters.Items); err != nil {
+		if apierrors.IsConflict(err) {
+			// The binding changed since the cache's copy: the newer
+			// copy's event brings the next pass.
+			return reconcile.Result{}, nil
+		}
 		return reconcile.Result{}, err
 	}
-	if !slices.Equal(targetNames(rb.Spec.Clusters), targetNames(targets)) || rb.Annotations[appliedPlacement] != string(placement) {
+	return reconcile.Result{}, nil
+}
+
+// PlacedClusters returns the clusters an application's binding places it
+// on: its AnnotationPlacement or, for a binding of the per-application
+// policy earlier versions wrote, the clusters that policy names. placed
+// is false while the continuum agent has not placed the application.
+func PlacedClusters(rb *workv1alpha2.ResourceBinding) (clusters []string, placed bool) {
+	if v, ok := rb.Annotations[mlsysopsv1.AnnotationPlacement]; ok {
+		if v == "" {
+			return nil, true
+		}
+		return strings.Split(v, ","), true
+	}
+	if p := rb.Spec.Placement; p != nil && p.ClusterAffinity != nil && len(p.ClusterAffinity.ClusterNames) > 0 {
+		return slices.Sorted(slices.Values(p.ClusterAffinity.ClusterNames)), true
+	}
+	return nil, false
+}
+
+// bind places binding rb on clusters names: it records names as the
+// placement and sets the binding's clusters to those of them that fit
+// (scheduleBinding), in one write conditional on rb's resourceVersion
+// (a conflict when the binding changed since rb was read), and then sets
+// its Scheduled condition. rb is updated to what was written; wrote is
+// the resourceVersion of the first write, "" when the placement and
+// clusters were already so.
+func bind(ctx context.Context, c client.Client, log *slog.Logger, rb *workv1alpha2.ResourceBinding, names []string, clusters []clusterv1alpha1.Cluster) (wrote string, err error) {
+	names = slices.Compact(slices.Sorted(slices.Values(names)))
+	record := strings.Join(names, ",")
+	targets, why := scheduleBinding(rb, names, clusters)
+	var applied []byte
+	if rb.Spec.Placement != nil {
+		if applied, err = json.Marshal(*rb.Spec.Placement); err != nil {
+			return "", err
+		}
+	}
+	if !slices.Equal(targetNames(rb.Spec.Clusters), targetNames(targets)) || rb.Annotations[appliedPlacement] != string(applied) ||
+		rb.Annotations[mlsysopsv1.AnnotationPlacement] != record {
 		before := rb.DeepCopy()
 		if rb.Annotations == nil {
 			rb.Annotations = map[string]string{}
 		}
-		rb.Annotations[appliedPlacement] = string(placement)
+		rb.Annotations[mlsysopsv1.AnnotationPlacement] = record
+		rb.Annotations[appliedPlacement] = string(applied)
 		rb.Spec.Clusters = targets
 		// The patch returns the binding as written: its generation is
 		// the one the status below observes (karmada-scheduler takes a
 		// second pass for that).
-		if err := s.client.Patch(ctx, rb, client.MergeFrom(before)); err != nil {
-			return reconcile.Result{}, fmt.Errorf("schedule %s: %w", rb.Name, err)
+		if err := c.Patch(ctx, rb, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+			return "", fmt.Errorf("schedule %s: %w", rb.Name, err)
 		}
+		wrote = rb.ResourceVersion
 		if why == "" {
-			s.log.Info("binding scheduled", "binding", rb.Name, "clusters", targetNames(targets))
+			log.Info("binding scheduled", "binding", rb.Name, "clusters", targetNames(targets))
 		} else {
-			s.log.Warn("binding fits no cluster of its placement", "binding", rb.Name, "reason", why)
+			log.Warn("binding fits no cluster of its placement", "binding", rb.Name, "placement", names, "reason", why)
 		}
 	}
 	before := rb.DeepCopy()
@@ -158,12 +205,12 @@ func (s *BindingScheduler) Reconcile(ctx context.Context, req reconcile.Request)
 		changed = true
 	}
 	if !changed {
-		return reconcile.Result{}, nil
+		return wrote, nil
 	}
-	if err := s.client.Status().Patch(ctx, rb, client.MergeFrom(before)); err != nil && !apierrors.IsNotFound(err) {
-		return reconcile.Result{}, fmt.Errorf("schedule status of %s: %w", rb.Name, err)
+	if err := c.Status().Patch(ctx, rb, client.MergeFrom(before)); err != nil && !apierrors.IsNotFound(err) {
+		return wrote, fmt.Errorf("schedule status of %s: %w", rb.Name, err)
 	}
-	return reconcile.Result{}, nil
+	return wrote, nil
 }
 
 // appliedPlacement is the annotation in which karmada-scheduler records
@@ -171,17 +218,16 @@ func (s *BindingScheduler) Reconcile(ctx context.Context, req reconcile.Request)
 // reads its tolerations from it.
 const appliedPlacement = "policy.karmada.io/applied-placement"
 
-// scheduleBinding returns the clusters a binding goes to: those its
-// placement names that exist, serve the MLSysOpsApp API, are not evicting
+// scheduleBinding returns the clusters a binding goes to: those of names
+// (sorted, without repeats) that exist, serve the MLSysOpsApp API, are not evicting
 // it, and whose NoSchedule and NoExecute taints it tolerates (or that it
 // is on already: Karmada's taint manager decides when it leaves those).
 // why says why none fits when none does.
-func scheduleBinding(rb *workv1alpha2.ResourceBinding, clusters []clusterv1alpha1.Cluster) (targets []workv1alpha2.TargetCluster, why string) {
-	var names []string
-	if a := rb.Spec.Placement.ClusterAffinity; a != nil {
-		names = append(names, a.ClusterNames...)
+func scheduleBinding(rb *workv1alpha2.ResourceBinding, names []string, clusters []clusterv1alpha1.Cluster) (targets []workv1alpha2.TargetCluster, why string) {
+	var tolerations []corev1.Toleration
+	if rb.Spec.Placement != nil {
+		tolerations = rb.Spec.Placement.ClusterTolerations
 	}
-	sort.Strings(names)
 	byName := map[string]*clusterv1alpha1.Cluster{}
 	for i := range clusters {
 		byName[clusters[i].Name] = &clusters[i]
@@ -190,7 +236,7 @@ func scheduleBinding(rb *workv1alpha2.ResourceBinding, clusters []clusterv1alpha
 		return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
 	}
 	var reasons []string
-	for _, name := range slices.Compact(names) {
+	for _, name := range names {
 		c := byName[name]
 		switch {
 		case c == nil:
@@ -204,7 +250,7 @@ func scheduleBinding(rb *workv1alpha2.ResourceBinding, clusters []clusterv1alpha
 			continue
 		}
 		if !rb.Spec.TargetContains(name) {
-			if t, bad := v1helper.FindMatchingUntoleratedTaint(c.Spec.Taints, rb.Spec.Placement.ClusterTolerations, untolerated); bad {
+			if t, bad := v1helper.FindMatchingUntoleratedTaint(c.Spec.Taints, tolerations, untolerated); bad {
 				reasons = append(reasons, fmt.Sprintf("%s: untolerated taint {%s}", name, t.ToString()))
 				continue
 			}

@@ -31,11 +31,12 @@ func karmadaCluster(name string, noAPI bool, taints ...corev1.Taint) clusterv1al
 	return c
 }
 
-// appBinding is the ResourceBinding Karmada makes for an application
-// whose policy names clusters.
+// appBinding is the ResourceBinding Karmada made for an application
+// under the per-application policy of earlier versions, naming clusters
+// (PlacedClusters reads them from its placement).
 func appBinding(app string, clusters ...string) *workv1alpha2.ResourceBinding {
 	return &workv1alpha2.ResourceBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: bindingName(app), Namespace: mlsysopsv1.Namespace, Generation: 1},
+		ObjectMeta: metav1.ObjectMeta{Name: BindingName(app), Namespace: mlsysopsv1.Namespace, Generation: 1},
 		Spec: workv1alpha2.ResourceBindingSpec{
 			SchedulerName: SchedulerName,
 			Resource:      workv1alpha2.ObjectReference{APIVersion: mlsysopsv1.SchemeGroupVersion.String(), Kind: "MLSysOpsApp", Namespace: mlsysopsv1.Namespace, Name: app},
@@ -89,7 +90,8 @@ func TestScheduleBinding(t *testing.T) {
 			if c.mutate != nil {
 				c.mutate(c.rb)
 			}
-			got, why := scheduleBinding(c.rb, clusters)
+			names, _ := PlacedClusters(c.rb)
+			got, why := scheduleBinding(c.rb, names, clusters)
 			if diff := cmp.Diff(c.want, targetNamesOrNil(got)); diff != "" {
 				t.Errorf("clusters (-want +got):\n%s", diff)
 			}
@@ -108,10 +110,12 @@ func targetNamesOrNil(ts []workv1alpha2.TargetCluster) []string {
 }
 
 // TestBindingSchedulerBinds: a binding of the continuum's scheduler gets
-// its clusters, the applied placement Karmada's taint manager reads, and
-// the Scheduled condition with its generation observed; a second pass
-// writes nothing; a binding of karmada-scheduler is left alone; one that
-// fits nowhere says why.
+// the clusters of its placement, the applied placement Karmada's taint
+// manager reads, and the Scheduled condition with its generation
+// observed; a second pass writes nothing; a binding of karmada-scheduler,
+// and one the continuum has not placed yet, are left alone; one that fits
+// nowhere says why; one of an earlier version's per-application policy
+// is bound to the clusters that policy names.
 func TestBindingSchedulerBinds(t *testing.T) {
 	scheme, err := Scheme()
 	if err != nil {
@@ -121,21 +125,21 @@ func TestBindingSchedulerBinds(t *testing.T) {
 	theirs.Spec.SchedulerName = "default-scheduler"
 	cloud, edge := karmadaCluster("cloud-1", false), karmadaCluster("edge-1", false)
 	kc := fake.NewClientBuilder().WithScheme(scheme).
-		WithObjects(appBinding("a", "cloud-1", "edge-1"), appBinding("nowhere", "far-1"), theirs, &cloud, &edge).
+		WithObjects(binding("a", "edge-1", "cloud-1"), binding("nowhere", "far-1"), binding("unplaced"), appBinding("old", "edge-1"), theirs, &cloud, &edge).
 		WithStatusSubresource(&workv1alpha2.ResourceBinding{}).Build()
 	s := NewBindingScheduler(kc, quiet())
 	ctx := context.Background()
 	get := func(name string) *workv1alpha2.ResourceBinding {
 		t.Helper()
 		rb := &workv1alpha2.ResourceBinding{}
-		if err := kc.Get(ctx, client.ObjectKey{Namespace: mlsysopsv1.Namespace, Name: bindingName(name)}, rb); err != nil {
+		if err := kc.Get(ctx, client.ObjectKey{Namespace: mlsysopsv1.Namespace, Name: BindingName(name)}, rb); err != nil {
 			t.Fatal(err)
 		}
 		return rb
 	}
 	pass := func(name string) {
 		t.Helper()
-		if _, err := s.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: mlsysopsv1.Namespace, Name: bindingName(name)}}); err != nil {
+		if _, err := s.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: mlsysopsv1.Namespace, Name: BindingName(name)}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -161,6 +165,17 @@ func TestBindingSchedulerBinds(t *testing.T) {
 	pass("theirs")
 	if got := get("theirs"); len(got.Spec.Clusters) != 0 || len(got.Status.Conditions) != 0 {
 		t.Errorf("karmada-scheduler's binding was touched: %+v", got)
+	}
+
+	pass("unplaced")
+	if got := get("unplaced"); len(got.Spec.Clusters) != 0 || len(got.Status.Conditions) != 0 {
+		t.Errorf("a binding not placed yet was bound: %+v", got)
+	}
+
+	pass("old")
+	if got := get("old"); !cmp.Equal(targetNames(got.Spec.Clusters), []string{"edge-1"}) || got.Annotations[mlsysopsv1.AnnotationPlacement] != "edge-1" {
+		t.Errorf("binding of an earlier version's policy: clusters %v, placement %q; want [edge-1] both",
+			targetNames(got.Spec.Clusters), got.Annotations[mlsysopsv1.AnnotationPlacement])
 	}
 
 	pass("nowhere")

@@ -182,13 +182,17 @@ func Decode(data []byte) ([]*unstructured.Unstructured, error) {
 }
 
 // kindRank orders kinds so that what others need is applied first.
+// Karmada's propagation policies go before the objects they select:
+// Karmada's detector takes an object it finds no policy for twice more
+// (a failed pass and its retry, then the policy's arrival), and the
+// continuum agent checks the applications' policy at start.
 var kindRank = map[string]int{
 	"Namespace": 0, "CustomResourceDefinition": 1,
 	"ServiceAccount": 2, "Secret": 3, "ClusterRole": 4, "ClusterRoleBinding": 5, "Role": 6, "RoleBinding": 7,
-	"ConfigMap": 8, "PersistentVolumeClaim": 9, "ResourceInterpreterCustomization": 10,
+	"ResourceInterpreterCustomization": 8, "PropagationPolicy": 8, "ClusterPropagationPolicy": 8,
+	"ConfigMap": 9, "PersistentVolumeClaim": 10,
 	"ValidatingAdmissionPolicy": 10, "ValidatingAdmissionPolicyBinding": 10,
 	"Service": 11, "Deployment": 12, "StatefulSet": 13, "DaemonSet": 14, "PodDisruptionBudget": 14,
-	"PropagationPolicy": 15, "ClusterPropagationPolicy": 16,
 }
 
 // StageIndex is the position of an object's stage in Stages, or

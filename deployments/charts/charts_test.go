@@ -71,6 +71,7 @@ func TestAPIObjectsMatchTheAgent(t *testing.T) {
 		name string
 	}{
 		{"ClusterPropagationPolicy", cpp, continuum.CRDPropagationPolicy},
+		{"PropagationPolicy", continuum.AppPropagation(), continuum.AppPropagationPolicy},
 		{"ResourceInterpreterCustomization", continuum.AppInterpretation(), continuum.AppInterpreter},
 	} {
 		want, err := runtime.DefaultUnstructuredConverter.ToUnstructured(c.obj)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -35,9 +36,9 @@ import (
 // other.
 const (
 	StepTemplate      = "template"       // the resource template is in Karmada (MLSysOpsApp, or each Deployment)
-	StepPolicy        = "policy"         // its PropagationPolicy is in Karmada
-	StepDecided       = "decided"        // MLSysOps: the continuum agent's status Deploying (after the policy)
+	StepPolicy        = "policy"         // raw Karmada: its PropagationPolicy is in Karmada (MLSysOps has one for every application, there before them)
 	StepBinding       = "binding"        // Karmada's detector made the ResourceBinding
+	StepDecided       = "decided"        // MLSysOps: the continuum agent's status Deploying (after it placed the binding)
 	StepScheduled     = "scheduled"      // Karmada's scheduler chose its clusters
 	StepWork          = "work"           // the binding controller made the Work per cluster
 	StepMemberObject  = "member-object"  // the execution controller made the member's copy
@@ -57,7 +58,7 @@ const (
 
 // TraceSteps lists the steps in order.
 var TraceSteps = []string{
-	StepTemplate, StepPolicy, StepDecided, StepBinding, StepScheduled, StepWork, StepMemberObject, StepWorkApplied,
+	StepTemplate, StepPolicy, StepBinding, StepDecided, StepScheduled, StepWork, StepMemberObject, StepWorkApplied,
 	StepNamespace, StepDeployment, StepReplicaSet, StepPod, StepPodBound, StepPodRunning, StepDeployReady,
 	StepMemberStatus, StepWorkStatus, StepBindingStatus, StepRunning,
 }
@@ -230,7 +231,10 @@ func (tr *AppTracer) templateApp(kind, name string) string {
 
 func (tr *AppTracer) onPolicy(o any) {
 	pp, ok := o.(*policyv1alpha1.PropagationPolicy)
-	if !ok {
+	if !ok || len(pp.Spec.ResourceSelectors) == 0 || slices.ContainsFunc(pp.Spec.ResourceSelectors, func(s policyv1alpha1.ResourceSelector) bool {
+		return s.Name == "" && s.LabelSelector == nil
+	}) {
+		// Not one application's (MLSysOps's policy takes every one).
 		return
 	}
 	tr.mark(pp.Name, StepPolicy, pp.Namespace+"/"+pp.Name)

@@ -126,6 +126,13 @@ const (
 	AnnotationClustersDropped = LabelPrefix + "clusters-dropped"
 )
 
+// AnnotationPlacement, on an MLSysOpsApp's ResourceBinding in the Karmada
+// API, names the member clusters the continuum agent placed the
+// application on, sorted and comma-separated: the placement of record,
+// which the continuum agent's binding scheduler binds. Karmada's detector
+// keeps a binding's annotations when it updates the binding.
+const AnnotationPlacement = LabelPrefix + "placement"
+
 // Finalizer holds an application in a member cluster until the cluster
 // agent has deleted everything it created for it.
 const Finalizer = LabelPrefix + "cleanup"

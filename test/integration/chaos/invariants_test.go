@@ -22,7 +22,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
+	workv1alpha2 "github.com/karmada-io/karmada/pkg/apis/work/v1alpha2"
 
+	"github.com/mlsysops-go/mlsysops/agents/continuum"
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
 	"github.com/mlsysops-go/mlsysops/internal/members"
 	"github.com/mlsysops-go/mlsysops/internal/state"
@@ -58,19 +60,15 @@ func (r *run) watch(ctx context.Context) {
 				}
 			}
 		}
+		// Every application is bound through the one policy of them
+		// all (continuum.AppPropagation): none has a policy of its own.
 		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 		var pps policyv1alpha1.PropagationPolicyList
 		if err := r.karmada.List(cctx, &pps, client.InNamespace(mlsysopsv1.Namespace)); err == nil {
-			count := map[string]int{}
 			for _, p := range pps.Items {
-				if app := p.Labels[mlsysopsv1.LabelApp]; strings.HasPrefix(app, r.prefix) {
-					count[app]++
-				}
-			}
-			for app, n := range count {
-				if n > 1 && !seen["pp/"+app] {
+				if app := p.Labels[mlsysopsv1.LabelApp]; strings.HasPrefix(app, r.prefix) && !seen["pp/"+app] {
 					seen["pp/"+app] = true
-					r.violate("%s has %d PropagationPolicies", app, n)
+					r.violate("%s has a PropagationPolicy of its own (%s)", app, p.Name)
 				}
 			}
 		}
@@ -162,18 +160,15 @@ func (w *workload) all() ([]*app, []*mlDeployment) {
 }
 
 // gone checks that nothing of an application is left: its resource, its
-// PropagationPolicy, its namespaces in the members, its Redis keys and,
+// ResourceBinding (and the placement there), its namespaces in the members, its Redis keys and,
 // when api says so, its entry in the API.
 func (r *run) gone(ctx context.Context, name string, api bool) error {
 	if err := r.karmada.Get(ctx, types.NamespacedName{Namespace: mlsysopsv1.Namespace, Name: name}, &mlsysopsv1.MLSysOpsApp{}); !apierrors.IsNotFound(err) {
 		return fmt.Errorf("MLSysOpsApp still in Karmada (%v)", err)
 	}
-	var pps policyv1alpha1.PropagationPolicyList
-	if err := r.karmada.List(ctx, &pps, client.InNamespace(mlsysopsv1.Namespace), client.MatchingLabels{mlsysopsv1.LabelApp: name}); err != nil {
-		return err
-	}
-	if len(pps.Items) > 0 {
-		return fmt.Errorf("%d PropagationPolicies left", len(pps.Items))
+	rb := &workv1alpha2.ResourceBinding{}
+	if err := r.karmada.Get(ctx, types.NamespacedName{Namespace: mlsysopsv1.Namespace, Name: continuum.BindingName(name)}, rb); !apierrors.IsNotFound(err) {
+		return fmt.Errorf("ResourceBinding still in Karmada (%v)", err)
 	}
 	for _, c := range r.env.Clusters {
 		if _, err := r.members[c].CoreV1().Namespaces().Get(ctx, members.Namespace(name), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
@@ -273,20 +268,17 @@ func (r *run) desired(ctx context.Context, a *mlsysopsv1.MLSysOpsApp, mark strin
 			return fmt.Errorf("component %s placed nowhere in the status", c.Metadata.Name)
 		}
 	}
-	var pps policyv1alpha1.PropagationPolicyList
-	if err := r.karmada.List(ctx, &pps, client.InNamespace(mlsysopsv1.Namespace), client.MatchingLabels{mlsysopsv1.LabelApp: a.Name}); err != nil {
-		return err
-	}
-	if len(pps.Items) != 1 {
-		return fmt.Errorf("%d PropagationPolicies, want 1", len(pps.Items))
+	rb := &workv1alpha2.ResourceBinding{}
+	if err := r.karmada.Get(ctx, types.NamespacedName{Namespace: mlsysopsv1.Namespace, Name: continuum.BindingName(a.Name)}, rb); err != nil {
+		return fmt.Errorf("ResourceBinding: %w", err)
 	}
 	var clusters []string
 	for c := range want {
 		clusters = append(clusters, c)
 	}
 	sort.Strings(clusters)
-	if aff := pps.Items[0].Spec.Placement.ClusterAffinity; aff == nil || !slices.Equal(sorted(aff.ClusterNames), clusters) {
-		return fmt.Errorf("PropagationPolicy places on %+v, the status on %v", aff, clusters)
+	if placed, _ := continuum.PlacedClusters(rb); !slices.Equal(sorted(placed), clusters) {
+		return fmt.Errorf("the binding places it on %v, the status on %v", placed, clusters)
 	}
 	ns := members.Namespace(a.Name)
 	for _, name := range r.env.Clusters {
@@ -419,13 +411,13 @@ func (r *run) orphans(ctx context.Context, w *workload) {
 			}
 		}
 	}
-	var pps policyv1alpha1.PropagationPolicyList
-	if err := r.karmada.List(ctx, &pps, client.InNamespace(mlsysopsv1.Namespace)); err != nil {
-		r.violate("list PropagationPolicies: %v", err)
+	var rbs workv1alpha2.ResourceBindingList
+	if err := r.karmada.List(ctx, &rbs, client.InNamespace(mlsysopsv1.Namespace)); err != nil {
+		r.violate("list ResourceBindings: %v", err)
 	}
-	for _, p := range pps.Items {
-		if app := p.Labels[mlsysopsv1.LabelApp]; mine(app) && !present[app] {
-			r.violate("orphan PropagationPolicy %s of %s", p.Name, app)
+	for _, rb := range rbs.Items {
+		if app := rb.Spec.Resource.Name; rb.Spec.Resource.Kind == "MLSysOpsApp" && mine(app) && !present[app] {
+			r.violate("orphan ResourceBinding %s of %s", rb.Name, app)
 		}
 	}
 	var list mlsysopsv1.MLSysOpsAppList

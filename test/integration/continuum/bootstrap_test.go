@@ -9,11 +9,13 @@ import (
 	"time"
 
 	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
+	workv1alpha2 "github.com/karmada-io/karmada/pkg/apis/work/v1alpha2"
 	karmadaclientset "github.com/karmada-io/karmada/pkg/generated/clientset/versioned"
 	apiextensionsclientset "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
@@ -26,8 +28,9 @@ import (
 var appGVR = mlsysopsv1.SchemeGroupVersion.WithResource("mlsysopsapps")
 
 // EnsureAPI installs the CRDs in Karmada, Karmada propagates them to every
-// member, an MLSysOpsApp propagated to one member shows there, and the
-// member's status is reflected back into Karmada.
+// member, an MLSysOpsApp is bound to the applications' policy for the
+// continuum's scheduler, propagated to the member its binding names and
+// shows there, and the member's status is reflected back into Karmada.
 func TestEnsureAPIPropagatesAndReflectsStatus(t *testing.T) {
 	env := testbed.Shared(t)
 	ctx := context.Background()
@@ -81,19 +84,25 @@ func TestEnsureAPIPropagatesAndReflectsStatus(t *testing.T) {
 	t.Cleanup(func() {
 		_ = kdyn.Resource(appGVR).Namespace(mlsysopsv1.Namespace).Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
-	pp := &policyv1alpha1.PropagationPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: mlsysopsv1.Namespace},
-		Spec: policyv1alpha1.PropagationSpec{
-			ResourceSelectors: []policyv1alpha1.ResourceSelector{{APIVersion: mlsysopsv1.SchemeGroupVersion.String(), Kind: "MLSysOpsApp", Name: name}},
-			Placement:         policyv1alpha1.Placement{ClusterAffinity: &policyv1alpha1.ClusterAffinity{ClusterNames: []string{"cloud-1"}}},
-		},
+	// Karmada binds it to the applications' policy at once, for the
+	// continuum's scheduler; the continuum's part (placing it on
+	// cloud-1) is played here.
+	var rb *workv1alpha2.ResourceBinding
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		rb, err = kc.WorkV1alpha2().ResourceBindings(mlsysopsv1.Namespace).Get(ctx, continuum.BindingName(name), metav1.GetOptions{})
+		return err == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("no ResourceBinding for the application: %v", err)
 	}
-	if _, err := kc.PolicyV1alpha1().PropagationPolicies(mlsysopsv1.Namespace).Create(ctx, pp, metav1.CreateOptions{}); err != nil {
+	if rb.Annotations[policyv1alpha1.PropagationPolicyNameAnnotation] != continuum.AppPropagationPolicy || rb.Spec.SchedulerName != continuum.SchedulerName {
+		t.Fatalf("binding of policy %q for scheduler %q, want %q and %q", rb.Annotations[policyv1alpha1.PropagationPolicyNameAnnotation],
+			rb.Spec.SchedulerName, continuum.AppPropagationPolicy, continuum.SchedulerName)
+	}
+	patch := []byte(`{"metadata":{"annotations":{"` + mlsysopsv1.AnnotationPlacement + `":"cloud-1"}},"spec":{"clusters":[{"name":"cloud-1"}]}}`)
+	if _, err := kc.WorkV1alpha2().ResourceBindings(mlsysopsv1.Namespace).Patch(ctx, rb.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_ = kc.PolicyV1alpha1().PropagationPolicies(mlsysopsv1.Namespace).Delete(context.Background(), name, metav1.DeleteOptions{})
-	})
 
 	mdyn := dynamic.NewForConfigOrDie(env.RESTConfig(t, "cloud-1"))
 	var member *unstructured.Unstructured
@@ -116,7 +125,7 @@ func TestEnsureAPIPropagatesAndReflectsStatus(t *testing.T) {
 	// the continuum agent reads it.
 	var got []any
 	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		rb, err := kc.WorkV1alpha2().ResourceBindings(mlsysopsv1.Namespace).Get(ctx, name+"-mlsysopsapp", metav1.GetOptions{})
+		rb, err := kc.WorkV1alpha2().ResourceBindings(mlsysopsv1.Namespace).Get(ctx, continuum.BindingName(name), metav1.GetOptions{})
 		if err != nil {
 			return false, nil
 		}

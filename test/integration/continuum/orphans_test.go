@@ -50,8 +50,9 @@ func TestOrphanedMemberCopyDeleted(t *testing.T) {
 	orphan := copyOf("orphan-"+suffix, true)
 	kept := copyOf("kept-"+suffix, true)
 	byHand := copyOf("byhand-"+suffix, false)
-	// kept's application is in Karmada (no PropagationPolicy selects it:
-	// Karmada leaves it where it is).
+	// kept's application is in Karmada (bound to the applications'
+	// policy; no continuum of this test places it, and wherever one of
+	// another package sharing the testbed does, the copy stays).
 	tmpl := &mlsysopsv1.MLSysOpsApp{ObjectMeta: metav1.ObjectMeta{Name: kept.Name, Namespace: mlsysopsv1.Namespace}, Spec: kept.Spec}
 	if err := kc.Create(ctx, tmpl); err != nil {
 		t.Fatal(err)

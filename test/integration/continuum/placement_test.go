@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
+	workv1alpha2 "github.com/karmada-io/karmada/pkg/apis/work/v1alpha2"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -138,15 +138,15 @@ func TestPlacesOnTheClusterWithTheGPU(t *testing.T) {
 			}
 			t.Cleanup(func() { _ = c.Delete(context.Background(), tc.app) })
 			got := waitApp(t, c, tc.app.Name, func(a *mlsysopsv1.MLSysOpsApp) bool { return a.Status.Phase == mlsysopsv1.AppDeploying })
-			pp := &policyv1alpha1.PropagationPolicy{}
-			if err := c.Get(ctx, types.NamespacedName{Namespace: mlsysopsv1.Namespace, Name: tc.app.Name}, pp); err != nil {
-				t.Fatal(err)
-			}
-			if names := pp.Spec.Placement.ClusterAffinity.ClusterNames; len(names) != 1 || names[0] != tc.wantCluster {
+			rb := binding(t, c, tc.app.Name)
+			if names, _ := continuum.PlacedClusters(rb); len(names) != 1 || names[0] != tc.wantCluster {
 				t.Errorf("clusters %v, want [%s] (status: %s)", names, tc.wantCluster, got.Status.Message)
 			}
-			if len(pp.OwnerReferences) != 1 || pp.OwnerReferences[0].Name != tc.app.Name {
-				t.Errorf("policy not owned by the app: %v", pp.OwnerReferences)
+			if bound := rb.Spec.Clusters; len(bound) != 1 || bound[0].Name != tc.wantCluster {
+				t.Errorf("bound to %v, want [%s]", bound, tc.wantCluster)
+			}
+			if owner := metav1.GetControllerOf(rb); owner == nil || owner.Name != tc.app.Name {
+				t.Errorf("binding not owned by the app (it would outlive it): %v", rb.OwnerReferences)
 			}
 		})
 	}
@@ -168,10 +168,8 @@ func TestUnschedulableSaysWhyPerCluster(t *testing.T) {
 	if !strings.Contains(got.Status.Message, "nvidia.com/gpu.product") {
 		t.Errorf("message does not name the GPU product: %s", got.Status.Message)
 	}
-	pp := &policyv1alpha1.PropagationPolicy{}
-	err := c.Get(context.Background(), types.NamespacedName{Namespace: mlsysopsv1.Namespace, Name: app.Name}, pp)
-	if err == nil {
-		t.Errorf("an unschedulable app got a propagation policy: %v", pp.Spec.Placement)
+	if rb := binding(t, c, app.Name); len(rb.Spec.Clusters) > 0 || rb.Annotations[mlsysopsv1.AnnotationPlacement] != "" {
+		t.Errorf("an unschedulable app was placed: %v, bound to %v", rb.Annotations[mlsysopsv1.AnnotationPlacement], rb.Spec.Clusters)
 	}
 }
 
@@ -185,11 +183,17 @@ func TestUserClusterIDHonoured(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = c.Delete(context.Background(), app) })
 	waitApp(t, c, app.Name, func(a *mlsysopsv1.MLSysOpsApp) bool { return a.Status.Phase == mlsysopsv1.AppDeploying })
-	pp := &policyv1alpha1.PropagationPolicy{}
-	if err := c.Get(context.Background(), types.NamespacedName{Namespace: mlsysopsv1.Namespace, Name: app.Name}, pp); err != nil {
-		t.Fatal(err)
-	}
-	if names := pp.Spec.Placement.ClusterAffinity.ClusterNames; len(names) != 1 || names[0] != "edge-1" {
+	if names, _ := continuum.PlacedClusters(binding(t, c, app.Name)); len(names) != 1 || names[0] != "edge-1" {
 		t.Errorf("clusters %v, want the user's [edge-1]", names)
 	}
+}
+
+// binding reads the application's ResourceBinding, live.
+func binding(t *testing.T, c client.Client, app string) *workv1alpha2.ResourceBinding {
+	t.Helper()
+	rb := &workv1alpha2.ResourceBinding{}
+	if err := c.Get(context.Background(), types.NamespacedName{Namespace: mlsysopsv1.Namespace, Name: continuum.BindingName(app)}, rb); err != nil {
+		t.Fatal(err)
+	}
+	return rb
 }

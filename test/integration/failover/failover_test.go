@@ -29,7 +29,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
+	workv1alpha2 "github.com/karmada-io/karmada/pkg/apis/work/v1alpha2"
 
 	"github.com/mlsysops-go/mlsysops/agents/continuum"
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
@@ -139,19 +139,16 @@ func (w *world) waitPhase(t *testing.T, name string, phase mlsysopsv1.AppPhase, 
 }
 
 // desired checks that an application runs exactly as described on
-// exactly one cluster: one PropagationPolicy naming that cluster, one
+// exactly one cluster: its binding placed on that cluster alone, one
 // Deployment per component with all its replicas running and no other
 // pods, and nothing of it in the other clusters.
 func (w *world) desired(ctx context.Context, a *mlsysopsv1.MLSysOpsApp, on string) error {
-	var pps policyv1alpha1.PropagationPolicyList
-	if err := w.karmada.List(ctx, &pps, client.InNamespace(mlsysopsv1.Namespace), client.MatchingLabels{mlsysopsv1.LabelApp: a.Name}); err != nil {
+	placed, err := w.placed(ctx, a.Name)
+	if err != nil {
 		return err
 	}
-	if len(pps.Items) != 1 {
-		return fmt.Errorf("%d PropagationPolicies, want 1", len(pps.Items))
-	}
-	if aff := pps.Items[0].Spec.Placement.ClusterAffinity; aff == nil || !slices.Equal(aff.ClusterNames, []string{on}) {
-		return fmt.Errorf("PropagationPolicy places on %+v, want [%s]", aff, on)
+	if !slices.Equal(placed, []string{on}) {
+		return fmt.Errorf("the binding places it on %v, want [%s]", placed, on)
 	}
 	ns := members.Namespace(a.Name)
 	for name, cs := range w.members {
@@ -206,17 +203,25 @@ func (w *world) desired(ctx context.Context, a *mlsysopsv1.MLSysOpsApp, on strin
 	return nil
 }
 
+// placed returns the clusters the continuum placed application name on,
+// as its binding records them (none before it is placed).
+func (w *world) placed(ctx context.Context, name string) ([]string, error) {
+	rb := &workv1alpha2.ResourceBinding{}
+	if err := w.karmada.Get(ctx, types.NamespacedName{Namespace: mlsysopsv1.Namespace, Name: continuum.BindingName(name)}, rb); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	clusters, _ := continuum.PlacedClusters(rb)
+	return clusters, nil
+}
+
 // gone checks that nothing of the application is left anywhere.
 func (w *world) gone(ctx context.Context, name string) error {
 	if _, err := w.get(ctx, name); !apierrors.IsNotFound(err) {
 		return fmt.Errorf("MLSysOpsApp still in Karmada (%v)", err)
 	}
-	var pps policyv1alpha1.PropagationPolicyList
-	if err := w.karmada.List(ctx, &pps, client.InNamespace(mlsysopsv1.Namespace), client.MatchingLabels{mlsysopsv1.LabelApp: name}); err != nil {
-		return err
-	}
-	if len(pps.Items) > 0 {
-		return fmt.Errorf("%d PropagationPolicies left", len(pps.Items))
+	rb := &workv1alpha2.ResourceBinding{}
+	if err := w.karmada.Get(ctx, types.NamespacedName{Namespace: mlsysopsv1.Namespace, Name: continuum.BindingName(name)}, rb); !apierrors.IsNotFound(err) {
+		return fmt.Errorf("ResourceBinding still in Karmada (%v)", err)
 	}
 	for c, cs := range w.members {
 		if _, err := cs.CoreV1().Namespaces().Get(ctx, members.Namespace(name), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
@@ -345,11 +350,11 @@ func TestAgentKilledMidDeployment(t *testing.T) {
 	}{
 		{
 			victim: testbed.LayerContinuum + "/mls-continuum", example: "gpu-inference.yaml", cluster: "cloud-1",
-			// The continuum has chosen the cluster and written the policy;
-			// Karmada has not propagated yet.
+			// The continuum has chosen the cluster and written it on the
+			// binding; Karmada has not propagated yet.
 			midway: func(ctx context.Context, a *mlsysopsv1.MLSysOpsApp) bool {
-				var pp policyv1alpha1.PropagationPolicy
-				return w.karmada.Get(ctx, types.NamespacedName{Namespace: a.Namespace, Name: a.Name}, &pp) == nil
+				placed, err := w.placed(ctx, a.Name)
+				return err == nil && len(placed) > 0
 			},
 		},
 		{
@@ -375,8 +380,8 @@ func TestAgentKilledMidDeployment(t *testing.T) {
 			// the Deployments exist, the node agent mostly died after
 			// KWOK had run every pod.)
 			midway: func(ctx context.Context, a *mlsysopsv1.MLSysOpsApp) bool {
-				var pp policyv1alpha1.PropagationPolicy
-				return w.karmada.Get(ctx, types.NamespacedName{Namespace: a.Namespace, Name: a.Name}, &pp) == nil
+				placed, err := w.placed(ctx, a.Name)
+				return err == nil && len(placed) > 0
 			},
 		},
 	}

@@ -10,10 +10,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-
-	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
 
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
 	"github.com/mlsysops-go/mlsysops/internal/members"
@@ -170,8 +167,8 @@ func TestLeaderKilledMidDeployment(t *testing.T) {
 		{
 			layer: testbed.LayerContinuum, name: "mls-continuum", example: "gpu-inference.yaml", cluster: "cloud-1",
 			midway: func(ctx context.Context, a *mlsysopsv1.MLSysOpsApp) bool {
-				var pp policyv1alpha1.PropagationPolicy
-				return w.karmada.Get(ctx, types.NamespacedName{Namespace: a.Namespace, Name: a.Name}, &pp) == nil
+				placed, err := w.placed(ctx, a.Name)
+				return err == nil && len(placed) > 0
 			},
 		},
 		{

@@ -11,12 +11,13 @@ import (
 	"testing"
 	"time"
 
-	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
+	workv1alpha2 "github.com/karmada-io/karmada/pkg/apis/work/v1alpha2"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/mlsysops-go/mlsysops/agents/cluster"
 	"github.com/mlsysops-go/mlsysops/agents/continuum"
@@ -189,16 +190,18 @@ func killMaster(t *testing.T, rd *testbed.RedisDeployment) {
 	t.Logf("%s: killed master %s; %s took over after %s", rd.Mode, victim.Addr(), now.Addr(), time.Since(killed).Round(time.Millisecond))
 }
 
-// placedOnce checks that the application has want PropagationPolicies
-// and, over all member clusters, want Deployments per component (its one
-// component, "web"), all in one cluster.
+// placedOnce checks that the application is placed on one cluster (want
+// 1) or has no binding left (want 0), and, over all member clusters, has
+// want Deployments per component (its one component, "web"), all in one
+// cluster.
 func (a *agents) placedOnce(ctx context.Context, id string, want int) error {
-	var pps policyv1alpha1.PropagationPolicyList
-	if err := a.karmada.List(ctx, &pps, client.InNamespace(mlsysopsv1.Namespace), client.MatchingLabels{mlsysopsv1.LabelApp: id}); err != nil {
-		return err
+	rb := &workv1alpha2.ResourceBinding{}
+	err := a.karmada.Get(ctx, types.NamespacedName{Namespace: mlsysopsv1.Namespace, Name: continuum.BindingName(id)}, rb)
+	if err != nil && (want > 0 || !apierrors.IsNotFound(err)) {
+		return fmt.Errorf("ResourceBinding: %w", err)
 	}
-	if len(pps.Items) != want {
-		return fmt.Errorf("%d PropagationPolicies, want %d", len(pps.Items), want)
+	if placed, _ := continuum.PlacedClusters(rb); err == nil && (want == 0 || len(placed) != 1) {
+		return fmt.Errorf("the binding places it on %v, want %d cluster(s)", placed, want)
 	}
 	deps, clusters := 0, 0
 	for _, name := range a.env.Clusters {
