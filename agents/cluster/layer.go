@@ -57,6 +57,9 @@ type clusterLayer struct {
 	resyncMu sync.Mutex
 	resync   func()
 	passes   func() map[string]string
+	// cached reads the running controllers' caches (nil while they are
+	// not running).
+	cached client.Reader
 }
 
 var _ agent.Layer = (*clusterLayer)(nil)
@@ -144,7 +147,7 @@ func (c *clusterLayer) Mechanisms(a *agent.Agent) (*mechanism.Set, error) {
 	if err := r.Register(FluidityName, func(env mechanism.Env) (mechanism.Mechanism, error) {
 		return NewFluidity(c.kc, a.Name, env.Logger, FluidityOptions{
 			Complete: env.Complete, Timeout: mechanism.FollowTimeout(a.Opts.PendingTimeout), Unavailable: c.grace.Unavailable,
-			Events: c.events,
+			Events: c.events, Reader: c.cachedReader,
 		}), nil
 	}); err != nil {
 		return nil, err
@@ -268,6 +271,14 @@ func (c *clusterLayer) Run(ctx context.Context) error {
 	}
 }
 
+// cachedReader is the running controllers' cache reader, nil while they
+// are not running.
+func (c *clusterLayer) cachedReader() client.Reader {
+	c.resyncMu.Lock()
+	defer c.resyncMu.Unlock()
+	return c.cached
+}
+
 func (c *clusterLayer) runControllers(ctx context.Context) {
 	backoff := time.Second
 	for ctx.Err() == nil {
@@ -280,7 +291,7 @@ func (c *clusterLayer) runControllers(ctx context.Context) {
 			ctrls.Apps.PendingSettle = c.a.Conn.PendingSettle
 			ctrls.Apps.Unavailable = c.grace.Unavailable
 			c.resyncMu.Lock()
-			c.resync, c.passes = ctrls.Apps.Resync, ctrls.Apps.Passes
+			c.resync, c.passes, c.cached = ctrls.Apps.Resync, ctrls.Apps.Passes, ctrls.Reader()
 			c.resyncMu.Unlock()
 			ctrls.Apps.FeedEngine(c.a.Engine)
 			toEngine := ctrls.Apps.AppGone
@@ -291,7 +302,7 @@ func (c *clusterLayer) runControllers(ctx context.Context) {
 			c.a.Log.Info("fluidity controllers started")
 			err = ctrls.Start(ctx)
 			c.resyncMu.Lock()
-			c.resync, c.passes = nil, nil
+			c.resync, c.passes, c.cached = nil, nil, nil
 			c.resyncMu.Unlock()
 		}
 		if ctx.Err() != nil {

@@ -130,5 +130,10 @@ func NewControllers(ctx context.Context, cfg *rest.Config, cluster string, log *
 	return &Controllers{mgr: mgr, Apps: apps, Targets: targets}, nil
 }
 
+// Reader reads from the controllers' informer caches (applications and
+// node descriptions in the application namespace, Deployments, nodes and
+// pods): no API request.
+func (c *Controllers) Reader() client.Reader { return c.mgr.GetClient() }
+
 // Start runs the controllers until ctx ends.
 func (c *Controllers) Start(ctx context.Context) error { return c.mgr.Start(ctx) }

@@ -50,6 +50,12 @@ type FluidityOptions struct {
 	// application and the Deployments of the components they change:
 	// PlanAccepted, PlanRefused, PlanCompleted, PlanFailed.
 	Events record.EventRecorder
+	// Reader, when set and returning a reader, is where State reads the
+	// cluster (the placement controller's informer caches); the live API
+	// otherwise. State runs at every analysis (at most once a sampling
+	// interval): read live, it listed every pod, node and Deployment of
+	// the member about twice a second during a burst of applications.
+	Reader func() client.Reader
 }
 
 // Reasons of the fluidity mechanism's Kubernetes events.
@@ -517,17 +523,23 @@ func names(ts []target) []any {
 // runs, best score first, whether or not it runs there), and nodes[node]
 // with spec (its MLSysOpsNode description), ready and components.
 func (f *Fluidity) State(ctx context.Context) (map[string]any, error) {
+	var read client.Reader = f.client
+	if f.opts.Reader != nil {
+		if r := f.opts.Reader(); r != nil {
+			read = r
+		}
+	}
 	var deps appsv1.DeploymentList
-	if err := f.client.List(ctx, &deps, client.MatchingLabels{mlsysopsv1.LabelManagedBy: mlsysopsv1.ManagedByValue}); err != nil {
+	if err := read.List(ctx, &deps, client.MatchingLabels{mlsysopsv1.LabelManagedBy: mlsysopsv1.ManagedByValue}); err != nil {
 		return nil, fmt.Errorf("list Deployments: %w", err)
 	}
-	pnodes, err := listNodes(ctx, f.client)
+	pnodes, err := listNodes(ctx, read)
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}
 	index := placement.NewIndexOf(pnodes)
 	var al mlsysopsv1.MLSysOpsAppList
-	if err := f.client.List(ctx, &al, client.InNamespace(mlsysopsv1.Namespace)); err != nil {
+	if err := read.List(ctx, &al, client.InNamespace(mlsysopsv1.Namespace)); err != nil {
 		return nil, fmt.Errorf("list applications: %w", err)
 	}
 	specs := map[string]*mlsysopsv1.MLSysOpsApp{}

@@ -345,13 +345,27 @@ func TestFluidityState(t *testing.T) {
 	dep := placedDeployment(t, app, "n1")
 	kc := newFake(t, app.DeepCopy(), dep, node("n1", true), node("n2", false), node("n3", true), node("n4", true),
 		&mlsysopsv1.MLSysOpsNode{ObjectMeta: metav1.ObjectMeta{Name: "n1", Namespace: mlsysopsv1.Namespace}, Spec: mlsysopsv1.MLSysOpsNodeSpec{ClusterID: "c1", ContinuumLayer: "edge"}})
-	// The agent of n4 is gone: not a candidate.
-	f := NewFluidity(kc, "c1", quiet(), FluidityOptions{Unavailable: func() map[string]string { return map[string]string{"n4": "agent gone"} }})
-	defer f.Close()
-	st, err := f.State(context.Background())
-	if err != nil {
-		t.Fatal(err)
+	gone := func() map[string]string { return map[string]string{"n4": "agent gone"} }
+	for name, f := range map[string]*Fluidity{
+		// The agent of n4 is gone: not a candidate.
+		"live": NewFluidity(kc, "c1", quiet(), FluidityOptions{Unavailable: gone, Reader: func() client.Reader { return nil }}),
+		// The controllers' caches, when they run, are read instead of
+		// the API (here an empty one).
+		"cached": NewFluidity(newFake(t), "c1", quiet(), FluidityOptions{Unavailable: gone, Reader: func() client.Reader { return kc }}),
+	} {
+		t.Run(name, func(t *testing.T) {
+			defer f.Close()
+			st, err := f.State(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkFluidityState(t, st)
+		})
 	}
+}
+
+func checkFluidityState(t *testing.T, st map[string]any) {
+	t.Helper()
 	want := map[string]any{
 		"cluster": "c1",
 		"applications": map[string]any{"demo": map[string]any{"components": map[string]any{
