@@ -89,12 +89,34 @@ func (s *BindingScheduler) SetupWithManager(mgr ctrl.Manager) error {
 		return out
 	})
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&workv1alpha2.ResourceBinding{}, builder.WithPredicates(ours)).
+		For(&workv1alpha2.ResourceBinding{}, builder.WithPredicates(ours, schedulingChanged)).
 		Watches(&clusterv1alpha1.Cluster{}, everyBinding, builder.WithPredicates(clusterSchedulable)).
 		Named("continuum-binding-scheduler").
 		// Each binding is two API writes, independent of the others'.
 		WithOptions(controller.Options{SkipNameValidation: ptr(true), MaxConcurrentReconciles: 8, RateLimiter: kube.ItemRateLimiter()}).
 		Complete(s)
+}
+
+// schedulingChanged passes a binding's creation, deletion and the updates
+// that change what it is bound to or whether it is bound: its spec (the
+// generation: clusters, placement, evictions), its placement annotation
+// and its Scheduled condition. Karmada's status writes (the members'
+// statuses, its own conditions; several per application) bring no pass.
+var schedulingChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		a, okA := e.ObjectOld.(*workv1alpha2.ResourceBinding)
+		b, okB := e.ObjectNew.(*workv1alpha2.ResourceBinding)
+		if !okA || !okB {
+			return true
+		}
+		scheduled := func(rb *workv1alpha2.ResourceBinding) *metav1.Condition {
+			return meta.FindStatusCondition(rb.Status.Conditions, workv1alpha2.Scheduled)
+		}
+		ca, cb := scheduled(a), scheduled(b)
+		return a.Generation != b.Generation || !b.DeletionTimestamp.IsZero() ||
+			a.Annotations[mlsysopsv1.AnnotationPlacement] != b.Annotations[mlsysopsv1.AnnotationPlacement] ||
+			(ca == nil) != (cb == nil) || (ca != nil && (ca.Status != cb.Status || ca.Message != cb.Message))
+	},
 }
 
 // clusterSchedulable passes the cluster events that change where a
@@ -207,7 +229,12 @@ func bind(ctx context.Context, c client.Client, log *slog.Logger, rb *workv1alph
 	if !changed {
 		return wrote, nil
 	}
-	if err := c.Status().Patch(ctx, rb, client.MergeFrom(before)); err != nil && !apierrors.IsNotFound(err) {
+	// Conditional on the copy written above: a merge patch replaces the
+	// whole list of conditions, and a stale copy's would take back those
+	// Karmada wrote since. A conflict leaves the condition to the pass
+	// the newer copy's event brings (the scheduler's).
+	err = c.Status().Patch(ctx, rb, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return wrote, fmt.Errorf("schedule status of %s: %w", rb.Name, err)
 	}
 	return wrote, nil
