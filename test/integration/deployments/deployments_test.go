@@ -579,11 +579,15 @@ func testRBAC(t *testing.T, env *testbed.Env) {
 		{verb: "delete", group: mgroup, resource: "mlsysopsapps", namespace: mls, allowed: true},
 		{verb: "update", group: mgroup, resource: "mlsysopsapps", subresource: "status", namespace: mls, allowed: true},
 		{verb: "update", group: mgroup, resource: "mlsysopscontinuums", subresource: "status", namespace: mls, allowed: true},
-		{verb: "create", group: karmada, resource: "propagationpolicies", namespace: mls, allowed: true},
+		// The applications' one policy is the installer's: the agent
+		// only checks it, and writes no policy.
+		{verb: "get", group: karmada, resource: "propagationpolicies", name: "mlsysops-apps", namespace: mls, allowed: true},
+		{verb: "create", group: karmada, resource: "propagationpolicies", namespace: mls},
+		{verb: "update", group: karmada, resource: "propagationpolicies", name: "mlsysops-apps", namespace: mls},
 		{verb: "list", group: "work.karmada.io", resource: "resourcebindings", namespace: mls, allowed: true},
-		// The Karmada scheduler of its own policies: it binds their
-		// bindings, in its namespace only, and neither creates nor
-		// deletes them.
+		// The Karmada scheduler of the applications' bindings: it
+		// records its placements on them and binds them, in its
+		// namespace only, and neither creates nor deletes them.
 		{verb: "patch", group: "work.karmada.io", resource: "resourcebindings", namespace: mls, allowed: true},
 		{verb: "patch", group: "work.karmada.io", resource: "resourcebindings", subresource: "status", namespace: mls, allowed: true},
 		{verb: "patch", group: "work.karmada.io", resource: "resourcebindings", namespace: fw},
