@@ -472,6 +472,12 @@ func (r *AppReconciler) applyPlacement(ctx context.Context, app *mlsysopsv1.MLSy
 	wrote, err := bind(ctx, r.client, r.log, rb, clusters, list.Items)
 	if wrote != "" {
 		r.placed.Wrote(app.Name, wrote)
+		if err != nil {
+			// Placed and bound; the Scheduled condition is left to the
+			// binding scheduler, whose pass the write brings.
+			r.log.Debug("placement written, its condition not", "app", app.Name, "err", err)
+		}
+		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("placement of %s: %w", app.Name, err)

@@ -149,9 +149,10 @@ func (s *BindingScheduler) Reconcile(ctx context.Context, req reconcile.Request)
 	}
 	if _, err := bind(ctx, s.client, s.log, rb, names, clusters.Items); err != nil {
 		if apierrors.IsConflict(err) {
-			// The binding changed since the cache's copy: the newer
-			// copy's event brings the next pass.
-			return reconcile.Result{}, nil
+			// The binding changed since the cache's copy, maybe by a
+			// write that brings no pass (a status): again, on a newer
+			// copy.
+			return reconcile.Result{Requeue: true}, nil
 		}
 		return reconcile.Result{}, err
 	}
@@ -231,10 +232,9 @@ func bind(ctx context.Context, c client.Client, log *slog.Logger, rb *workv1alph
 	}
 	// Conditional on the copy written above: a merge patch replaces the
 	// whole list of conditions, and a stale copy's would take back those
-	// Karmada wrote since. A conflict leaves the condition to the pass
-	// the newer copy's event brings (the scheduler's).
+	// Karmada wrote since.
 	err = c.Status().Patch(ctx, rb, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
-	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+	if err != nil && !apierrors.IsNotFound(err) {
 		return wrote, fmt.Errorf("schedule status of %s: %w", rb.Name, err)
 	}
 	return wrote, nil
