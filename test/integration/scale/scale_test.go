@@ -20,6 +20,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -285,7 +286,7 @@ func (e *env) burst(t testing.TB, apps []*mlsysopsv1.MLSysOpsApp, timeout time.D
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer w.Stop()
+	defer func() { w.Stop() }()
 	byName := make(map[string]*mlsysopsv1.MLSysOpsApp, len(apps))
 	names := make([]string, len(apps))
 	for i, a := range apps {
@@ -297,9 +298,20 @@ func (e *env) burst(t testing.TB, apps []*mlsysopsv1.MLSysOpsApp, timeout time.D
 	lat := map[string]time.Duration{}
 	last := map[string]*mlsysopsv1.MLSysOpsApp{}
 	seen := map[string]map[string]bool{}
+	events := w.ResultChan()
 	for len(lat) < len(apps) {
 		select {
-		case ev := <-w.ResultChan():
+		case ev, open := <-events:
+			if !open {
+				// The API server ended the watch (they last 30 to 60
+				// minutes, less when it sheds load): what became Running
+				// meanwhile is read from the list, its time from the
+				// Ready condition (seconds), and the watch begins again.
+				w.Stop()
+				w = e.rewatch(t, ctx, burst, lat)
+				events = w.ResultChan()
+				continue
+			}
 			a, ok := ev.Object.(*mlsysopsv1.MLSysOpsApp)
 			if !ok || ev.Type == watch.Deleted {
 				continue
@@ -335,6 +347,32 @@ func (e *env) burst(t testing.TB, apps []*mlsysopsv1.MLSysOpsApp, timeout time.D
 		}
 	}
 	return lat, time.Since(burst.Start), seen
+}
+
+// rewatch lists the burst's applications, records those Running that lat
+// lacks (from their Ready condition's transition, to the second), and
+// watches them again from the list.
+func (e *env) rewatch(t testing.TB, ctx context.Context, burst *testbed.Burst, lat map[string]time.Duration) watch.Interface {
+	t.Helper()
+	var list mlsysopsv1.MLSysOpsAppList
+	if err := e.karmada.List(ctx, &list, client.InNamespace(mlsysopsv1.Namespace), client.MatchingLabels{scaleLabel: "true"}); err != nil {
+		t.Fatalf("list applications after the watch ended: %v", err)
+	}
+	for i := range list.Items {
+		a := &list.Items[i]
+		at, ok := burst.At(a.Name)
+		ready := meta.FindStatusCondition(a.Status.Conditions, mlsysopsv1.ConditionReady)
+		if _, done := lat[a.Name]; done || !ok || a.Status.Phase != mlsysopsv1.AppRunning || ready == nil {
+			continue
+		}
+		lat[a.Name] = ready.LastTransitionTime.Sub(at)
+	}
+	w, err := e.karmada.Watch(ctx, &mlsysopsv1.MLSysOpsAppList{}, client.InNamespace(mlsysopsv1.Namespace), client.MatchingLabels{scaleLabel: "true"},
+		&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}})
+	if err != nil {
+		t.Fatalf("watch applications again: %v", err)
+	}
+	return w
 }
 
 // nothingPiledUp checks that no member cluster was given more than it
