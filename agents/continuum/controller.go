@@ -97,8 +97,11 @@ const PlacementWorkers = 16
 const placedWriteTTL = 30 * time.Second
 
 // bindWait is how long an application may wait for Karmada to bind it to
-// AppPropagation before its status says so.
-const bindWait = 30 * time.Second
+// AppPropagation before its status says so (the policy is missing, say).
+// A burst queues Karmada's detector for minutes (500 applications on 10 x
+// 1,000 nodes: half of them past 30 s), and the status write would add
+// to its load.
+const bindWait = 5 * time.Minute
 
 // DefaultSweepInterval is AppReconciler.SweepInterval's default.
 const DefaultSweepInterval = time.Minute
