@@ -308,7 +308,7 @@ func (e *env) burst(t testing.TB, apps []*mlsysopsv1.MLSysOpsApp, timeout time.D
 				// meanwhile is read from the list, its time from the
 				// Ready condition (seconds), and the watch begins again.
 				w.Stop()
-				w = e.rewatch(t, ctx, burst, lat)
+				w = e.rewatch(t, ctx, burst, lat, seen)
 				events = w.ResultChan()
 				continue
 			}
@@ -349,10 +349,11 @@ func (e *env) burst(t testing.TB, apps []*mlsysopsv1.MLSysOpsApp, timeout time.D
 	return lat, time.Since(burst.Start), seen
 }
 
-// rewatch lists the burst's applications, records those Running that lat
-// lacks (from their Ready condition's transition, to the second), and
-// watches them again from the list.
-func (e *env) rewatch(t testing.TB, ctx context.Context, burst *testbed.Burst, lat map[string]time.Duration) watch.Interface {
+// rewatch lists the burst's applications, records the clusters they are
+// on (seen) and those Running that lat lacks (from their Ready
+// condition's transition, to the second), and watches them again from
+// the list.
+func (e *env) rewatch(t testing.TB, ctx context.Context, burst *testbed.Burst, lat map[string]time.Duration, seen map[string]map[string]bool) watch.Interface {
 	t.Helper()
 	var list mlsysopsv1.MLSysOpsAppList
 	if err := e.karmada.List(ctx, &list, client.InNamespace(mlsysopsv1.Namespace), client.MatchingLabels{scaleLabel: "true"}); err != nil {
@@ -360,6 +361,14 @@ func (e *env) rewatch(t testing.TB, ctx context.Context, burst *testbed.Burst, l
 	}
 	for i := range list.Items {
 		a := &list.Items[i]
+		for _, c := range a.Status.Components {
+			if c.Cluster != "" {
+				if seen[a.Name] == nil {
+					seen[a.Name] = map[string]bool{}
+				}
+				seen[a.Name][c.Cluster] = true
+			}
+		}
 		at, ok := burst.At(a.Name)
 		ready := meta.FindStatusCondition(a.Status.Conditions, mlsysopsv1.ConditionReady)
 		if _, done := lat[a.Name]; done || !ok || a.Status.Phase != mlsysopsv1.AppRunning || ready == nil {
