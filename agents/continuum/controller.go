@@ -74,6 +74,11 @@ type AppReconciler struct {
 	// Reported, when set, holds the cluster agents' status reports
 	// (MemberStatuses); set before SetupWithManager.
 	Reported *MemberStatuses
+	// Live, when set, reads Karmada past the cache: an application the
+	// cache does not show is looked for there before it counts as
+	// removed (its binding's creation, on another watch, can bring its
+	// first pass before the application's own add event).
+	Live client.Reader
 
 	resync kube.Resyncer
 	// passes records what each successful pass read.
@@ -232,6 +237,14 @@ func (r *AppReconciler) reconcile(ctx context.Context, req reconcile.Request) (r
 	log := r.log.With("app", req.Name, "namespace", req.Namespace)
 	app := &mlsysopsv1.MLSysOpsApp{}
 	if err := r.client.Get(ctx, req.NamespacedName, app); err != nil {
+		if apierrors.IsNotFound(err) && r.Live != nil {
+			if lerr := r.Live.Get(ctx, req.NamespacedName, &mlsysopsv1.MLSysOpsApp{}); lerr == nil {
+				// Not in the cache yet: its add event brings the pass.
+				return reconcile.Result{}, nil
+			} else if !apierrors.IsNotFound(lerr) {
+				return reconcile.Result{}, lerr
+			}
+		}
 		if apierrors.IsNotFound(err) {
 			r.gone(ctx, req.Name)
 			r.assumed.Forget(req.Name)

@@ -185,3 +185,36 @@ func TestPassDoesNotPlaceOnAStaleBinding(t *testing.T) {
 		t.Errorf("pass once the cache shows the placement: %v, last pass %s", err, r.LastPass("a"))
 	}
 }
+
+// removals records the applications a reconciler reports removed.
+type removals struct{ names []string }
+
+func (r *removals) Update(context.Context, *mlsysopsv1.MLSysOpsApp) error { return nil }
+func (r *removals) Removed(_ context.Context, name string) error {
+	r.names = append(r.names, name)
+	return nil
+}
+
+// TestAppMissingFromTheCacheIsNotRemoved: a pass for an application its
+// cache does not show yet (its binding's event came first) does not
+// report it removed while Karmada has it; one Karmada has not is.
+func TestAppMissingFromTheCacheIsNotRemoved(t *testing.T) {
+	scheme, err := Scheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cached := fake.NewClientBuilder().WithScheme(scheme).Build()
+	live := fake.NewClientBuilder().WithScheme(scheme).WithObjects(app("new")).Build()
+	r := NewAppReconciler(cached, fixedCapacity{cluster("cloud", true, false)}, quiet())
+	r.Live = live
+	sink := &removals{}
+	r.Status = sink
+	for _, name := range []string{"new", "gone"} {
+		if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Namespace: mlsysopsv1.Namespace, Name: name}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if diff := cmp.Diff([]string{"gone"}, sink.names); diff != "" {
+		t.Errorf("reported removed (-want +got):\n%s", diff)
+	}
+}

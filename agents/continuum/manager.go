@@ -133,6 +133,7 @@ func NewControllersWith(ctx context.Context, cfg *rest.Config, log *slog.Logger,
 		}
 	}
 	apps := NewAppReconciler(mgr.GetClient(), capacity, log)
+	apps.Live = mgr.GetAPIReader()
 	memberApps, err := members.NewReader(cfg)
 	if err != nil {
 		return nil, err
