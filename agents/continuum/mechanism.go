@@ -204,15 +204,10 @@ func (m *ClusterPlacement) Apply(ctx context.Context, cmd map[string]any) (mecha
 
 // currentClusters returns the clusters the application is placed on.
 func (m *ClusterPlacement) currentClusters(ctx context.Context, app string) ([]string, error) {
-	rb := &workv1alpha2.ResourceBinding{}
-	err := m.client.Get(ctx, types.NamespacedName{Namespace: mlsysopsv1.Namespace, Name: BindingName(app)}, rb)
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
+	clusters, err := PlacementOf(ctx, m.client, app)
 	if err != nil {
-		return nil, fmt.Errorf("clusterPlacement: read the binding of %s: %w", app, err)
+		return nil, fmt.Errorf("clusterPlacement: %w", err)
 	}
-	clusters, _ := PlacedClusters(rb)
 	return clusters, nil
 }
 

@@ -176,6 +176,20 @@ func PlacedClusters(rb *workv1alpha2.ResourceBinding) (clusters []string, placed
 	return nil, false
 }
 
+// PlacementOf reads the clusters application app is placed on from its
+// binding: none before Karmada bound it or the continuum placed it.
+func PlacementOf(ctx context.Context, c client.Reader, app string) ([]string, error) {
+	rb := &workv1alpha2.ResourceBinding{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: mlsysopsv1.Namespace, Name: BindingName(app)}, rb); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("read the binding of %s: %w", app, err)
+	}
+	clusters, _ := PlacedClusters(rb)
+	return clusters, nil
+}
+
 // bind places binding rb on clusters names: it records names as the
 // placement and sets the binding's clusters to those of them that fit
 // (scheduleBinding), in one write conditional on rb's resourceVersion

@@ -206,12 +206,7 @@ func (w *world) desired(ctx context.Context, a *mlsysopsv1.MLSysOpsApp, on strin
 // placed returns the clusters the continuum placed application name on,
 // as its binding records them (none before it is placed).
 func (w *world) placed(ctx context.Context, name string) ([]string, error) {
-	rb := &workv1alpha2.ResourceBinding{}
-	if err := w.karmada.Get(ctx, types.NamespacedName{Namespace: mlsysopsv1.Namespace, Name: continuum.BindingName(name)}, rb); err != nil {
-		return nil, client.IgnoreNotFound(err)
-	}
-	clusters, _ := continuum.PlacedClusters(rb)
-	return clusters, nil
+	return continuum.PlacementOf(ctx, w.karmada, name)
 }
 
 // gone checks that nothing of the application is left anywhere.
