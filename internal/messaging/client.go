@@ -77,6 +77,7 @@ type Client struct {
 	handlers  map[Type]Handler
 	pending   map[string]*pendingRequest
 	connected bool
+	sess      *session      // the current session, nil between sessions
 	upCh      chan struct{} // closed while connected
 	running   bool
 	runCtx    context.Context

@@ -24,6 +24,7 @@ type metrics struct {
 	authFailing         prometheus.Gauge
 	handlerErrors       *prometheus.CounterVec
 	peerEvents          *prometheus.CounterVec
+	probes              *prometheus.CounterVec
 	queueDepth          prometheus.GaugeFunc
 	transit             *prometheus.HistogramVec
 }
@@ -54,6 +55,7 @@ func newMetrics(agent string, depth func() float64) *metrics {
 		authFailing:         prometheus.NewGauge(prometheus.GaugeOpts(opts("auth_failing", "1 from a failed login to the next accepted one."))),
 		handlerErrors:       vec("handler_errors_total", "Handlers that returned an error or panicked.", "type"),
 		peerEvents:          vec("peer_events_total", "Liveness transitions of parents and children.", "state"),
+		probes:              vec("liveness_probes_total", "Pings to children silent for the liveness timeout whose session the server showed up, by result: answered (still there), unreachable (the server answered it is not connected), unanswered or failed.", "result"),
 		queueDepth: prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("queue_depth",
 			"Messages held: queued, in flight or awaiting acknowledgement.")), depth),
 		transit: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -68,7 +70,7 @@ func newMetrics(agent string, depth func() float64) *metrics {
 
 func (m *metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.sent, m.received, m.acked, m.retried, m.failed, m.droppedUnauthorized,
-		m.dropped, m.duplicates, m.reconnects, m.connected, m.authFailures, m.authFailing, m.handlerErrors, m.peerEvents, m.queueDepth, m.transit}
+		m.dropped, m.duplicates, m.reconnects, m.connected, m.authFailures, m.authFailing, m.handlerErrors, m.peerEvents, m.probes, m.queueDepth, m.transit}
 }
 
 func (m *metrics) register(r prometheus.Registerer) error {

@@ -75,8 +75,12 @@ func TestTracker(t *testing.T) {
 	one := func(e *PeerEvent) []*PeerEvent { return []*PeerEvent{e} }
 	check := func(now time.Time) []*PeerEvent {
 		var out []*PeerEvent
-		for _, e := range tr.check(now) {
+		evs, probes := tr.check(now)
+		for _, e := range evs {
 			out = append(out, &e)
+		}
+		for _, p := range probes {
+			out = append(out, &PeerEvent{Peer: p.Peer + "/" + p.Resource, Reason: "probe"})
 		}
 		return out
 	}
@@ -86,19 +90,35 @@ func TestTracker(t *testing.T) {
 		{0, func(now time.Time) []*PeerEvent { return one(tr.presence("child@d", "agent", true, now)) }, "child@d online"},
 		{time.Second, func(now time.Time) []*PeerEvent { return one(tr.seen("child@d", "heartbeat", now)) }, ""},
 		{3 * time.Second, func(now time.Time) []*PeerEvent { return check(now) }, ""},
-		{5 * time.Second, func(now time.Time) []*PeerEvent { return check(now) }, "child@d offline"},
-		{6 * time.Second, func(now time.Time) []*PeerEvent { return one(tr.seen("child@d", "heartbeat", now)) }, "child@d online"},
+		// Silent, but the server shows its session: pinged, a second
+		// timeout to answer.
+		{5 * time.Second, func(now time.Time) []*PeerEvent { return check(now) }, "child@d/agent probed"},
+		{7 * time.Second, func(now time.Time) []*PeerEvent { return check(now) }, ""},
+		{7500 * time.Millisecond, func(now time.Time) []*PeerEvent { return one(tr.seen("child@d", "ping", now)) }, ""},
+		{10 * time.Second, func(now time.Time) []*PeerEvent { return check(now) }, ""},
+		{11 * time.Second, func(now time.Time) []*PeerEvent { return check(now) }, "child@d/agent probed"},
+		{14 * time.Second, func(now time.Time) []*PeerEvent { return check(now) }, ""},
+		{14100 * time.Millisecond, func(now time.Time) []*PeerEvent { return check(now) }, "child@d offline: silent for 6.6s, ping unanswered"},
+		// Back by a heartbeat alone (no presence seen since): silence
+		// takes it down without a ping.
+		{15 * time.Second, func(now time.Time) []*PeerEvent { return one(tr.seen("child@d", "heartbeat", now)) }, "child@d online"},
+		{18500 * time.Millisecond, func(now time.Time) []*PeerEvent { return check(now) }, "child@d offline: silent for 3.5s"},
+		// The server answers the ping for a resource that is not there.
+		{19 * time.Second, func(now time.Time) []*PeerEvent { return one(tr.presence("child@d", "agent", true, now)) }, "child@d online"},
+		{22500 * time.Millisecond, func(now time.Time) []*PeerEvent { return check(now) }, "child@d/agent probed"},
+		{23 * time.Second, func(now time.Time) []*PeerEvent { return one(tr.unreachable("child@d", now)) }, "child@d offline: silent for 4s, not connected"},
+		{23 * time.Second, func(now time.Time) []*PeerEvent { return one(tr.unreachable("child@d", now)) }, ""},
 		// Two resources: one leaving keeps the peer online.
-		{6 * time.Second, func(now time.Time) []*PeerEvent { return one(tr.presence("child@d", "agent", true, now)) }, ""},
-		{6 * time.Second, func(now time.Time) []*PeerEvent { return one(tr.presence("child@d", "other", true, now)) }, ""},
-		{7 * time.Second, func(now time.Time) []*PeerEvent { return one(tr.presence("child@d", "other", false, now)) }, ""},
-		{7 * time.Second, func(now time.Time) []*PeerEvent { return one(tr.presence("child@d", "agent", false, now)) }, "child@d offline"},
+		{26 * time.Second, func(now time.Time) []*PeerEvent { return one(tr.presence("child@d", "agent", true, now)) }, "child@d online"},
+		{26 * time.Second, func(now time.Time) []*PeerEvent { return one(tr.presence("child@d", "other", true, now)) }, ""},
+		{27 * time.Second, func(now time.Time) []*PeerEvent { return one(tr.presence("child@d", "other", false, now)) }, ""},
+		{27 * time.Second, func(now time.Time) []*PeerEvent { return one(tr.presence("child@d", "agent", false, now)) }, "child@d offline: presence unavailable"},
 		// The parent sends no heartbeats: no timeout...
-		{8 * time.Second, func(now time.Time) []*PeerEvent { return one(tr.presence("parent@d", "agent", true, now)) }, "parent@d online"},
-		{20 * time.Second, func(now time.Time) []*PeerEvent { return check(now) }, ""},
+		{28 * time.Second, func(now time.Time) []*PeerEvent { return one(tr.presence("parent@d", "agent", true, now)) }, "parent@d online"},
+		{40 * time.Second, func(now time.Time) []*PeerEvent { return check(now) }, ""},
 		// ...but after our reconnect it must show up within the timeout.
-		{20 * time.Second, func(now time.Time) []*PeerEvent { tr.pause(); tr.resume(now); return nil }, ""},
-		{24 * time.Second, func(now time.Time) []*PeerEvent { return check(now) }, "parent@d offline"},
+		{40 * time.Second, func(now time.Time) []*PeerEvent { tr.pause(); tr.resume(now); return nil }, ""},
+		{44 * time.Second, func(now time.Time) []*PeerEvent { return check(now) }, "parent@d offline: not seen since our reconnect"},
 	}
 	for i, s := range steps {
 		var got []string
@@ -106,11 +126,14 @@ func TestTracker(t *testing.T) {
 			if e == nil {
 				continue
 			}
-			state := "offline"
-			if e.Online {
-				state = "online"
+			switch {
+			case e.Reason == "probe":
+				got = append(got, e.Peer+" probed")
+			case e.Online:
+				got = append(got, e.Peer+" online")
+			default:
+				got = append(got, e.Peer+" offline: "+e.Reason)
 			}
-			got = append(got, e.Peer+" "+state)
 		}
 		var want []string
 		if s.expect != "" {

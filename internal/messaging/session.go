@@ -241,7 +241,9 @@ func isSASLError(err error) bool {
 func (c *Client) serve(ctx context.Context, s *session) error {
 	sctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
+	c.setSession(s)
 	defer func() {
+		c.setSession(nil)
 		c.setConnected(false)
 		cancel()
 		s.kill()
@@ -517,8 +519,12 @@ func (c *Client) tickLoop(ctx context.Context) {
 			return
 		case now := <-t.C:
 			c.out.tick(now, c.Connected())
-			for _, ev := range c.live.check(now) {
+			evs, probes := c.live.check(now)
+			for _, ev := range evs {
 				c.emit(&ev)
+			}
+			for _, p := range probes {
+				c.probe(ctx, p)
 			}
 			if now.Sub(lastExpire) > 10*time.Second {
 				c.in.expire(now, c.cfg.DedupTTL)
@@ -526,6 +532,42 @@ func (c *Client) tickLoop(ctx context.Context) {
 			}
 		}
 	}
+}
+
+func (c *Client) setSession(s *session) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sess = s
+}
+
+// probe pings a silent child that the server shows connected (see
+// tracker): an answer is a sign of life, the server's error for the
+// resource means it is gone; without an answer the tracker reports it gone
+// at the end of its second timeout.
+func (c *Client) probe(ctx context.Context, p probe) {
+	c.mu.Lock()
+	s := c.sess
+	c.mu.Unlock()
+	to, err := jid.Parse(p.Peer + "/" + p.Resource)
+	if s == nil || err != nil {
+		return
+	}
+	go func() {
+		answer, err := s.ping(ctx, to, c.cfg.WriteTimeout, c.cfg.LivenessTimeout)
+		if ctx.Err() != nil {
+			return
+		}
+		switch {
+		case err != nil:
+			c.m.probes.WithLabelValues("unanswered").Inc()
+		case answer == string(stanza.ResultIQ):
+			c.m.probes.WithLabelValues("answered").Inc()
+			c.emit(c.live.seen(p.Peer, "ping", time.Now()))
+		default:
+			c.m.probes.WithLabelValues("unreachable").Inc()
+			c.emit(c.live.unreachable(p.Peer, time.Now()))
+		}
+	}()
 }
 
 // heartbeatLoop sends heartbeats to the parent while connected.

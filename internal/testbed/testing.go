@@ -37,6 +37,11 @@ const (
 	// (Options.XMPPNodes): 2 runs the integration tests against a
 	// two-node ejabberd cluster.
 	EnvTestXMPPNodes = "MLSYSOPS_TESTBED_XMPP_NODES"
+	// EnvTestKWOKOnly set to 1 runs the shared test testbed without real
+	// nodes (Options.KWOKOnly), for benchmarks of the agents and ejabberd
+	// that want the cores the kubelets and containerd would take. Tests
+	// that run pods need the real nodes and fail without them.
+	EnvTestKWOKOnly = "MLSYSOPS_TESTBED_KWOK_ONLY"
 )
 
 // DefaultTestPortBase is the shared test testbed's port base.
@@ -255,7 +260,7 @@ func withShared(fn func(tb *Testbed) error) error {
 	var out strings.Builder
 	tb, err := New(Options{
 		Descriptions: filepath.Join(root, "descriptions"), StateDir: state, PortBase: base, BinDir: bin, Out: &out,
-		XMPPNodes: xmppNodes,
+		XMPPNodes: xmppNodes, KWOKOnly: os.Getenv(EnvTestKWOKOnly) == "1",
 	})
 	if err != nil {
 		return err

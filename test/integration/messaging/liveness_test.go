@@ -175,3 +175,43 @@ func TestChildLiveness(t *testing.T) {
 		t.Errorf("PeerStates = %+v, want %s online as a child", states, childJID)
 	}
 }
+
+// TestQuietChildThatAnswersStaysOnline checks that a child whose
+// heartbeats do not come (late behind a loaded server, here not sent at
+// all) but whose session is up and answers stays online: the parent pings
+// it at the end of each liveness timeout rather than reporting it gone,
+// which under a connection storm took children down and up again, each
+// change a write of its parent.
+func TestQuietChildThatAnswersStaysOnline(t *testing.T) {
+	const timeout = 1 * time.Second
+	e := startEjabberd(t)
+	p := provisioner(t, e)
+	parentJID, parentPW := account(t, p, "cluster-1")
+	childJID, childPW := account(t, p, "node-1")
+	link(t, p, parentJID, childJID)
+
+	parent := startAgent(t, e, messaging.Config{JID: parentJID, Password: parentPW, Layer: messaging.LayerCluster,
+		Children: []string{childJID}, LivenessTimeout: timeout})
+	startAgent(t, e, messaging.Config{JID: childJID, Password: childPW, Layer: messaging.LayerNode, Parent: parentJID,
+		HeartbeatInterval: time.Hour})
+	waitEvent(t, parent, childJID, true, time.Time{}, 30*time.Second)
+
+	// Six timeouts without a heartbeat.
+	quiet := time.After(6 * timeout)
+	for waiting := true; waiting; {
+		select {
+		case ev := <-parent.Events():
+			if ev.Peer == childJID && !ev.Online {
+				t.Fatalf("a quiet child whose session answers reported gone (%s)", ev.Reason)
+			}
+		case <-quiet:
+			waiting = false
+		}
+	}
+	if n := parent.metric(t, "mlsysops_messaging_liveness_probes_total", map[string]string{"result": "answered"}); n < 2 {
+		t.Errorf("%v answered liveness pings in six timeouts, want at least 2", n)
+	}
+	if states := parent.PeerStates(); len(states) != 1 || !states[0].Online {
+		t.Errorf("PeerStates = %+v, want %s online", states, childJID)
+	}
+}
