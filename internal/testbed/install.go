@@ -225,12 +225,6 @@ func InstallOptions(env *Env) (*deployer.Options, error) {
 
 // installMLSysOps installs MLSysOps onto the testbed with the deployer.
 func (tb *Testbed) installMLSysOps(ctx context.Context) error {
-	if tb.opts.KWOKOnly {
-		// The host cluster's only node is the real node mls-continuum,
-		// where the continuum agent and the northbound API run.
-		tb.progress("not installed: --kwok-only runs no real node, and the host cluster has no other for the continuum agent", "mlsysops")
-		return nil
-	}
 	o, err := InstallOptions(tb.env())
 	if err != nil {
 		return err

@@ -291,10 +291,10 @@ func (tb *Testbed) Up(ctx context.Context) (*Env, error) {
 	}
 	if !tb.opts.SkipAgents && !testing.Testing() {
 		// The deployer installs MLSysOps where a node can run the
-		// continuum agent's pod; without real nodes (the scale profile)
-		// the agents run as processes.
+		// continuum agent's pod; without real nodes (the scale profile,
+		// --kwok-only) the agents run as processes.
 		install := tb.installMLSysOps
-		if !installed && tb.opts.Profile == ProfileScale {
+		if !installed {
 			install = tb.startAgents
 		}
 		if err := install(ctx); err != nil {
