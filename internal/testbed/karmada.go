@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"testing"
 	"time"
 
 	clusterv1alpha1 "github.com/karmada-io/karmada/pkg/apis/cluster/v1alpha1"
@@ -28,6 +29,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
+	"github.com/mlsysops-go/mlsysops/crds"
 	"github.com/mlsysops-go/mlsysops/internal/kube"
 )
 
@@ -293,6 +295,26 @@ func (tb *Testbed) installKarmadaCRDs(ctx context.Context) error {
 		return fmt.Errorf("karmada CRDs: %w", err)
 	}
 	tb.progress("installed", "karmada CRDs")
+	if testing.Testing() {
+		// The tests' agents install the MLSysOps API themselves.
+		return nil
+	}
+	// The MLSysOps API's CRDs before Karmada's controller manager starts:
+	// its resource detector then follows MLSysOpsApps from its first look
+	// instead of up to 30 s after the installer made them (waitDetector).
+	// The installer applies the same CRDs again.
+	mls, err := kube.ReadCRDs(crds.FS, ".")
+	if err != nil {
+		return err
+	}
+	cs, err := apiextensionsclientset.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	if err := kube.ApplyCRDs(ctx, cs, mls); err != nil {
+		return fmt.Errorf("MLSysOps CRDs in Karmada: %w", err)
+	}
+	tb.progress("installed in Karmada", "mlsysops CRDs")
 	return nil
 }
 

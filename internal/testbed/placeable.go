@@ -1,8 +1,10 @@
 package testbed
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 	"time"
@@ -63,4 +65,37 @@ func WaitPlaceable(ctx context.Context, cfg *rest.Config, clusters []string, tim
 		return fmt.Errorf("Karmada does not see the MLSysOps API in %s (see logs/agent-continuum-*.log and logs/karmada-controller-manager.log)", strings.Join(missing, ", "))
 	}
 	return nil
+}
+
+// detectorLine is what Karmada's resource detector logs when it starts
+// following a kind of resource templates: it looks for new APIs every
+// 30 s (v1.13), so an application made in the seconds after the MLSysOps
+// API was installed waits up to that long before Karmada binds it.
+const detectorLine = "Setup informer for " + "mlsysops.eu/v1, Resource=mlsysopsapps"
+
+// waitDetector waits until Karmada's resource detector follows
+// MLSysOpsApps, from the controller manager's log: `make up` returns when
+// the first application is taken at once. Past timeout it says so and
+// goes on (the detector's next look will find the API).
+func (tb *Testbed) waitDetector(ctx context.Context, timeout time.Duration) {
+	file := tb.l.path("logs", "karmada-controller-manager.log")
+	start := time.Now()
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		b, err := os.ReadFile(file)
+		return err == nil && detectorFollows(b), nil
+	})
+	if err != nil {
+		tb.progress("Karmada's resource detector did not follow MLSysOpsApps within %s (see %s): the first application waits for its next look", "placement", timeout, tb.rel(file))
+		return
+	}
+	tb.progress("Karmada's resource detector follows MLSysOpsApps (waited %.1fs)", "placement", time.Since(start).Seconds())
+}
+
+// detectorFollows reports whether the log of the controller manager's
+// current run (after the testbed's last start marker) has detectorLine.
+func detectorFollows(log []byte) bool {
+	if i := bytes.LastIndex(log, []byte("\n==== ")); i >= 0 {
+		log = log[i:]
+	}
+	return bytes.Contains(log, []byte(detectorLine))
 }

@@ -304,6 +304,7 @@ func (tb *Testbed) Up(ctx context.Context) (*Env, error) {
 			return nil, err
 		}
 		tb.progress("%s", "placement", "every member cluster serves the MLSysOps API")
+		tb.waitDetector(ctx, 45*time.Second)
 	}
 	fmt.Fprintf(tb.opts.Out, "ready in %.1fs. Use it with:\n  . %s\n  kubectl --context karmada-apiserver get clusters\n",
 		time.Since(start).Seconds(), tb.rel(tb.l.path("env")))
