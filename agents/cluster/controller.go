@@ -320,7 +320,7 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (_
 		if err != nil {
 			return reconcile.Result{}, err
 		}
-		full, recheck := unschedulableOn(pods, prev, nodes.Node, r.PendingSettle, time.Now())
+		full, recheck := unschedulableOn(pods, prev, nodes.Node, nodes.NodeNames, r.PendingSettle, time.Now())
 		// Nodes found full for it before stay avoided for a while.
 		full = r.refused.note(app.Name, comp.Metadata.Name, full, time.Now())
 		if recheck > 0 && (requeue == 0 || recheck < requeue) {

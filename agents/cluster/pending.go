@@ -112,11 +112,17 @@ func (a *assumed) forget(app string) {
 // admission webhook or policy engine added a node affinity, a node
 // selector or took a toleration away that the node does not satisfy) is
 // returned at once, without waiting for settle: no freed capacity will
-// change that. nodes looks the cluster's nodes up by name (nil: none
-// known). recheck is how soon to look again: when a pod Pending for less
-// than that settles, or after settle while the component is not ready;
-// zero when it is.
-func unschedulableOn(pods []corev1.Pod, cur *appsv1.Deployment, nodes func(name string) *corev1.Node, settle time.Duration, now time.Time) (full map[string]string, recheck time.Duration) {
+// change that; and so are the cluster's other nodes (names) that the
+// pod's admitted constraints, but for the hostnames the controller
+// rendered, exclude too: the next choice is one the pod can go to,
+// rather than the next node the same admission refuses (the testbed's
+// webhook keeps foreign images off its real nodes: a first application
+// went from one real node to another, a pass each, before a KWOK node).
+// nodes looks the cluster's nodes up by name (nil: none known). recheck
+// is how soon to look again: when a pod Pending for less than that
+// settles, or after settle while the component is not ready; zero when
+// it is.
+func unschedulableOn(pods []corev1.Pod, cur *appsv1.Deployment, nodes func(name string) *corev1.Node, names func() []string, settle time.Duration, now time.Time) (full map[string]string, recheck time.Duration) {
 	chosen := runningOn(cur)
 	if len(chosen) == 0 {
 		return nil, 0
@@ -143,6 +149,11 @@ func unschedulableOn(pods []corev1.Pod, cur *appsv1.Deployment, nodes func(name 
 			}
 			for n, why := range refused {
 				full[n] = why
+			}
+			if names != nil {
+				for n, why := range refusedAtAdmission(withoutHostnames(p), names(), nodes) {
+					full[n] = why
+				}
 			}
 			continue
 		}
@@ -204,6 +215,24 @@ func refusedAtAdmission(p *corev1.Pod, chosen []string, nodes func(name string) 
 		out[name] = why
 	}
 	return out
+}
+
+// withoutHostnames returns a copy of p whose required node affinity no
+// longer names hosts (the nodes the controller chose): what else the pod
+// as admitted requires of a node.
+func withoutHostnames(p *corev1.Pod) *corev1.Pod {
+	q := p.DeepCopy()
+	a := q.Spec.Affinity
+	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return q
+	}
+	terms := a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	for i := range terms {
+		terms[i].MatchExpressions = slices.DeleteFunc(terms[i].MatchExpressions, func(r corev1.NodeSelectorRequirement) bool {
+			return r.Key == corev1.LabelHostname
+		})
+	}
+	return q
 }
 
 // hostnames returns, sorted, the nodes a pod's required node affinity

@@ -37,31 +37,31 @@ func TestUnschedulableOn(t *testing.T) {
 	now := time.Now()
 	settle := 30 * time.Second
 
-	full, recheck := unschedulableOn([]corev1.Pod{pendingPod(t, app, now.Add(-time.Minute), "n1")}, cur, nil, settle, now)
+	full, recheck := unschedulableOn([]corev1.Pod{pendingPod(t, app, now.Add(-time.Minute), "n1")}, cur, nil, nil, settle, now)
 	if want := map[string]string{"n1": "could not take a replica (kube-scheduler: 0/3 nodes are available: 1 Insufficient cpu)"}; !cmp.Equal(full, want) || recheck != 0 {
 		t.Errorf("settled: %v, %v; want %v", full, recheck, want)
 	}
-	full, recheck = unschedulableOn([]corev1.Pod{pendingPod(t, app, now.Add(-10*time.Second), "n1")}, cur, nil, settle, now)
+	full, recheck = unschedulableOn([]corev1.Pod{pendingPod(t, app, now.Add(-10*time.Second), "n1")}, cur, nil, nil, settle, now)
 	if full != nil || recheck != 20*time.Second {
 		t.Errorf("settling: %v, %v; want nothing yet, a look in 20s", full, recheck)
 	}
-	full, recheck = unschedulableOn([]corev1.Pod{pendingPod(t, app, time.Time{}, "n1")}, cur, nil, settle, now)
+	full, recheck = unschedulableOn([]corev1.Pod{pendingPod(t, app, time.Time{}, "n1")}, cur, nil, nil, settle, now)
 	if full != nil || recheck != settle {
 		t.Errorf("not tried yet: %v, %v; want nothing yet, a look in %v", full, recheck, settle)
 	}
 	// A pod of an earlier placement (on n2) says nothing about n1.
-	full, recheck = unschedulableOn([]corev1.Pod{pendingPod(t, app, now.Add(-time.Minute), "n2")}, cur, nil, settle, now)
+	full, recheck = unschedulableOn([]corev1.Pod{pendingPod(t, app, now.Add(-time.Minute), "n2")}, cur, nil, nil, settle, now)
 	if full != nil || recheck != 0 {
 		t.Errorf("earlier placement: %v, %v; want nothing", full, recheck)
 	}
 	starting := cur.DeepCopy()
 	starting.Status.ReadyReplicas = 0
-	if full, recheck := unschedulableOn(nil, starting, nil, settle, now); full != nil || recheck != settle {
+	if full, recheck := unschedulableOn(nil, starting, nil, nil, settle, now); full != nil || recheck != settle {
 		t.Errorf("not ready, no pod seen: %v, %v; want a look in %v", full, recheck, settle)
 	}
 	scheduled := pendingPod(t, app, now.Add(-time.Minute), "n1")
 	scheduled.Spec.NodeName = "n1"
-	if full, _ := unschedulableOn([]corev1.Pod{scheduled}, cur, nil, settle, now); full != nil {
+	if full, _ := unschedulableOn([]corev1.Pod{scheduled}, cur, nil, nil, settle, now); full != nil {
 		t.Errorf("scheduled pod: %v, want nothing", full)
 	}
 }
@@ -90,22 +90,38 @@ func TestUnschedulableOnRefusedAtAdmission(t *testing.T) {
 	nodes := map[string]*corev1.Node{"n1": real, "n2": fake, "n3": tainted}
 	byName := func(name string) *corev1.Node { return nodes[name] }
 
-	full, _ := unschedulableOn([]corev1.Pod{admitted("n1")}, placedDeployment(t, app, "n1"), byName, settle, now)
+	full, _ := unschedulableOn([]corev1.Pod{admitted("n1")}, placedDeployment(t, app, "n1"), byName, nil, settle, now)
 	if want := "the pod as admitted cannot go there: its required node affinity or node selector does not match the node's labels"; full["n1"] != want || len(full) != 1 {
 		t.Errorf("node without the admitted label: %v, want n1: %q at once", full, want)
 	}
-	full, recheck := unschedulableOn([]corev1.Pod{admitted("n2")}, placedDeployment(t, app, "n2"), byName, settle, now)
+	full, recheck := unschedulableOn([]corev1.Pod{admitted("n2")}, placedDeployment(t, app, "n2"), byName, nil, settle, now)
 	if full != nil || recheck != settle {
 		t.Errorf("node the pod can go to: %v, %v; want it left to the scheduler, a look in %v", full, recheck, settle)
 	}
-	full, _ = unschedulableOn([]corev1.Pod{admitted("n3")}, placedDeployment(t, app, "n3"), byName, settle, now)
+	full, _ = unschedulableOn([]corev1.Pod{admitted("n3")}, placedDeployment(t, app, "n3"), byName, nil, settle, now)
 	if want := "the pod as admitted cannot go there: it does not tolerate the node's taint nvidia.com/gpu=present:NoSchedule"; full["n3"] != want {
 		t.Errorf("tainted node: %v, want n3: %q", full, want)
 	}
 	// With replicas on two nodes, only the one the pod cannot go to.
-	full, _ = unschedulableOn([]corev1.Pod{admitted("n1", "n2")}, placedDeployment(t, app, "n1", "n2"), byName, settle, now)
+	full, _ = unschedulableOn([]corev1.Pod{admitted("n1", "n2")}, placedDeployment(t, app, "n1", "n2"), byName, nil, settle, now)
 	if _, ok := full["n1"]; !ok || len(full) != 1 {
 		t.Errorf("two nodes, one refusing: %v, want n1 only", full)
+	}
+	// Knowing the cluster's nodes, a refusal rules out at once every node
+	// the admitted pod cannot go to whatever the host: the other real
+	// node (n4) and the tainted one, not the one it can (n2).
+	nodes["n4"] = node("n4", true)
+	names := func() []string { return []string{"n1", "n2", "n3", "n4"} }
+	full, _ = unschedulableOn([]corev1.Pod{admitted("n1")}, placedDeployment(t, app, "n1"), byName, names, settle, now)
+	if want := "the pod as admitted cannot go there: its required node affinity or node selector does not match the node's labels"; full["n1"] != want || full["n4"] != want {
+		t.Errorf("refused on n1: %v, want n1 and n4: %q", full, want)
+	}
+	if _, ok := full["n3"]; !ok || len(full) != 3 {
+		t.Errorf("refused on n1: %v, want n1, n3 (its taint) and n4, not n2", full)
+	}
+	// A pod the chosen node takes rules out nothing else.
+	if full, _ := unschedulableOn([]corev1.Pod{admitted("n2")}, placedDeployment(t, app, "n2"), byName, names, settle, now); full != nil {
+		t.Errorf("placed on a node the pod can go to: %v, want nothing ruled out", full)
 	}
 }
 

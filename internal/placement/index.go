@@ -464,6 +464,17 @@ type NodeState struct {
 	Requested   corev1.ResourceList
 }
 
+// NodeNames returns the names of every node, sorted.
+func (x *Index) NodeNames() []string {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	out := make([]string, len(x.sorted))
+	for i, e := range x.sorted {
+		out[i] = e.name
+	}
+	return out
+}
+
 // Nodes returns every node, sorted by name, with what is requested on it.
 // Labels are shared with the index: do not modify them.
 func (x *Index) Nodes() []NodeState {
