@@ -141,11 +141,14 @@ func (in *injector) start() {
 	}
 	target = candidates[in.rng.IntN(len(candidates))]
 	// Past the agents' grace period and the node monitor's (20 s) for
-	// pauses and NotReady nodes; shorter or longer kills.
+	// pauses and NotReady nodes; shorter or longer kills. A paused agent's
+	// session stays up, so it counts as gone after two liveness timeouts
+	// (the second for the ping it does not answer: 3 s at the test agents'
+	// 500 ms heartbeats), and its grace runs from then.
 	var d time.Duration
 	switch kind {
 	case faultAgentPause, faultComponentPause:
-		d = grace + time.Duration(2+in.rng.IntN(15))*time.Second
+		d = grace + time.Duration(4+in.rng.IntN(15))*time.Second
 	case faultNodesNotReady:
 		d = time.Duration(30+in.rng.IntN(30)) * time.Second
 	case faultNodeRemoved:
