@@ -337,6 +337,12 @@ func (e *Engine) mechanismViews(ctx context.Context) map[string]policy.Mechanism
 			state = map[string]any{"error": err.Error()}
 		}
 		v := policy.MechanismView{State: state, Options: m.Options()}
+		// Converted once for every instance that reads it until the
+		// next refresh; a state that cannot be converted is left to
+		// each call, which reports where.
+		if sv, err := v.Shared(); err == nil {
+			v = sv
+		}
 		e.mu.Lock()
 		e.states[name] = stateCache{at: now, view: v}
 		e.mu.Unlock()

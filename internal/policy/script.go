@@ -51,6 +51,45 @@ type Instance interface {
 type MechanismView struct {
 	State   map[string]any // what State returned (or {"error": ...})
 	Options map[string]any // what Options returned
+
+	// shared is the view's Starlark form, converted once and frozen (see
+	// Shared); nil converts State and Options at each call.
+	shared starlark.Value
+}
+
+// Shared returns v with its Starlark form made once and frozen, for every
+// policy instance and call that gets v: an agent runs an instance of an
+// application-scoped policy per application, and each call converted the
+// whole mechanism state (every application's components and every node)
+// again — work that grew with the square of the applications. Policies
+// read it as before; one that writes into it fails with Starlark's
+// "frozen" error (the bundled policies only read it; write into copies,
+// or into context). Frozen Starlark values may be read from several
+// goroutines at once.
+func (v MechanismView) Shared() (MechanismView, error) {
+	d, err := v.starlarkValue(root("mechanisms"))
+	if err != nil {
+		return v, err
+	}
+	d.Freeze()
+	v.shared = d
+	return v, nil
+}
+
+// starlarkValue converts the view to {"state": ..., "options": ...}.
+func (v MechanismView) starlarkValue(path *pathElem) (*starlark.Dict, error) {
+	state, err := toStarlark(v.State, path.field("state"), 0)
+	if err != nil {
+		return nil, err
+	}
+	opts, err := toStarlark(v.Options, path.field("options"), 0)
+	if err != nil {
+		return nil, err
+	}
+	d := starlark.NewDict(2)
+	_ = d.SetKey(starlark.String("state"), state)
+	_ = d.SetKey(starlark.String("options"), opts)
+	return d, nil
 }
 
 // Inputs are the arguments of analyze and plan.
@@ -86,17 +125,14 @@ func (in *Inputs) args(now func() time.Time) (starlark.Tuple, error) {
 	mechs := starlark.NewDict(len(in.Mechanisms))
 	for _, name := range sortedNames(in.Mechanisms) {
 		m := in.Mechanisms[name]
-		state, err := toStarlark(m.State, root("mechanisms").field(name).field("state"), 0)
+		if m.shared != nil {
+			_ = mechs.SetKey(starlark.String(name), m.shared)
+			continue
+		}
+		d, err := m.starlarkValue(root("mechanisms").field(name))
 		if err != nil {
 			return nil, err
 		}
-		opts, err := toStarlark(m.Options, root("mechanisms").field(name).field("options"), 0)
-		if err != nil {
-			return nil, err
-		}
-		d := starlark.NewDict(2)
-		_ = d.SetKey(starlark.String("state"), state)
-		_ = d.SetKey(starlark.String("options"), opts)
 		_ = mechs.SetKey(starlark.String(name), d)
 	}
 	var ml starlark.Value = starlark.None
