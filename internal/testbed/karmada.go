@@ -17,6 +17,7 @@ import (
 	karmadaclientset "github.com/karmada-io/karmada/pkg/generated/clientset/versioned"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclientset "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -42,16 +43,22 @@ const (
 // installKarmadaCRDs creates or updates Karmada's CRDs in the Karmada API
 // and waits until they are established.
 func installKarmadaCRDs(ctx context.Context, cfg *rest.Config, dir string) error {
-	cs, err := apiextensionsclientset.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
 	crds, err := kube.ReadCRDs(os.DirFS(dir), ".")
 	if err != nil {
 		return fmt.Errorf("read Karmada CRDs from %s (run `make deps`): %w", dir, err)
 	}
 	if len(crds) == 0 {
 		return fmt.Errorf("no Karmada CRDs in %s: run `make deps`", dir)
+	}
+	return applyCRDs(ctx, cfg, crds)
+}
+
+// applyCRDs creates or updates crds in the API at cfg and waits until
+// they are established.
+func applyCRDs(ctx context.Context, cfg *rest.Config, crds []*apiextensionsv1.CustomResourceDefinition) error {
+	cs, err := apiextensionsclientset.NewForConfig(cfg)
+	if err != nil {
+		return err
 	}
 	return kube.ApplyCRDs(ctx, cs, crds)
 }
@@ -307,11 +314,7 @@ func (tb *Testbed) installKarmadaCRDs(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cs, err := apiextensionsclientset.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	if err := kube.ApplyCRDs(ctx, cs, mls); err != nil {
+	if err := applyCRDs(ctx, cfg, mls); err != nil {
 		return fmt.Errorf("MLSysOps CRDs in Karmada: %w", err)
 	}
 	tb.progress("installed in Karmada", "mlsysops CRDs")

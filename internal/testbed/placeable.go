@@ -71,7 +71,7 @@ func WaitPlaceable(ctx context.Context, cfg *rest.Config, clusters []string, tim
 // following a kind of resource templates: it looks for new APIs every
 // 30 s (v1.13), so an application made in the seconds after the MLSysOps
 // API was installed waits up to that long before Karmada binds it.
-const detectorLine = "Setup informer for " + "mlsysops.eu/v1, Resource=mlsysopsapps"
+const detectorLine = "Setup informer for mlsysops.eu/v1, Resource=mlsysopsapps"
 
 // waitDetector waits until Karmada's resource detector follows
 // MLSysOpsApps, from the controller manager's log: `make up` returns when
