@@ -4,6 +4,7 @@ import (
 	"context"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,11 +21,21 @@ import (
 // capacityReporter sends the cluster's capacity to the continuum agent:
 // within a second of a change to a node or a pod's requests, and at least
 // every interval, so the continuum knows the report is current.
+//
+// With the fluidity controllers running it reads their placement index
+// (shared, set by attach): the nodes and pods it needs are those the
+// controllers follow, and a second watch of every pod and node of the
+// member would cost the agent a decoding and the API server a stream of
+// each of their changes. Without the controllers it follows them itself.
 type capacityReporter struct {
 	a        *agent.Agent
 	cs       kubernetes.Interface
 	interval time.Duration
 	changed  chan struct{}
+	// own is whether the reporter watches nodes and pods itself; when
+	// false it reports from the index attach hands it.
+	own    bool
+	shared atomic.Pointer[indexFeed]
 
 	mu       sync.Mutex
 	last     *messaging.CapacityReport
@@ -32,8 +43,18 @@ type capacityReporter struct {
 	sent     int
 }
 
-func newCapacityReporter(a *agent.Agent, cs kubernetes.Interface, interval time.Duration) *capacityReporter {
-	return &capacityReporter{a: a, cs: cs, interval: interval, changed: make(chan struct{}, 1)}
+func newCapacityReporter(a *agent.Agent, cs kubernetes.Interface, interval time.Duration, own bool) *capacityReporter {
+	return &capacityReporter{a: a, cs: cs, interval: interval, changed: make(chan struct{}, 1), own: own}
+}
+
+// attach makes the reporter report from feed's index, and hear of its
+// changes, until the returned detach is called. feed's informers must not
+// have started: its change hook is set here.
+func (r *capacityReporter) attach(feed *indexFeed) (detach func()) {
+	feed.changed = r.poke
+	r.shared.Store(feed)
+	r.poke()
+	return func() { r.shared.CompareAndSwap(feed, nil) }
 }
 
 func (r *capacityReporter) poke() {
@@ -43,8 +64,22 @@ func (r *capacityReporter) poke() {
 	}
 }
 
-// run watches nodes and the pods that hold resources until ctx ends.
+// run reports until ctx ends, from its own index or the attached one.
 func (r *capacityReporter) run(ctx context.Context) {
+	if !r.own {
+		r.loop(ctx, func() *placement.Index {
+			if f := r.shared.Load(); f != nil && f.synced() {
+				return f.index
+			}
+			return nil
+		})
+		return
+	}
+	r.runOwn(ctx)
+}
+
+// runOwn watches nodes and the pods that hold resources until ctx ends.
+func (r *capacityReporter) runOwn(ctx context.Context) {
 	nodesF := informers.NewSharedInformerFactoryWithOptions(r.cs, 0, informers.WithTransform(crcache.TransformStripManagedFields()))
 	podsF := informers.NewSharedInformerFactoryWithOptions(r.cs, 0, informers.WithTransform(crcache.TransformStripManagedFields()),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
@@ -62,6 +97,12 @@ func (r *capacityReporter) run(ctx context.Context) {
 	if !cache.WaitForCacheSync(ctx.Done(), feed.synced) {
 		return
 	}
+	r.loop(ctx, func() *placement.Index { return feed.index })
+}
+
+// loop reports the index index returns (nil: none to report from now)
+// after each change and every interval.
+func (r *capacityReporter) loop(ctx context.Context, index func() *placement.Index) {
 	t := time.NewTicker(r.interval)
 	defer t.Stop()
 	for {
@@ -77,7 +118,9 @@ func (r *capacityReporter) run(ctx context.Context) {
 			case <-time.After(time.Second):
 			}
 		}
-		r.report(ctx, feed.index)
+		if idx := index(); idx != nil {
+			r.report(ctx, idx)
+		}
 	}
 }
 

@@ -39,6 +39,9 @@ func (c *clusterLayer) tellNodes(ctx context.Context, app *mlsysopsv1.MLSysOpsAp
 				r.apps[app.Name] = map[string]*mlsysopsv1.MLSysOpsAppSpec{}
 			}
 			r.apps[app.Name][name] = spec
+			if !r.reachable() {
+				continue
+			}
 			placed := messaging.ComponentPlaced{Name: app.Name, ComponentName: name, Node: node, Spec: raw}
 			var msg messaging.Message = &placed
 			if update {
@@ -50,7 +53,9 @@ func (c *clusterLayer) tellNodes(ctx context.Context, app *mlsysopsv1.MLSysOpsAp
 			if len(r.apps[app.Name]) == 0 {
 				delete(r.apps, app.Name)
 			}
-			out = append(out, nodeMessage{r.jid, name, &messaging.ComponentRemoved{Name: app.Name, ComponentName: name, Node: node}})
+			if r.reachable() {
+				out = append(out, nodeMessage{r.jid, name, &messaging.ComponentRemoved{Name: app.Name, ComponentName: name, Node: node}})
+			}
 		}
 	}
 	c.mu.Unlock()
@@ -80,7 +85,9 @@ func (c *clusterLayer) appGone(ctx context.Context, app string) {
 	c.mu.Lock()
 	for node, r := range c.nodes {
 		for comp := range r.apps[app] {
-			out = append(out, nodeMessage{r.jid, comp, &messaging.ComponentRemoved{Name: app, ComponentName: comp, Node: node}})
+			if r.reachable() {
+				out = append(out, nodeMessage{r.jid, comp, &messaging.ComponentRemoved{Name: app, ComponentName: comp, Node: node}})
+			}
 		}
 		delete(r.apps, app)
 	}

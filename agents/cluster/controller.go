@@ -127,9 +127,11 @@ func (r *AppReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	})
 	return ctrl.NewControllerManagedBy(mgr).
 		// Applications live in one namespace; others are not ours.
+		// The agent is the only writer of the member copy's status: the
+		// echo of its own status write brings no pass.
 		For(&mlsysopsv1.MLSysOpsApp{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 			return o.GetNamespace() == mlsysopsv1.Namespace
-		}))).
+		}), kube.BeyondStatus)).
 		// Of a Deployment's status only the ready replicas are read: the
 		// deployment controller's other status writes (several per roll-out)
 		// bring no pass.
@@ -162,8 +164,27 @@ var deploymentRelevant = predicate.Funcs{
 		}
 		return a.Generation != b.Generation || a.Status.ReadyReplicas != b.Status.ReadyReplicas ||
 			!a.DeletionTimestamp.Equal(b.DeletionTimestamp) ||
-			!maps.Equal(a.Labels, b.Labels) || !maps.Equal(a.Annotations, b.Annotations)
+			!maps.Equal(a.Labels, b.Labels) || !equalBut(a.Annotations, b.Annotations, revisionAnnotation)
 	},
+}
+
+// revisionAnnotation is the roll-out revision the deployment controller
+// writes on each Deployment it takes up (a write after the creation that
+// changes nothing the agent reads).
+const revisionAnnotation = "deployment.kubernetes.io/revision"
+
+// equalBut reports whether a and b hold the same entries but for key.
+func equalBut(a, b map[string]string, key string) bool {
+	return maps.EqualFunc(withoutKey(a, key), withoutKey(b, key), func(x, y string) bool { return x == y })
+}
+
+func withoutKey(m map[string]string, key string) map[string]string {
+	if _, ok := m[key]; !ok {
+		return m
+	}
+	out := maps.Clone(m)
+	delete(out, key)
+	return out
 }
 
 // placementRelevant passes node events that can change a placement:

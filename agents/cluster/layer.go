@@ -111,7 +111,7 @@ func newClusterLayer(_ context.Context, a *agent.Agent, env agentconfig.LookupEn
 	c.broadcaster = record.NewBroadcaster()
 	c.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
 	c.events = c.broadcaster.NewRecorder(scheme, corev1.EventSource{Component: EventSource, Host: a.Name})
-	c.capacity = newCapacityReporter(a, cs, a.Conn.CapacityReportInterval)
+	c.capacity = newCapacityReporter(a, cs, a.Conn.CapacityReportInterval, !a.Conn.PlacementControllers)
 	return c, nil
 }
 
@@ -299,8 +299,10 @@ func (c *clusterLayer) runControllers(ctx context.Context) {
 				toEngine(ctx, app)
 				c.appGone(ctx, app)
 			}
+			detach := c.capacity.attach(&ctrls.Apps.feed)
 			c.a.Log.Info("fluidity controllers started")
 			err = ctrls.Start(ctx)
+			detach()
 			c.resyncMu.Lock()
 			c.resync, c.passes, c.cached = nil, nil, nil
 			c.resyncMu.Unlock()

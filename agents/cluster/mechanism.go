@@ -142,9 +142,20 @@ func (f *Fluidity) Apply(ctx context.Context, cmd map[string]any) (mechanism.Res
 		}
 		return mechanism.Result{}, fmt.Errorf("fluidity: read application %s: %w", p.App, err)
 	}
-	nodes, err := readIndex(ctx, f.client)
-	if err != nil {
-		return mechanism.Result{}, fmt.Errorf("fluidity: read the nodes of %s: %w", f.cluster, err)
+	// The nodes and pods are read when a check needs them, once: a plan
+	// that changes nothing, or is refused before (an initial deploy of a
+	// component the controller placed), reads none.
+	var (
+		index    *placement.Index
+		indexErr error
+	)
+	nodes := func() (*placement.Index, error) {
+		if index == nil && indexErr == nil {
+			if index, indexErr = readIndex(ctx, f.client); indexErr != nil {
+				indexErr = fmt.Errorf("read the nodes of %s: %w", f.cluster, indexErr)
+			}
+		}
+		return index, indexErr
 	}
 	var gone map[string]string
 	if f.opts.Unavailable != nil {
@@ -203,7 +214,7 @@ func (f *Fluidity) Apply(ctx context.Context, cmd map[string]any) (mechanism.Res
 // returns a nil target when the component already is as the plan wants;
 // write says whether an override must be recorded (else the target is an
 // initial deploy waiting for the controller).
-func (f *Fluidity) plan(ctx context.Context, app *mlsysopsv1.MLSysOpsApp, p *fluidity.Plan, name string, nodes *placement.Index, gone map[string]string) (*target, bool, error) {
+func (f *Fluidity) plan(ctx context.Context, app *mlsysopsv1.MLSysOpsApp, p *fluidity.Plan, name string, readNodes func() (*placement.Index, error), gone map[string]string) (*target, bool, error) {
 	var comp *mlsysopsv1.Component
 	for i := range app.Spec.Components {
 		if app.Spec.Components[i].Metadata.Name == name {
@@ -285,12 +296,20 @@ func (f *Fluidity) plan(ctx context.Context, app *mlsysopsv1.MLSysOpsApp, p *flu
 	replicas := ov.Replicas(&app.Spec, run)
 	switch {
 	case ov.Pinned():
+		nodes, err := readNodes()
+		if err != nil {
+			return nil, false, err
+		}
 		if why := pinProblem(app, run, ov.Nodes, replicas, nodes, nil, gone); why != "" {
 			return nil, false, fmt.Errorf("cannot run on %v: %s", ov.Nodes, why)
 		}
 	case ov != nil && ov.Stopped:
 	default:
 		// The controller places the component: somewhere must fit it.
+		nodes, err := readNodes()
+		if err != nil {
+			return nil, false, err
+		}
 		d, err := nodes.Place(placement.Request{App: &app.Spec, Component: run, Exclude: gone, Own: placement.ComponentKey{App: app.Name, Component: name}})
 		if err != nil {
 			return nil, false, err

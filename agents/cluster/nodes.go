@@ -33,6 +33,14 @@ type nodeRecord struct {
 	targetsSent bool
 }
 
+// reachable reports whether the node has an agent to tell about its
+// components: one online now or heard from before (its description). A
+// node whose agent never showed up (none runs there) is not sent
+// messages that would wait for acknowledgements in vain; an agent that
+// comes later asks for its components when it registers
+// (node_state_sync), which r.apps answers.
+func (r *nodeRecord) reachable() bool { return r.online || r.desc != nil }
+
 func (c *clusterLayer) record(name string) *nodeRecord {
 	r := c.nodes[name]
 	if r == nil {

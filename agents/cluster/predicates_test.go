@@ -10,7 +10,8 @@ import (
 
 // TestDeploymentEventsThatBringAPass: of a Deployment's updates, those of
 // its spec, metadata and ready replicas bring its application a pass; the
-// deployment controller's other status writes do not.
+// deployment controller's other status writes and its revision annotation
+// do not.
 func TestDeploymentEventsThatBringAPass(t *testing.T) {
 	base := func() *appsv1.Deployment {
 		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "worker", Namespace: "mls-demo", Generation: 1, ResourceVersion: "1",
@@ -35,6 +36,11 @@ func TestDeploymentEventsThatBringAPass(t *testing.T) {
 		{"label changed", func(d *appsv1.Deployment) { d.Labels["app"] = "other" }, true},
 		{"annotation added", func(d *appsv1.Deployment) { d.Annotations["b"] = "2" }, true},
 		{"being deleted", func(d *appsv1.Deployment) { d.DeletionTimestamp = &now }, true},
+		{"revision written", func(d *appsv1.Deployment) { d.Annotations[revisionAnnotation] = "1" }, false},
+		{"revision and a plan written", func(d *appsv1.Deployment) {
+			d.Annotations[revisionAnnotation] = "2"
+			d.Annotations["b"] = "2"
+		}, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -186,10 +186,12 @@ func (r *AppReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		b = b.WatchesRawSource(source.Channel(r.Reported.C, &handler.EnqueueRequestForObject{}))
 	}
 	return b.
-		// Applications live in one namespace; others are not ours.
+		// Applications live in one namespace; others are not ours. The
+		// agent is the only writer of their status: the echo of its own
+		// status write brings no pass.
 		For(&mlsysopsv1.MLSysOpsApp{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 			return o.GetNamespace() == mlsysopsv1.Namespace
-		}))).
+		}), kube.BeyondStatus)).
 		// Only the placement and the members' reflected status are read
 		// from a binding: its other updates (the clusters bound,
 		// conditions, Karmada's bookkeeping; several per application)

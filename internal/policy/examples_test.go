@@ -115,11 +115,20 @@ func TestExamplePolicies(t *testing.T) {
 			in:      &Inputs{Applications: []map[string]any{clusterApp()}, System: clusterSystem(), Mechanisms: fluidity(map[string]any{"server": "edge-1"})},
 			wantCfg: Config{Scope: ScopeApplication, Core: true, Mechanisms: []string{"fluidity"}, AnalyzeInterval: 2 * time.Second, ScrapeInterval: 5 * time.Second},
 			steps: []step{
-				// edge-2 is the least loaded edge node.
-				{at: 0, analyze: true, plan: map[string]any{"fluidity": map[string]any{"name": "demo", "deployment_plan": map[string]any{
+				// client is unplaced: the placement controller has
+				// settle_seconds to place it.
+				{at: 0, analyze: false},
+				{at: 2 * time.Second, analyze: false},
+				// Placed by the controller meanwhile: nothing to plan, and
+				// the wait starts again if it is ever unplaced.
+				{at: 4 * time.Second, analyze: false, change: func(in *Inputs) { in.Mechanisms = fluidity(map[string]any{"server": "edge-1", "client": "edge-2"}) }},
+				{at: 14 * time.Second, analyze: false, change: func(in *Inputs) { in.Mechanisms = fluidity(map[string]any{"server": "edge-1"}) }},
+				{at: 20 * time.Second, analyze: false},
+				// Unplaced for 10 s: edge-2 is the least loaded edge node.
+				{at: 24 * time.Second, analyze: true, plan: map[string]any{"fluidity": map[string]any{"name": "demo", "deployment_plan": map[string]any{
 					"client": []any{map[string]any{"action": "deploy", "host": "edge-2"}}, "initial_plan": true,
 				}}}},
-				{at: 30 * time.Second, analyze: false, change: func(in *Inputs) { in.Mechanisms = fluidity(map[string]any{"server": "edge-1", "client": "edge-2"}) }},
+				{at: 54 * time.Second, analyze: false, change: func(in *Inputs) { in.Mechanisms = fluidity(map[string]any{"server": "edge-1", "client": "edge-2"}) }},
 			},
 		},
 		// The decisions over time are in TestRelocateComponents.

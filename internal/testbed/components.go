@@ -149,6 +149,11 @@ func (tb *Testbed) etcd() *proc.Process {
 	return p
 }
 
+// EnvProfiling, set to 1, serves the API servers' Go profiles
+// (/debug/pprof/ behind their authentication) for benchmarks that say where
+// the CPU goes; off by default, as a hardened control plane has it.
+const EnvProfiling = "MLSYSOPS_TESTBED_PROFILING"
+
 // apiServer describes one kube-apiserver: the Karmada host's, Karmada's own,
 // or a member cluster's. Each keeps its objects under its own etcd prefix.
 type apiServer struct {
@@ -191,7 +196,7 @@ func (tb *Testbed) apiServerProcess(s apiServer) *proc.Process {
 		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
 		"--requestheader-group-headers=X-Remote-Group",
 		"--requestheader-username-headers=X-Remote-User",
-		"--profiling=false",
+		"--profiling=" + strconv.FormatBool(os.Getenv(EnvProfiling) == "1"),
 		"--event-ttl=30m",
 	}
 	if s.tokens != "" {

@@ -15,10 +15,61 @@ import (
 	"github.com/mlsysops-go/mlsysops/internal/testbed"
 )
 
-// writes counts the mutating requests every apiserver (Karmada's and each
+// writes counts the requests every apiserver (Karmada's and each
 // member's) has served, by "apiserver verb resource[/subresource]": what
-// a run costs the control planes, beside its time.
+// a run costs the control planes, beside its time. It holds the mutating
+// requests and the reads (GET and LIST; watches are long-running and
+// counted once each); only and reading split them.
 type writes map[string]float64
+
+// mutating is whether a verb writes.
+func mutating(verb string) bool {
+	switch verb {
+	case "POST", "PUT", "PATCH", "DELETE", "DELETECOLLECTION":
+		return true
+	}
+	return false
+}
+
+// split returns the mutating requests and the reads, each with its total,
+// and the seconds the apiservers spent serving each kind of request
+// (apiserver_request_duration_seconds: under a saturated CPU, where their
+// time went).
+func (w writes) split() (wr writes, wrote float64, rd writes, read float64, secs writes) {
+	wr, rd, secs = writes{}, writes{}, writes{}
+	for k, v := range w {
+		if t, ok := strings.CutPrefix(k, secondsKey); ok {
+			secs[t] = v
+		} else if f := strings.Fields(k); len(f) > 1 && mutating(f[1]) {
+			wr[k] = v
+			wrote += v
+		} else {
+			rd[k] = v
+			read += v
+		}
+	}
+	return wr, wrote, rd, read, secs
+}
+
+// secondsKey prefixes the keys of served seconds in writes.
+const secondsKey = "seconds "
+
+// seconds describes the largest served times.
+func (w writes) seconds(n int) string {
+	keys := make([]string, 0, len(w))
+	for k := range w {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return w[keys[i]] > w[keys[j]] })
+	var parts []string
+	for i, k := range keys {
+		if i == n {
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%s=%.1f", k, w[k]))
+	}
+	return strings.Join(parts, ", ")
+}
 
 func (h *harness) writes(tb testing.TB) writes {
 	tb.Helper()
@@ -38,18 +89,17 @@ func (h *harness) writes(tb testing.TB) writes {
 			tb.Fatalf("metrics of %s: %v", name, err)
 		}
 		for _, line := range strings.Split(string(raw), "\n") {
-			if !strings.HasPrefix(line, "apiserver_request_total{") {
+			metric, body, ok := strings.Cut(line, "{")
+			if !ok || (metric != "apiserver_request_total" && metric != "apiserver_request_duration_seconds_sum") {
 				continue
 			}
 			labels := map[string]string{}
-			body := line[len("apiserver_request_total{"):strings.LastIndexByte(line, '}')]
+			body = body[:strings.LastIndexByte(body, '}')]
 			for _, kv := range strings.Split(body, ",") {
 				k, v, _ := strings.Cut(kv, "=")
 				labels[k] = strings.Trim(v, `"`)
 			}
-			switch labels["verb"] {
-			case "POST", "PUT", "PATCH", "DELETE", "DELETECOLLECTION":
-			default:
+			if v := labels["verb"]; !mutating(v) && v != "GET" && v != "LIST" {
 				continue
 			}
 			v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
@@ -60,7 +110,15 @@ func (h *harness) writes(tb testing.TB) writes {
 			if s := labels["subresource"]; s != "" {
 				res += "/" + s
 			}
-			out[name+" "+labels["verb"]+" "+res] += v
+			key := name + " " + labels["verb"] + " " + res
+			if c := labels["code"]; c != "" && c[0] != '2' {
+				// Refused requests (conflicts, not found) apart.
+				key += " " + c
+			}
+			if metric != "apiserver_request_total" {
+				key = secondsKey + key
+			}
+			out[key] += v
 		}
 	}
 	return out
