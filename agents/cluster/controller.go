@@ -257,7 +257,8 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (_
 	name := app.Name
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: members.Namespace(name)}}
 	finalized := make(chan error, 1)
-	if controllerutil.AddFinalizer(app, mlsysopsv1.Finalizer) {
+	addsFinalizer := controllerutil.AddFinalizer(app, mlsysopsv1.Finalizer)
+	if addsFinalizer {
 		go func() { finalized <- r.client.Update(ctx, app) }()
 	} else {
 		finalized <- nil
@@ -277,9 +278,13 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (_
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("namespace for %s: %w", name, err)
 	}
-	if op == controllerutil.OperationResultCreated {
+	if op == controllerutil.OperationResultCreated && !addsFinalizer {
 		// The application was read from the cache: if it was removed
 		// meanwhile, its removal may have found no namespace to delete.
+		// Not so when this pass added the finalizer: the write succeeded,
+		// so the application was there and not being deleted, and its
+		// removal, a later pass (passes over one application do not
+		// overlap), finds the namespace this one made.
 		if gone, err := r.goneLive(ctx, req.NamespacedName); err != nil {
 			return reconcile.Result{}, err
 		} else if gone {

@@ -51,6 +51,26 @@ func (w writes) split() (wr writes, wrote float64, rd writes, read float64, secs
 	return wr, wrote, rd, read, secs
 }
 
+// perServer sums the counts by apiserver (the first word of a key), per
+// application: "karmada 30.1, cloud-01 15.2".
+func (w writes) perServer(n int) string {
+	sums := map[string]float64{}
+	for k, v := range w {
+		server, _, _ := strings.Cut(k, " ")
+		sums[server] += v
+	}
+	names := make([]string, 0, len(sums))
+	for s := range sums {
+		names = append(names, s)
+	}
+	sort.Strings(names)
+	parts := make([]string, len(names))
+	for i, s := range names {
+		parts[i] = fmt.Sprintf("%s %.1f", s, sums[s]/float64(n))
+	}
+	return strings.Join(parts, ", ")
+}
+
 // secondsKey prefixes the keys of served seconds in writes.
 const secondsKey = "seconds "
 
