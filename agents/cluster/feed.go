@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -14,12 +15,22 @@ import (
 // with the applications placed in this cluster, so that the cluster
 // agent's application-scope policies get one instance per application.
 func (r *AppReconciler) FeedEngine(e *mape.Engine) {
+	// The description is built from the spec alone: a pass over the
+	// same generation hands over nothing new.
+	var handed mape.Versions
 	r.AppSeen = func(ctx context.Context, app *mlsysopsv1.MLSysOpsApp) {
+		if !handed.Changed(app.Name, string(app.UID)+"/"+strconv.FormatInt(app.Generation, 10)) {
+			return
+		}
 		if err := e.SetApplication(ctx, mape.Application{ID: app.Name, Description: AppDescription(app, r.cluster)}); err != nil {
+			handed.Forget(app.Name)
 			r.log.Warn("application not handed to the policies", "app", app.Name, "err", err)
 		}
 	}
-	r.AppGone = func(_ context.Context, name string) { e.RemoveApplication(name) }
+	r.AppGone = func(_ context.Context, name string) {
+		handed.Forget(name)
+		e.RemoveApplication(name)
+	}
 }
 
 // AppDescription is an application as the cluster layer's policies see

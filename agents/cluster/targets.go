@@ -77,9 +77,11 @@ func (r *TargetsReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manag
 
 // Reconcile computes one node's targets.
 func (r *TargetsReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	// The cache's own objects, read only: a copy of every pod of the node
+	// at each change of one of them was most of this controller's work.
 	var pods corev1.PodList
 	if err := r.client.List(ctx, &pods, client.MatchingFields{podNodeField: req.Name},
-		client.MatchingLabels{mlsysopsv1.LabelManagedBy: mlsysopsv1.ManagedByValue}); err != nil {
+		client.MatchingLabels{mlsysopsv1.LabelManagedBy: mlsysopsv1.ManagedByValue}, client.UnsafeDisableDeepCopy); err != nil {
 		return reconcile.Result{}, fmt.Errorf("pods of node %s: %w", req.Name, err)
 	}
 	targets := ScrapeTargets(pods.Items)

@@ -3,6 +3,7 @@ package continuum
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
 	"github.com/mlsysops-go/mlsysops/internal/mape"
@@ -13,12 +14,22 @@ import (
 // application-scope policies (clusterPlacement) get one instance per
 // application.
 func (r *AppReconciler) FeedEngine(e *mape.Engine) {
+	// The description is built from the spec alone: a pass over the
+	// same generation hands over nothing new.
+	var handed mape.Versions
 	r.AppSeen = func(ctx context.Context, app *mlsysopsv1.MLSysOpsApp) {
+		if !handed.Changed(app.Name, string(app.UID)+"/"+strconv.FormatInt(app.Generation, 10)) {
+			return
+		}
 		if err := e.SetApplication(ctx, mape.Application{ID: app.Name, Description: AppDescription(app)}); err != nil {
+			handed.Forget(app.Name)
 			r.log.Warn("application not handed to the policies", "app", app.Name, "err", err)
 		}
 	}
-	r.AppGone = func(_ context.Context, name string) { e.RemoveApplication(name) }
+	r.AppGone = func(_ context.Context, name string) {
+		handed.Forget(name)
+		e.RemoveApplication(name)
+	}
 }
 
 // AppDescription is an application as the continuum's policies see it:
