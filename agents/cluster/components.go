@@ -25,6 +25,12 @@ func (c *clusterLayer) updated(ctx context.Context, app *mlsysopsv1.MLSysOpsApp,
 // tellNodes sends the nodes that run the component its spec (placed, or
 // updated when update is set) and the nodes that ran it its removal.
 func (c *clusterLayer) tellNodes(ctx context.Context, app *mlsysopsv1.MLSysOpsApp, comp *mlsysopsv1.Component, nodes []string, update bool) {
+	c.sendComponentMessages(ctx, app.Name, c.componentMessages(app, comp, nodes, update))
+}
+
+// componentMessages records that the nodes run the component (and that
+// the others do not) and returns the messages that tell them.
+func (c *clusterLayer) componentMessages(app *mlsysopsv1.MLSysOpsApp, comp *mlsysopsv1.Component, nodes []string, update bool) []nodeMessage {
 	name := comp.Metadata.Name
 	spec := componentSpec(app, comp)
 	raw := mustJSON(spec)
@@ -59,7 +65,7 @@ func (c *clusterLayer) tellNodes(ctx context.Context, app *mlsysopsv1.MLSysOpsAp
 		}
 	}
 	c.mu.Unlock()
-	c.sendComponentMessages(ctx, app.Name, out)
+	return out
 }
 
 // nodeMessage is a message about a component for a node agent.

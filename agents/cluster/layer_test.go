@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"testing"
 
 	nodeagent "github.com/mlsysops-go/mlsysops/agents/node"
@@ -45,5 +46,47 @@ func TestStateSyncCarriesTheSpecs(t *testing.T) {
 	}
 	if _, err := c.handleStateSync(context.Background(), &messaging.Envelope{From: "intruder@d"}, &messaging.NodeStateSync{Node: "n1"}); err == nil {
 		t.Error("a sync from another JID was answered")
+	}
+}
+
+// A node whose agent never showed up gets no component messages (none
+// would be acknowledged); what it runs is recorded all the same, and its
+// agent gets it when it registers and asks (node_state_sync).
+func TestComponentMessagesSkipNodesWithoutAgents(t *testing.T) {
+	app := &mlsysopsv1.MLSysOpsApp{}
+	app.Name = "shop"
+	web := &mlsysopsv1.Component{Metadata: mlsysopsv1.ComponentMetadata{Name: "web"}, Containers: []mlsysopsv1.Container{{Image: "web:2"}}}
+	newRecord := func(jid string) *nodeRecord {
+		return &nodeRecord{jid: jid, apps: map[string]map[string]*mlsysopsv1.MLSysOpsAppSpec{}}
+	}
+	c := &clusterLayer{nodes: map[string]*nodeRecord{"online": newRecord("online@d"), "never": newRecord("never@d"), "gone": newRecord("gone@d")}}
+	c.nodes["online"].online = true
+	// Heard from before, offline now: still told (its agent may be back
+	// without registering again).
+	c.nodes["gone"].desc = &mlsysopsv1.MLSysOpsNode{}
+
+	out := c.componentMessages(app, web, []string{"online", "never", "gone"}, false)
+	var to []string
+	for _, m := range out {
+		to = append(to, m.jid)
+	}
+	slices.Sort(to)
+	if !slices.Equal(to, []string{"gone@d", "online@d"}) {
+		t.Errorf("messages to %v, want gone@d and online@d", to)
+	}
+	resp, err := c.handleStateSync(context.Background(), &messaging.Envelope{From: "never@d"}, &messaging.NodeStateSync{Node: "never"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := resp.(*messaging.NodeState).Applications["shop"].Components["web"]; !ok {
+		t.Errorf("state sync of the node without an agent = %+v, want shop/web", resp)
+	}
+	// Moved off every node: only the reachable ones are told.
+	out = c.componentMessages(app, web, nil, false)
+	if len(out) != 2 {
+		t.Errorf("removal messages = %+v, want 2", out)
+	}
+	if len(c.nodes["never"].apps) != 0 {
+		t.Errorf("never still records %v", c.nodes["never"].apps)
 	}
 }

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 
+	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -32,6 +34,10 @@ type Intake struct {
 	apps   *state.Collection
 	client client.Client
 	log    *slog.Logger
+
+	// policyID is AppPropagationPolicy's permanent id, read once.
+	policyMu sync.Mutex
+	policyID string
 }
 
 // IntakeWorkers is how many submissions of different applications the
@@ -115,6 +121,9 @@ func (in *Intake) Handle(ctx context.Context, e state.Entry) error {
 			}
 		}
 		op, err := controllerutil.CreateOrUpdate(ctx, in.client, app, func() error {
+			if app.CreationTimestamp.IsZero() {
+				in.claim(ctx, app)
+			}
 			app.Spec = parsed.Spec
 			app.Spec.Name = sub.ID
 			if app.Labels == nil {
@@ -149,6 +158,44 @@ func (in *Intake) Handle(ctx context.Context, e state.Entry) error {
 		log.Warn("submission of unknown kind dropped")
 		return nil
 	}
+}
+
+// claim gives a new application the metadata Karmada's resource detector
+// writes on an application it binds to AppPropagationPolicy (the
+// policy's permanent id label, its namespace and name annotations), so
+// that the detector, finding it claimed already, binds it without writing
+// it first: one write to Karmada less per application submitted through
+// the API. When the policy cannot be read the application goes without
+// (the detector claims it, as for one applied with kubectl); a policy made
+// again under a new id is claimed over by the detector the same way.
+func (in *Intake) claim(ctx context.Context, app *mlsysopsv1.MLSysOpsApp) {
+	in.policyMu.Lock()
+	defer in.policyMu.Unlock()
+	if in.policyID == "" {
+		var r client.Reader = in.client
+		if in.Live != nil {
+			// The agent may read that one policy, not list policies.
+			r = in.Live
+		}
+		pp := &policyv1alpha1.PropagationPolicy{}
+		if err := r.Get(ctx, client.ObjectKey{Namespace: mlsysopsv1.Namespace, Name: AppPropagationPolicy}, pp); err != nil {
+			in.log.Debug("applications' propagation policy not read; Karmada claims the application itself", "err", err)
+			return
+		}
+		in.policyID = pp.Labels[policyv1alpha1.PropagationPolicyPermanentIDLabel]
+		if in.policyID == "" {
+			return
+		}
+	}
+	if app.Labels == nil {
+		app.Labels = map[string]string{}
+	}
+	if app.Annotations == nil {
+		app.Annotations = map[string]string{}
+	}
+	app.Labels[policyv1alpha1.PropagationPolicyPermanentIDLabel] = in.policyID
+	app.Annotations[policyv1alpha1.PropagationPolicyNamespaceAnnotation] = mlsysopsv1.Namespace
+	app.Annotations[policyv1alpha1.PropagationPolicyNameAnnotation] = AppPropagationPolicy
 }
 
 // superseded reports whether a later submission of the same application

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
 	"github.com/redis/go-redis/v9"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -74,6 +75,21 @@ func TestIntakeFromRedisToKarmadaAndBack(t *testing.T) {
 	}
 	if len(app.Spec.Components) != 2 || app.Spec.Components[0].Metadata.Name != "llm-server" {
 		t.Errorf("spec in Karmada = %+v", app.Spec.Components)
+	}
+	// Created claimed for the applications' policy, Karmada's detector
+	// bound it without a write of its own: every write to the object
+	// but its status is the intake's create.
+	pp := &policyv1alpha1.PropagationPolicy{}
+	if err := kc.Get(ctx, types.NamespacedName{Namespace: mlsysopsv1.Namespace, Name: continuum.AppPropagationPolicy}, pp); err != nil {
+		t.Fatal(err)
+	}
+	if id := pp.Labels[policyv1alpha1.PropagationPolicyPermanentIDLabel]; id == "" || app.Labels[policyv1alpha1.PropagationPolicyPermanentIDLabel] != id {
+		t.Errorf("claim label %q, the policy's permanent id %q", app.Labels[policyv1alpha1.PropagationPolicyPermanentIDLabel], id)
+	}
+	for _, mf := range app.ManagedFields {
+		if mf.Subresource == "" && strings.Contains(mf.Manager, "karmada") {
+			t.Errorf("application written by %s (%s at %v): its claim should have been there", mf.Manager, mf.Operation, mf.Time)
+		}
 	}
 
 	bad := "intake-bad-" + rand.String(5)
