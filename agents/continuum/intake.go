@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"time"
 
 	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -35,9 +36,12 @@ type Intake struct {
 	client client.Client
 	log    *slog.Logger
 
-	// policyID is AppPropagationPolicy's permanent id, read once.
-	policyMu sync.Mutex
-	policyID string
+	// policyID is AppPropagationPolicy's permanent id, read once; when
+	// it could not be read (or has none: Karmada's webhook gives it),
+	// policyTried is when that was, and it is tried again a minute on.
+	policyMu    sync.Mutex
+	policyID    string
+	policyTried time.Time
 }
 
 // IntakeWorkers is how many submissions of different applications the
@@ -172,6 +176,10 @@ func (in *Intake) claim(ctx context.Context, app *mlsysopsv1.MLSysOpsApp) {
 	in.policyMu.Lock()
 	defer in.policyMu.Unlock()
 	if in.policyID == "" {
+		if time.Since(in.policyTried) < time.Minute {
+			return
+		}
+		in.policyTried = time.Now()
 		var r client.Reader = in.client
 		if in.Live != nil {
 			// The agent may read that one policy, not list policies.
