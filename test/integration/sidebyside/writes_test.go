@@ -74,23 +74,6 @@ func (w writes) perServer(n int) string {
 // secondsKey prefixes the keys of served seconds in writes.
 const secondsKey = "seconds "
 
-// seconds describes the largest served times.
-func (w writes) seconds(n int) string {
-	keys := make([]string, 0, len(w))
-	for k := range w {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool { return w[keys[i]] > w[keys[j]] })
-	var parts []string
-	for i, k := range keys {
-		if i == n {
-			break
-		}
-		parts = append(parts, fmt.Sprintf("%s=%.1f", k, w[k]))
-	}
-	return strings.Join(parts, ", ")
-}
-
 func (h *harness) writes(tb testing.TB) writes {
 	tb.Helper()
 	out := writes{}
@@ -158,7 +141,13 @@ func (w writes) since(before writes) (writes, float64) {
 }
 
 // top describes the largest counts.
-func (w writes) top(n int) string {
+func (w writes) top(n int) string { return w.largest(n, "%s=%.0f") }
+
+// seconds describes the largest served times.
+func (w writes) seconds(n int) string { return w.largest(n, "%s=%.1f") }
+
+// largest describes the n largest values, each with format.
+func (w writes) largest(n int, format string) string {
 	keys := make([]string, 0, len(w))
 	for k := range w {
 		keys = append(keys, k)
@@ -169,7 +158,7 @@ func (w writes) top(n int) string {
 		if i == n {
 			break
 		}
-		parts = append(parts, fmt.Sprintf("%s=%.0f", k, w[k]))
+		parts = append(parts, fmt.Sprintf(format, k, w[k]))
 	}
 	return strings.Join(parts, ", ")
 }
