@@ -175,7 +175,7 @@ const revisionAnnotation = "deployment.kubernetes.io/revision"
 
 // equalBut reports whether a and b hold the same entries but for key.
 func equalBut(a, b map[string]string, key string) bool {
-	return maps.EqualFunc(withoutKey(a, key), withoutKey(b, key), func(x, y string) bool { return x == y })
+	return maps.Equal(withoutKey(a, key), withoutKey(b, key))
 }
 
 func withoutKey(m map[string]string, key string) map[string]string {

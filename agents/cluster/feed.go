@@ -3,11 +3,11 @@ package cluster
 import (
 	"context"
 	"encoding/json"
-	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
+	"github.com/mlsysops-go/mlsysops/internal/kube"
 	"github.com/mlsysops-go/mlsysops/internal/mape"
 )
 
@@ -19,18 +19,11 @@ func (r *AppReconciler) FeedEngine(e *mape.Engine) {
 	// same generation hands over nothing new.
 	var handed mape.Versions
 	r.AppSeen = func(ctx context.Context, app *mlsysopsv1.MLSysOpsApp) {
-		if !handed.Changed(app.Name, string(app.UID)+"/"+strconv.FormatInt(app.Generation, 10)) {
-			return
-		}
-		if err := e.SetApplication(ctx, mape.Application{ID: app.Name, Description: AppDescription(app, r.cluster)}); err != nil {
-			handed.Forget(app.Name)
+		if err := handed.Hand(ctx, e, app.Name, kube.SpecVersion(app), func() map[string]any { return AppDescription(app, r.cluster) }); err != nil {
 			r.log.Warn("application not handed to the policies", "app", app.Name, "err", err)
 		}
 	}
-	r.AppGone = func(_ context.Context, name string) {
-		handed.Forget(name)
-		e.RemoveApplication(name)
-	}
+	r.AppGone = func(_ context.Context, name string) { handed.Remove(e, name) }
 }
 
 // AppDescription is an application as the cluster layer's policies see

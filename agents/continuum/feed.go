@@ -3,9 +3,9 @@ package continuum
 import (
 	"context"
 	"encoding/json"
-	"strconv"
 
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
+	"github.com/mlsysops-go/mlsysops/internal/kube"
 	"github.com/mlsysops-go/mlsysops/internal/mape"
 )
 
@@ -18,18 +18,11 @@ func (r *AppReconciler) FeedEngine(e *mape.Engine) {
 	// same generation hands over nothing new.
 	var handed mape.Versions
 	r.AppSeen = func(ctx context.Context, app *mlsysopsv1.MLSysOpsApp) {
-		if !handed.Changed(app.Name, string(app.UID)+"/"+strconv.FormatInt(app.Generation, 10)) {
-			return
-		}
-		if err := e.SetApplication(ctx, mape.Application{ID: app.Name, Description: AppDescription(app)}); err != nil {
-			handed.Forget(app.Name)
+		if err := handed.Hand(ctx, e, app.Name, kube.SpecVersion(app), func() map[string]any { return AppDescription(app) }); err != nil {
 			r.log.Warn("application not handed to the policies", "app", app.Name, "err", err)
 		}
 	}
-	r.AppGone = func(_ context.Context, name string) {
-		handed.Forget(name)
-		e.RemoveApplication(name)
-	}
+	r.AppGone = func(_ context.Context, name string) { handed.Remove(e, name) }
 }
 
 // AppDescription is an application as the continuum's policies see it:

@@ -4,6 +4,8 @@ import (
 	"maps"
 	"strconv"
 	"sync"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Passes records, per object name, the resourceVersion of the object the
@@ -55,4 +57,11 @@ func SameOrNewer(rv, since string) bool {
 	a, errA := strconv.ParseUint(rv, 10, 64)
 	b, errB := strconv.ParseUint(since, 10, 64)
 	return errA == nil && errB == nil && a >= b
+}
+
+// SpecVersion names an object's spec as it is now: its uid and
+// generation (which a write of the spec, and only that, moves when the
+// status is a subresource).
+func SpecVersion(o metav1.Object) string {
+	return string(o.GetUID()) + "/" + strconv.FormatInt(o.GetGeneration(), 10)
 }

@@ -1,6 +1,9 @@
 package mape
 
-import "sync"
+import (
+	"context"
+	"sync"
+)
 
 // Versions remembers which version of each application was last handed
 // to an engine (SetApplication), so that a controller that sees the same
@@ -32,4 +35,24 @@ func (v *Versions) Forget(id string) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	delete(v.m, id)
+}
+
+// Hand hands application id to e when version is not the one last handed
+// over, building its description with describe only then; a failed hand
+// is tried again at the next call.
+func (v *Versions) Hand(ctx context.Context, e *Engine, id, version string, describe func() map[string]any) error {
+	if !v.Changed(id, version) {
+		return nil
+	}
+	if err := e.SetApplication(ctx, Application{ID: id, Description: describe()}); err != nil {
+		v.Forget(id)
+		return err
+	}
+	return nil
+}
+
+// Remove takes application id from e and forgets its version.
+func (v *Versions) Remove(e *Engine, id string) {
+	v.Forget(id)
+	e.RemoveApplication(id)
 }

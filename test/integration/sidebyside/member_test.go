@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -135,22 +134,10 @@ func perSecond(now, before map[string]float64, d time.Duration) map[string]float
 // beyondIdle is the CPU the processes used between two readings d apart
 // beyond their idle use, in ms per object, with the largest named.
 func beyondIdle(now, before, idle map[string]float64, d time.Duration, n int) (total float64, top string) {
-	type use struct {
-		name string
-		ms   float64
-	}
-	var uses []use
+	busy := map[string]float64{}
 	for k, v := range now {
-		ms := (v - before[k] - idle[k]*d.Seconds()) * 1000 / float64(n)
-		total += ms
-		if ms >= 0.05 {
-			uses = append(uses, use{k, ms})
-		}
+		busy[k] = v - idle[k]*d.Seconds()
 	}
-	sort.Slice(uses, func(i, j int) bool { return uses[i].ms > uses[j].ms })
-	parts := make([]string, len(uses))
-	for i, u := range uses {
-		parts[i] = fmt.Sprintf("%s %.2f", u.name, u.ms)
-	}
-	return total, strings.Join(parts, ", ")
+	total, top = cpuSince(busy, before, float64(n)/1000)
+	return total * 1000 / float64(n), top
 }
