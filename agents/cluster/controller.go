@@ -94,6 +94,8 @@ type AppReconciler struct {
 	made *kube.Expectations
 	// firstStatus delays first statuses (FirstStatusDelay).
 	firstStatus firstSeen
+	// ownStatus is the status last written to each application.
+	ownStatus *kube.OwnStatus[*mlsysopsv1.MLSysOpsApp]
 }
 
 var _ reconcile.Reconciler = (*AppReconciler)(nil)
@@ -112,7 +114,8 @@ const PlacementWorkers = 16
 func NewAppReconciler(c client.Client, cluster string, log *slog.Logger) *AppReconciler {
 	return &AppReconciler{client: c, cluster: cluster, log: log, resync: kube.NewResyncer(), passes: kube.NewPasses(), made: kube.NewExpectations(madeTTL), PendingSettle: DefaultPendingSettle,
 		FirstStatusDelay: DefaultFirstStatusDelay,
-		feed:             indexFeed{index: placement.NewIndex()}}
+		feed:             indexFeed{index: placement.NewIndex()},
+		ownStatus:        kube.NewOwnStatus(func(a *mlsysopsv1.MLSysOpsApp) any { return a.Status.DeepCopy() })}
 }
 
 // SetupWithManager watches applications, the Deployments made for them
@@ -127,11 +130,11 @@ func (r *AppReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	})
 	return ctrl.NewControllerManagedBy(mgr).
 		// Applications live in one namespace; others are not ours.
-		// The agent is the only writer of the member copy's status: the
-		// echo of its own status write brings no pass.
+		// The agent writes the member copy's status: the echo of its
+		// last status write brings no pass.
 		For(&mlsysopsv1.MLSysOpsApp{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 			return o.GetNamespace() == mlsysopsv1.Namespace
-		}), kube.BeyondStatus)).
+		}), r.ownStatus.Predicate())).
 		// Of a Deployment's status only the ready replicas are read: the
 		// deployment controller's other status writes (several per roll-out)
 		// bring no pass.
@@ -440,6 +443,7 @@ func (r *AppReconciler) gone(ctx context.Context, app string) {
 	r.assumed.forget(app)
 	r.firstStatus.forget(app)
 	r.refused.forget(app)
+	r.ownStatus.Forget(types.NamespacedName{Namespace: mlsysopsv1.Namespace, Name: app})
 	if r.AppGone != nil {
 		r.AppGone(ctx, app)
 	}

@@ -198,20 +198,36 @@ func (r *AppReconciler) writeStatus(ctx context.Context, app *mlsysopsv1.MLSysOp
 		Type: mlsysopsv1.ConditionReady, Status: kube.ConditionStatus(phase == mlsysopsv1.AppRunning), Reason: string(phase), Message: msg,
 		ObservedGeneration: app.Generation,
 	})
-	if equality.Semantic.DeepEqual(before.Status, app.Status) {
+	// The cache may not show this controller's last status write yet
+	// (its echo brings no pass): then what it shows is no ground to write
+	// nothing, nor to patch from without a lock.
+	current := r.ownStatus.Current(before)
+	if current && equality.Semantic.DeepEqual(before.Status, app.Status) {
 		return 0, nil // nothing to write
 	}
+	if !current {
+		patch = client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})
+	}
 	if err := r.client.Status().Patch(ctx, app, patch); err != nil {
-		if apierrors.IsNotFound(err) {
+		switch {
+		case apierrors.IsNotFound(err):
 			return 0, nil
+		case apierrors.IsConflict(err):
+			// The cache is behind: again once it has caught up.
+			return staleStatusRetry, nil
 		}
 		return 0, fmt.Errorf("status of %s: %w", app.Name, err)
 	}
+	r.ownStatus.Wrote(app)
 	if r.StatusWritten != nil {
 		r.StatusWritten(ctx, app)
 	}
 	return 0, nil
 }
+
+// staleStatusRetry is how soon a pass whose status write was refused for
+// a cache behind the API server comes again.
+const staleStatusRetry = 200 * time.Millisecond
 
 // firstSeen remembers when the controller first handled each
 // application, for the delay of its first status.

@@ -50,6 +50,8 @@ type AppReconciler struct {
 	client   client.Client
 	capacity CapacitySource
 	log      *slog.Logger
+	// ownStatus is the status last written to each application.
+	ownStatus *kube.OwnStatus[*mlsysopsv1.MLSysOpsApp]
 	// Status, when set, receives every status the reconciler writes and
 	// hears of removed applications (Redis, for the northbound API).
 	Status StatusSink
@@ -136,7 +138,8 @@ type StatusSweeper interface {
 // NewAppReconciler returns a reconciler on the Karmada API.
 func NewAppReconciler(c client.Client, capacity CapacitySource, log *slog.Logger) *AppReconciler {
 	return &AppReconciler{client: c, capacity: capacity, log: log, retry: 15 * time.Second, resync: kube.NewResyncer(),
-		passes: kube.NewPasses(), placed: kube.NewWrites(placedWriteTTL), assumed: placement.NewAssumed(AssumeTTL)}
+		passes: kube.NewPasses(), placed: kube.NewWrites(placedWriteTTL), assumed: placement.NewAssumed(AssumeTTL),
+		ownStatus: kube.NewOwnStatus(func(a *mlsysopsv1.MLSysOpsApp) any { return a.Status.DeepCopy() })}
 }
 
 // SetupWithManager registers the reconciler: it watches applications and
@@ -187,11 +190,11 @@ func (r *AppReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return b.
 		// Applications live in one namespace; others are not ours. The
-		// agent is the only writer of their status: the echo of its own
-		// status write brings no pass.
+		// agent writes their status: the echo of its last status write
+		// brings no pass.
 		For(&mlsysopsv1.MLSysOpsApp{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 			return o.GetNamespace() == mlsysopsv1.Namespace
-		}), kube.BeyondStatus)).
+		}), r.ownStatus.Predicate())).
 		// Only the placement and the members' reflected status are read
 		// from a binding: its other updates (the clusters bound,
 		// conditions, Karmada's bookkeeping; several per application)
@@ -253,6 +256,7 @@ func (r *AppReconciler) reconcile(ctx context.Context, req reconcile.Request) (r
 			r.passes.Forget(req.Name)
 			r.placed.Forget(req.Name)
 			r.Reported.Forget(req.Name)
+			r.ownStatus.Forget(req.NamespacedName)
 		}
 		// Deleted: Karmada removes its binding, and the placement there.
 		if apierrors.IsNotFound(err) && r.Status != nil {
@@ -612,10 +616,15 @@ func (r *AppReconciler) updateRunningPhase(ctx context.Context, app *mlsysopsv1.
 }
 
 func (r *AppReconciler) updateStatus(ctx context.Context, app *mlsysopsv1.MLSysOpsApp, mutate func(*mlsysopsv1.MLSysOpsAppStatus)) error {
+	// Nothing to write only if the cache shows the last status written
+	// (the echo of a write brings no pass; a pass before it reaches the
+	// cache compares with the status from before). The update is refused
+	// while the cache is behind.
+	current := r.ownStatus.Current(app)
 	before := app.Status.DeepCopy()
 	mutate(&app.Status)
 	app.Status.ObservedGeneration = app.Generation
-	if !equalStatus(before, &app.Status) {
+	if !current || !equalStatus(before, &app.Status) {
 		if err := r.client.Status().Update(ctx, app); err != nil {
 			if apierrors.IsConflict(err) {
 				// The object changed since it was read; reconcile again.
@@ -623,6 +632,7 @@ func (r *AppReconciler) updateStatus(ctx context.Context, app *mlsysopsv1.MLSysO
 			}
 			return fmt.Errorf("status of %s: %w", app.Name, err)
 		}
+		r.ownStatus.Wrote(app)
 	}
 	// Mirrored even when unchanged, so that the sink catches up with
 	// applications it missed (written while it was down, or applied
