@@ -3,6 +3,7 @@ package continuum
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -226,6 +227,11 @@ func (r *AppReconciler) SetupWithManager(mgr ctrl.Manager) error {
 // Reconcile places one application and updates its status.
 func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	res, err := r.reconcile(ctx, req)
+	if errors.Is(err, errStatusBehind) {
+		// The cache did not show the status last written: the echo of
+		// that write brings no pass, so again once it has caught up.
+		return reconcile.Result{RequeueAfter: staleStatusRetry}, nil
+	}
 	if apierrors.IsConflict(err) {
 		// The application changed since the cache's copy (Karmada's
 		// detector labels each new one): the newer copy's event brings
@@ -615,6 +621,14 @@ func (r *AppReconciler) updateRunningPhase(ctx context.Context, app *mlsysopsv1.
 	})
 }
 
+// errStatusBehind is a status write refused because the cache did not
+// show the status last written yet.
+var errStatusBehind = errors.New("the cache is behind the last status write")
+
+// staleStatusRetry is how soon a pass whose status write was refused for
+// a cache behind the last status write comes again.
+const staleStatusRetry = 200 * time.Millisecond
+
 func (r *AppReconciler) updateStatus(ctx context.Context, app *mlsysopsv1.MLSysOpsApp, mutate func(*mlsysopsv1.MLSysOpsAppStatus)) error {
 	// Nothing to write only if the cache shows the last status written
 	// (the echo of a write brings no pass; a pass before it reaches the
@@ -626,6 +640,9 @@ func (r *AppReconciler) updateStatus(ctx context.Context, app *mlsysopsv1.MLSysO
 	app.Status.ObservedGeneration = app.Generation
 	if !current || !equalStatus(before, &app.Status) {
 		if err := r.client.Status().Update(ctx, app); err != nil {
+			if apierrors.IsConflict(err) && !current {
+				return fmt.Errorf("status of %s: %w", app.Name, errStatusBehind)
+			}
 			if apierrors.IsConflict(err) {
 				// The object changed since it was read; reconcile again.
 				return err
