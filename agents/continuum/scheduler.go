@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	v1helper "k8s.io/component-helpers/scheduling/corev1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -236,22 +237,87 @@ func bind(ctx context.Context, c client.Client, log *slog.Logger, rb *workv1alph
 		cond = metav1.Condition{Type: workv1alpha2.Scheduled, Status: metav1.ConditionFalse, Reason: workv1alpha2.BindingReasonNoClusterFit, Message: why}
 	}
 	changed := meta.SetStatusCondition(&rb.Status.Conditions, cond)
+	observed := false
 	if why == "" && rb.Status.SchedulerObservedGeneration != rb.Generation {
 		now := metav1.Now()
 		rb.Status.SchedulerObservedGeneration, rb.Status.LastScheduledTime = rb.Generation, &now
-		changed = true
+		changed, observed = true, true
 	}
 	if !changed {
 		return wrote, nil
 	}
-	// Conditional on the copy written above: a merge patch replaces the
-	// whole list of conditions, and a stale copy's would take back those
-	// Karmada wrote since.
-	err = c.Status().Patch(ctx, rb, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+	// Only the Scheduled condition and the scheduling fields are
+	// written, guarded by what the patch replaces rather than by the
+	// resourceVersion: Karmada's binding status controller writes the
+	// binding's status at the same time (its aggregated status and
+	// FullyApplied condition), and a lock on the whole object made the
+	// two writers refuse each other's copies (four refused writes per
+	// application in a burst). Should a guard fail (the conditions
+	// changed under the patch; the API server says Invalid), the write
+	// is made again under the lock.
+	patch, err := scheduledStatusPatch(&before.Status, rb, observed)
+	if err != nil {
+		return wrote, err
+	}
+	err = c.Status().Patch(ctx, rb, patch)
+	if err != nil && !apierrors.IsNotFound(err) {
+		err = c.Status().Patch(ctx, rb, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+	}
 	if err != nil && !apierrors.IsNotFound(err) {
 		return wrote, fmt.Errorf("schedule status of %s: %w", rb.Name, err)
 	}
 	return wrote, nil
+}
+
+// jsonPatchOp is one operation of a JSON patch (RFC 6902).
+type jsonPatchOp struct {
+	Op    string `json:"op"`
+	Path  string `json:"path"`
+	Value any    `json:"value"`
+}
+
+// scheduledStatusPatch returns the JSON patch that sets rb's Scheduled
+// condition, as rb has it, in a status that was before, and, when
+// observed, the generation and time it was scheduled at. The status is
+// made if there was none and still is none; the condition replaces the
+// one at its index if that still is Scheduled, is the whole list if there
+// was none and still is none, or is appended (the continuum is the only
+// writer of the Scheduled condition of the bindings it schedules): the
+// patch fails rather than take back what another writer set.
+func scheduledStatusPatch(before *workv1alpha2.ResourceBindingStatus, rb *workv1alpha2.ResourceBinding, observed bool) (client.Patch, error) {
+	noStatus := equality.Semantic.DeepEqual(*before, workv1alpha2.ResourceBindingStatus{})
+	cond := meta.FindStatusCondition(rb.Status.Conditions, workv1alpha2.Scheduled)
+	if cond == nil {
+		return nil, fmt.Errorf("binding %s has no Scheduled condition to write", rb.Name)
+	}
+	var ops []jsonPatchOp
+	switch i := slices.IndexFunc(before.Conditions, func(c metav1.Condition) bool { return c.Type == workv1alpha2.Scheduled }); {
+	case noStatus:
+		// A new binding has no status at all (the API server drops it
+		// at creation): the patch makes it, if still none.
+		st := map[string]any{"conditions": []metav1.Condition{*cond}}
+		if observed {
+			st["schedulerObservedGeneration"], st["lastScheduledTime"] = rb.Status.SchedulerObservedGeneration, rb.Status.LastScheduledTime
+		}
+		ops = append(ops, jsonPatchOp{"test", "/status", nil}, jsonPatchOp{"add", "/status", st})
+		observed = false
+	case i >= 0:
+		at := fmt.Sprintf("/status/conditions/%d", i)
+		ops = append(ops, jsonPatchOp{"test", at + "/type", workv1alpha2.Scheduled}, jsonPatchOp{"replace", at, cond})
+	case len(before.Conditions) == 0:
+		ops = append(ops, jsonPatchOp{"test", "/status/conditions", nil}, jsonPatchOp{"add", "/status/conditions", []metav1.Condition{*cond}})
+	default:
+		ops = append(ops, jsonPatchOp{"add", "/status/conditions/-", cond})
+	}
+	if observed {
+		ops = append(ops, jsonPatchOp{"add", "/status/schedulerObservedGeneration", rb.Status.SchedulerObservedGeneration},
+			jsonPatchOp{"add", "/status/lastScheduledTime", rb.Status.LastScheduledTime})
+	}
+	data, err := json.Marshal(ops)
+	if err != nil {
+		return nil, err
+	}
+	return client.RawPatch(types.JSONPatchType, data), nil
 }
 
 // appliedPlacement is the annotation in which karmada-scheduler records

@@ -10,6 +10,7 @@ import (
 	clusterv1alpha1 "github.com/karmada-io/karmada/pkg/apis/cluster/v1alpha1"
 	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
 	workv1alpha2 "github.com/karmada-io/karmada/pkg/apis/work/v1alpha2"
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -184,5 +185,86 @@ func TestBindingSchedulerBinds(t *testing.T) {
 	if len(got.Spec.Clusters) != 0 || cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != workv1alpha2.BindingReasonNoClusterFit ||
 		!strings.Contains(cond.Message, "far-1: no such cluster") {
 		t.Errorf("binding that fits nowhere: clusters %v, condition %+v", got.Spec.Clusters, cond)
+	}
+}
+
+// TestScheduledStatusPatch: the Scheduled condition is written beside
+// what another writer set, never over it: a patch made from a copy that
+// did not know of it fails instead. The patches are applied as the API
+// server applies them (its JSON patch library) to the binding as stored:
+// a new one has no status at all (the API server drops it at creation).
+func TestScheduledStatusPatch(t *testing.T) {
+	applied := metav1.Condition{Type: workv1alpha2.FullyApplied, Status: metav1.ConditionTrue, Reason: "FullyAppliedSuccess", LastTransitionTime: metav1.Now()}
+	notYet := metav1.Condition{Type: workv1alpha2.Scheduled, Status: metav1.ConditionFalse, Reason: workv1alpha2.BindingReasonNoClusterFit, LastTransitionTime: metav1.Now()}
+	status := func(conds ...metav1.Condition) *workv1alpha2.ResourceBindingStatus {
+		return &workv1alpha2.ResourceBindingStatus{Conditions: conds}
+	}
+	for _, c := range []struct {
+		name           string
+		server, before *workv1alpha2.ResourceBindingStatus // nil server: no status
+		want           []string                            // condition type=status after
+		fails          bool
+	}{
+		{"new binding", nil, status(), []string{"Scheduled=True"}, false},
+		{"a status made meanwhile", status(applied), status(), []string{"FullyApplied=True"}, true},
+		{"beside another writer's", status(applied), status(applied), []string{"FullyApplied=True", "Scheduled=True"}, false},
+		{"in place", status(notYet, applied), status(notYet), []string{"Scheduled=True", "FullyApplied=True"}, false},
+		{"no conditions yet", &workv1alpha2.ResourceBindingStatus{SchedulerObservedGeneration: 1}, &workv1alpha2.ResourceBindingStatus{SchedulerObservedGeneration: 1},
+			[]string{"Scheduled=True"}, false},
+		{"a copy without the other writer's", status(applied), &workv1alpha2.ResourceBindingStatus{SchedulerObservedGeneration: 1}, []string{"FullyApplied=True"}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			stored := binding("a", "cloud-1")
+			stored.Generation = 2
+			doc := map[string]any{}
+			raw, _ := json.Marshal(stored)
+			if err := json.Unmarshal(raw, &doc); err != nil {
+				t.Fatal(err)
+			}
+			delete(doc, "status")
+			if c.server != nil {
+				doc["status"] = c.server
+			}
+			raw, _ = json.Marshal(doc)
+
+			rb := stored.DeepCopy()
+			rb.Status = *c.before.DeepCopy()
+			meta.SetStatusCondition(&rb.Status.Conditions, metav1.Condition{Type: workv1alpha2.Scheduled, Status: metav1.ConditionTrue, Reason: workv1alpha2.BindingReasonSuccess})
+			now := metav1.Now()
+			rb.Status.SchedulerObservedGeneration, rb.Status.LastScheduledTime = rb.Generation, &now
+			patch, err := scheduledStatusPatch(c.before, rb, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			data, err := patch.Data(rb)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ops, err := jsonpatch.DecodePatch(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := ops.Apply(raw)
+			if c.fails != (err != nil) {
+				t.Fatalf("patch %s: %v, want it to fail: %v", data, err, c.fails)
+			}
+			if err != nil {
+				return
+			}
+			got := &workv1alpha2.ResourceBinding{}
+			if err := json.Unmarshal(out, got); err != nil {
+				t.Fatal(err)
+			}
+			var have []string
+			for _, cnd := range got.Status.Conditions {
+				have = append(have, cnd.Type+"="+string(cnd.Status))
+			}
+			if diff := cmp.Diff(c.want, have); diff != "" {
+				t.Errorf("conditions (-want +got):\n%s", diff)
+			}
+			if got.Status.SchedulerObservedGeneration != 2 || got.Status.LastScheduledTime == nil {
+				t.Errorf("scheduling fields not written: %+v", got.Status)
+			}
+		})
 	}
 }
