@@ -214,7 +214,7 @@ func (r *AppReconciler) writeStatus(ctx context.Context, app *mlsysopsv1.MLSysOp
 			return 0, nil
 		case apierrors.IsConflict(err):
 			// The cache is behind: again once it has caught up.
-			return staleStatusRetry, nil
+			return kube.OwnStatusRetry, nil
 		}
 		return 0, fmt.Errorf("status of %s: %w", app.Name, err)
 	}
@@ -224,10 +224,6 @@ func (r *AppReconciler) writeStatus(ctx context.Context, app *mlsysopsv1.MLSysOp
 	}
 	return 0, nil
 }
-
-// staleStatusRetry is how soon a pass whose status write was refused for
-// a cache behind the API server comes again.
-const staleStatusRetry = 200 * time.Millisecond
 
 // firstSeen remembers when the controller first handled each
 // application, for the delay of its first status.

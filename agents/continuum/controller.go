@@ -230,7 +230,7 @@ func (r *AppReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 	if errors.Is(err, errStatusBehind) {
 		// The cache did not show the status last written: the echo of
 		// that write brings no pass, so again once it has caught up.
-		return reconcile.Result{RequeueAfter: staleStatusRetry}, nil
+		return reconcile.Result{RequeueAfter: kube.OwnStatusRetry}, nil
 	}
 	if apierrors.IsConflict(err) {
 		// The application changed since the cache's copy (Karmada's
@@ -625,10 +625,6 @@ func (r *AppReconciler) updateRunningPhase(ctx context.Context, app *mlsysopsv1.
 // show the status last written yet.
 var errStatusBehind = errors.New("the cache is behind the last status write")
 
-// staleStatusRetry is how soon a pass whose status write was refused for
-// a cache behind the last status write comes again.
-const staleStatusRetry = 200 * time.Millisecond
-
 func (r *AppReconciler) updateStatus(ctx context.Context, app *mlsysopsv1.MLSysOpsApp, mutate func(*mlsysopsv1.MLSysOpsAppStatus)) error {
 	// Nothing to write only if the cache shows the last status written
 	// (the echo of a write brings no pass; a pass before it reaches the
@@ -640,10 +636,10 @@ func (r *AppReconciler) updateStatus(ctx context.Context, app *mlsysopsv1.MLSysO
 	app.Status.ObservedGeneration = app.Generation
 	if !current || !equalStatus(before, &app.Status) {
 		if err := r.client.Status().Update(ctx, app); err != nil {
-			if apierrors.IsConflict(err) && !current {
+			switch {
+			case apierrors.IsConflict(err) && !current:
 				return fmt.Errorf("status of %s: %w", app.Name, errStatusBehind)
-			}
-			if apierrors.IsConflict(err) {
+			case apierrors.IsConflict(err):
 				// The object changed since it was read; reconcile again.
 				return err
 			}

@@ -252,9 +252,9 @@ func bind(ctx context.Context, c client.Client, log *slog.Logger, rb *workv1alph
 	// binding's status at the same time (its aggregated status and
 	// FullyApplied condition), and a lock on the whole object made the
 	// two writers refuse each other's copies (1.2 to 1.6 of this patch
-	// refused per application in bursts of 200). Should a guard fail (the conditions
-	// changed under the patch; the API server says Invalid), the write
-	// is made again under the lock.
+	// refused per application in bursts of 200). Should the patch fail
+	// (a guard: the status changed under it, which the API server calls
+	// Invalid), the write is made again under the lock.
 	patch, err := scheduledStatusPatch(&before.Status, rb, observed)
 	if err != nil {
 		return wrote, err
@@ -285,33 +285,33 @@ type jsonPatchOp struct {
 // writer of the Scheduled condition of the bindings it schedules): the
 // patch fails rather than take back what another writer set.
 func scheduledStatusPatch(before *workv1alpha2.ResourceBindingStatus, rb *workv1alpha2.ResourceBinding, observed bool) (client.Patch, error) {
-	noStatus := equality.Semantic.DeepEqual(*before, workv1alpha2.ResourceBindingStatus{})
 	cond := meta.FindStatusCondition(rb.Status.Conditions, workv1alpha2.Scheduled)
 	if cond == nil {
 		return nil, fmt.Errorf("binding %s has no Scheduled condition to write", rb.Name)
 	}
 	var ops []jsonPatchOp
-	switch i := slices.IndexFunc(before.Conditions, func(c metav1.Condition) bool { return c.Type == workv1alpha2.Scheduled }); {
-	case noStatus:
+	if equality.Semantic.DeepEqual(*before, workv1alpha2.ResourceBindingStatus{}) {
 		// A new binding has no status at all (the API server drops it
 		// at creation): the patch makes it, if still none.
 		st := map[string]any{"conditions": []metav1.Condition{*cond}}
 		if observed {
 			st["schedulerObservedGeneration"], st["lastScheduledTime"] = rb.Status.SchedulerObservedGeneration, rb.Status.LastScheduledTime
 		}
-		ops = append(ops, jsonPatchOp{"test", "/status", nil}, jsonPatchOp{"add", "/status", st})
-		observed = false
-	case i >= 0:
-		at := fmt.Sprintf("/status/conditions/%d", i)
-		ops = append(ops, jsonPatchOp{"test", at + "/type", workv1alpha2.Scheduled}, jsonPatchOp{"replace", at, cond})
-	case len(before.Conditions) == 0:
-		ops = append(ops, jsonPatchOp{"test", "/status/conditions", nil}, jsonPatchOp{"add", "/status/conditions", []metav1.Condition{*cond}})
-	default:
-		ops = append(ops, jsonPatchOp{"add", "/status/conditions/-", cond})
-	}
-	if observed {
-		ops = append(ops, jsonPatchOp{"add", "/status/schedulerObservedGeneration", rb.Status.SchedulerObservedGeneration},
-			jsonPatchOp{"add", "/status/lastScheduledTime", rb.Status.LastScheduledTime})
+		ops = []jsonPatchOp{{"test", "/status", nil}, {"add", "/status", st}}
+	} else {
+		switch i := slices.IndexFunc(before.Conditions, func(c metav1.Condition) bool { return c.Type == workv1alpha2.Scheduled }); {
+		case i >= 0:
+			at := fmt.Sprintf("/status/conditions/%d", i)
+			ops = []jsonPatchOp{{"test", at + "/type", workv1alpha2.Scheduled}, {"replace", at, cond}}
+		case len(before.Conditions) == 0:
+			ops = []jsonPatchOp{{"test", "/status/conditions", nil}, {"add", "/status/conditions", []metav1.Condition{*cond}}}
+		default:
+			ops = []jsonPatchOp{{"add", "/status/conditions/-", cond}}
+		}
+		if observed {
+			ops = append(ops, jsonPatchOp{"add", "/status/schedulerObservedGeneration", rb.Status.SchedulerObservedGeneration},
+				jsonPatchOp{"add", "/status/lastScheduledTime", rb.Status.LastScheduledTime})
+		}
 	}
 	data, err := json.Marshal(ops)
 	if err != nil {

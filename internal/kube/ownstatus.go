@@ -2,6 +2,7 @@ package kube
 
 import (
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
@@ -52,10 +53,17 @@ func (o *OwnStatus[T]) Wrote(obj T) {
 // controller last wrote to it, or the controller wrote none since it
 // started (or forgot the object).
 func (o *OwnStatus[T]) Current(obj T) bool {
+	recorded, shown := o.shows(obj)
+	return !recorded || shown
+}
+
+// shows reports whether a write to obj is recorded, and whether obj
+// shows the last one.
+func (o *OwnStatus[T]) shows(obj T) (recorded, shown bool) {
 	o.mu.Lock()
-	last, ok := o.last[client.ObjectKeyFromObject(obj)]
+	last, recorded := o.last[client.ObjectKeyFromObject(obj)]
 	o.mu.Unlock()
-	return !ok || equality.Semantic.DeepEqual(last, o.status(obj))
+	return recorded, recorded && equality.Semantic.DeepEqual(last, o.status(obj))
 }
 
 // Forget drops what was recorded for the object (it is gone).
@@ -84,9 +92,12 @@ func (o *OwnStatus[T]) Predicate() predicate.Funcs {
 		if !ok {
 			return true
 		}
-		o.mu.Lock()
-		last, recorded := o.last[client.ObjectKeyFromObject(obj)]
-		o.mu.Unlock()
-		return !recorded || !equality.Semantic.DeepEqual(last, o.status(obj))
+		_, echo := o.shows(obj)
+		return !echo
 	}}
 }
+
+// OwnStatusRetry is how soon a pass comes again whose status write was
+// refused because its cache did not show the last write yet (the skipped
+// echo of that write would not bring it).
+const OwnStatusRetry = 200 * time.Millisecond
