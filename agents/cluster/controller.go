@@ -131,10 +131,11 @@ func (r *AppReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		// Applications live in one namespace; others are not ours.
 		// The agent writes the member copy's status: the echo of its
-		// last status write brings no pass.
+		// last status write brings no pass; nor does the echo of the
+		// finalizer a pass adds.
 		For(&mlsysopsv1.MLSysOpsApp{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 			return o.GetNamespace() == mlsysopsv1.Namespace
-		}), r.ownStatus.Predicate())).
+		}), r.ownStatus.Predicate(), notFinalizerAdded)).
 		// Of a Deployment's status only the ready replicas are read: the
 		// deployment controller's other status writes (several per roll-out)
 		// bring no pass.
@@ -153,6 +154,31 @@ func (r *AppReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// the status) that 4 workers made a queue of in a burst.
 		WithOptions(controller.Options{SkipNameValidation: ptr(true), MaxConcurrentReconciles: PlacementWorkers, RateLimiter: kube.ItemRateLimiter()}).
 		Complete(r)
+}
+
+// notFinalizerAdded passes every event but an update that only adds the
+// agent's finalizer to an application: the echo of the write of a pass
+// that acted on the application as it was before it, so a pass over it
+// would find nothing to do (one pass less per new application).
+var notFinalizerAdded = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		a, okA := e.ObjectOld.(*mlsysopsv1.MLSysOpsApp)
+		b, okB := e.ObjectNew.(*mlsysopsv1.MLSysOpsApp)
+		return !okA || !okB || !onlyFinalizerAdded(a, b)
+	},
+}
+
+// onlyFinalizerAdded reports whether b is a with the agent's finalizer
+// added and nothing else changed but the bookkeeping of a write (the
+// resourceVersion and managed fields).
+func onlyFinalizerAdded(a, b *mlsysopsv1.MLSysOpsApp) bool {
+	if controllerutil.ContainsFinalizer(a, mlsysopsv1.Finalizer) || !controllerutil.ContainsFinalizer(b, mlsysopsv1.Finalizer) {
+		return false
+	}
+	with := a.DeepCopy()
+	controllerutil.AddFinalizer(with, mlsysopsv1.Finalizer)
+	with.ResourceVersion, with.ManagedFields = b.ResourceVersion, b.ManagedFields
+	return equality.Semantic.DeepEqual(with, b)
 }
 
 // deploymentRelevant passes a Deployment's creation, deletion, and the

@@ -148,7 +148,7 @@ func (s *BindingScheduler) Reconcile(ctx context.Context, req reconcile.Request)
 	if err := s.client.List(ctx, &clusters); err != nil {
 		return reconcile.Result{}, err
 	}
-	if _, err := bind(ctx, s.client, s.log, rb, names, clusters.Items); err != nil {
+	if _, err := bind(ctx, s.client, s.log, rb, names, clusters.Items, true); err != nil {
 		if apierrors.IsConflict(err) {
 			// The binding changed since the cache's copy, maybe by a
 			// write that brings no pass (a status): again, on a newer
@@ -194,11 +194,11 @@ func PlacementOf(ctx context.Context, c client.Reader, app string) ([]string, er
 // bind places binding rb on clusters names: it records names as the
 // placement and sets the binding's clusters to those of them that fit
 // (scheduleBinding), in one write conditional on rb's resourceVersion
-// (a conflict when the binding changed since rb was read), and then sets
-// its Scheduled condition. rb is updated to what was written; wrote is
-// the resourceVersion of the first write, "" when the placement and
-// clusters were already so.
-func bind(ctx context.Context, c client.Client, log *slog.Logger, rb *workv1alpha2.ResourceBinding, names []string, clusters []clusterv1alpha1.Cluster) (wrote string, err error) {
+// (a conflict when the binding changed since rb was read), and then, if
+// status, sets its Scheduled condition. rb is updated to what was
+// written; wrote is the resourceVersion of the first write, "" when the
+// placement and clusters were already so.
+func bind(ctx context.Context, c client.Client, log *slog.Logger, rb *workv1alpha2.ResourceBinding, names []string, clusters []clusterv1alpha1.Cluster, status bool) (wrote string, err error) {
 	names = slices.Compact(slices.Sorted(slices.Values(names)))
 	record := strings.Join(names, ",")
 	targets, why := scheduleBinding(rb, names, clusters)
@@ -230,6 +230,9 @@ func bind(ctx context.Context, c client.Client, log *slog.Logger, rb *workv1alph
 			log.Warn("binding fits no cluster of its placement", "binding", rb.Name, "placement", names, "reason", why)
 		}
 	}
+	if !status {
+		return wrote, nil
+	}
 	before := rb.DeepCopy()
 	cond := metav1.Condition{Type: workv1alpha2.Scheduled, Status: metav1.ConditionTrue, Reason: workv1alpha2.BindingReasonSuccess,
 		Message: "Binding has been scheduled successfully."}
@@ -252,15 +255,23 @@ func bind(ctx context.Context, c client.Client, log *slog.Logger, rb *workv1alph
 	// binding's status at the same time (its aggregated status and
 	// FullyApplied condition), and a lock on the whole object made the
 	// two writers refuse each other's copies (1.2 to 1.6 of this patch
-	// refused per application in bursts of 200). Should the patch fail
-	// (a guard: the status changed under it, which the API server calls
-	// Invalid), the write is made again under the lock.
+	// refused per application in bursts of 200). Should a guard fail
+	// (the status changed under it, which the API server calls Invalid),
+	// the pass is made again on a newer copy; any other refusal of the
+	// patch, and it is written under the lock.
 	patch, err := scheduledStatusPatch(&before.Status, rb, observed)
 	if err != nil {
 		return wrote, err
 	}
 	err = c.Status().Patch(ctx, rb, patch)
+	if apierrors.IsInvalid(err) {
+		// A guard failed: the status changed since rb was read. A lock on
+		// that copy's resourceVersion would be refused too; the next pass
+		// reads a newer one.
+		return wrote, apierrors.NewConflict(workv1alpha2.Resource("resourcebindings"), rb.Name, err)
+	}
 	if err != nil && !apierrors.IsNotFound(err) {
+		// Any other refusal of the JSON patch: the write under the lock.
 		err = c.Status().Patch(ctx, rb, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
 	}
 	if err != nil && !apierrors.IsNotFound(err) {

@@ -268,3 +268,49 @@ func TestScheduledStatusPatch(t *testing.T) {
 		})
 	}
 }
+
+// TestPlacementBindLeavesConditionToScheduler: the placement controller's
+// bind writes the clusters and the placement but not the Scheduled
+// condition, which the binding scheduler's pass (brought by that write)
+// sets: one writer of the status, not two at once.
+func TestPlacementBindLeavesConditionToScheduler(t *testing.T) {
+	scheme, err := Scheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cloud, edge := karmadaCluster("cloud-1", false), karmadaCluster("edge-1", false)
+	kc := fake.NewClientBuilder().WithScheme(scheme).WithObjects(binding("a"), &cloud, &edge).
+		WithStatusSubresource(&workv1alpha2.ResourceBinding{}).Build()
+	ctx := context.Background()
+	key := client.ObjectKey{Namespace: mlsysopsv1.Namespace, Name: BindingName("a")}
+	rb := &workv1alpha2.ResourceBinding{}
+	if err := kc.Get(ctx, key, rb); err != nil {
+		t.Fatal(err)
+	}
+	wrote, err := bind(ctx, kc, quiet(), rb, []string{"edge-1", "cloud-1"}, []clusterv1alpha1.Cluster{cloud, edge}, false)
+	if err != nil || wrote == "" {
+		t.Fatalf("bind = %q, %v; want a write", wrote, err)
+	}
+	got := &workv1alpha2.ResourceBinding{}
+	if err := kc.Get(ctx, key, got); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"cloud-1", "edge-1"}, targetNames(got.Spec.Clusters)); diff != "" {
+		t.Errorf("clusters (-want +got):\n%s", diff)
+	}
+	if got.Annotations[mlsysopsv1.AnnotationPlacement] != "cloud-1,edge-1" {
+		t.Errorf("placement %q, want cloud-1,edge-1", got.Annotations[mlsysopsv1.AnnotationPlacement])
+	}
+	if len(got.Status.Conditions) != 0 || got.Status.SchedulerObservedGeneration != 0 {
+		t.Errorf("the placement's bind wrote the status: %+v", got.Status)
+	}
+	if _, err := NewBindingScheduler(kc, quiet()).Reconcile(ctx, reconcile.Request{NamespacedName: key}); err != nil {
+		t.Fatal(err)
+	}
+	if err := kc.Get(ctx, key, got); err != nil {
+		t.Fatal(err)
+	}
+	if !meta.IsStatusConditionTrue(got.Status.Conditions, workv1alpha2.Scheduled) || got.Status.SchedulerObservedGeneration != got.Generation {
+		t.Errorf("after the scheduler's pass: status %+v, want Scheduled with generation %d observed", got.Status, got.Generation)
+	}
+}

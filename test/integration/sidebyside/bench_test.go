@@ -34,6 +34,13 @@ func benchRounds(b *testing.B) int {
 // run at N of 500 and more too ($MLSYSOPS_SIDE_BY_SIDE_SHAPES=all): by
 // default only the single-component one, which keeps the benchmark
 // within an hour and a half on the 2-core machine.
+// benchTop is how many kinds of request each run's line names, the
+// largest first ($MLSYSOPS_SIDE_BY_SIDE_TOP, default 12): all of them
+// to compare two paths request by request.
+func benchTop(b *testing.B) int {
+	return testbed.EnvSizes(b, "MLSYSOPS_SIDE_BY_SIDE_TOP", 12)[0]
+}
+
 func largeShapes() bool { return os.Getenv("MLSYSOPS_SIDE_BY_SIDE_SHAPES") == "all" }
 
 // BenchmarkSideBySide submits bursts of N applications, N = 50, 200 and
@@ -95,7 +102,7 @@ func BenchmarkSideBySide(b *testing.B) {
 		}
 		running = want
 	}
-	rounds := benchRounds(b)
+	rounds, top := benchRounds(b), benchTop(b)
 	for _, n := range benchSizes(b) {
 		for i, s := range shapes(env.Clusters) {
 			if i > 0 && n >= 500 && !largeShapes() {
@@ -139,7 +146,7 @@ func BenchmarkSideBySide(b *testing.B) {
 						writes[p] += total / float64(n)
 						results[p] = append(results[p], res)
 						fmt.Printf("side-by-side n=%d %s %s round %d: %.1f s (load %s); %.1f API writes per application (%s); most: %s; %.1f API reads (GET, LIST) per application (%s); most: %s; apiserver seconds serving (most): %s; queues: %s; CPU per application (with idle): %s\n",
-							n, s.Name, p, r, res.Total.Seconds(), loadAverage(), total/float64(n), byKind.perServer(n), byKind.top(12), read/float64(n), reads.perServer(n), reads.top(8), served.seconds(12), queues, cpuTop)
+							n, s.Name, p, r, res.Total.Seconds(), loadAverage(), total/float64(n), byKind.perServer(n), byKind.top(top), read/float64(n), reads.perServer(n), reads.top(top*2/3), served.seconds(top), queues, cpuTop)
 						h.cleanup(b)
 						// The testbed's CPU while idle (KWOK's heartbeats, the
 						// agents' own), with the same agents, after the run: it

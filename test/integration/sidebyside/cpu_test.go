@@ -92,10 +92,10 @@ func cpuSince(now, before map[string]float64, perApp float64) (total float64, to
 	sort.Slice(uses, func(i, j int) bool { return uses[i].s > uses[j].s })
 	var parts []string
 	for i, u := range uses {
-		if i == 10 {
+		if i == 12 {
 			break
 		}
-		parts = append(parts, fmt.Sprintf("%s %.2f", u.name, u.s/perApp))
+		parts = append(parts, fmt.Sprintf("%s %.3f", u.name, u.s/perApp))
 	}
 	return total, strings.Join(parts, ", ")
 }
