@@ -206,6 +206,11 @@ func (r *AppReconciler) writeStatus(ctx context.Context, app *mlsysopsv1.MLSysOp
 		return 0, nil // nothing to write
 	}
 	if !current {
+		if r.ownStatus.Behind(before) {
+			// A locked write on this copy could only be refused: again
+			// once the cache has caught up.
+			return kube.OwnStatusRetry, nil
+		}
 		patch = client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})
 	}
 	if err := r.client.Status().Patch(ctx, app, patch); err != nil {

@@ -630,6 +630,10 @@ func (r *AppReconciler) updateStatus(ctx context.Context, app *mlsysopsv1.MLSysO
 	// cache compares with the status from before). The update is refused
 	// while the cache is behind.
 	current := r.ownStatus.Current(app)
+	if !current && r.ownStatus.Behind(app) {
+		// A locked write on this copy could only be refused.
+		return fmt.Errorf("status of %s: %w", app.Name, errStatusBehind)
+	}
 	before := app.Status.DeepCopy()
 	mutate(&app.Status)
 	app.Status.ObservedGeneration = app.Generation

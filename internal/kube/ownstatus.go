@@ -31,22 +31,28 @@ type OwnStatus[T client.Object] struct {
 	status func(T) any
 
 	mu   sync.Mutex
-	last map[types.NamespacedName]any
+	last map[types.NamespacedName]ownWrite
+}
+
+// ownWrite is a status write as the API server returned it.
+type ownWrite struct {
+	status any
+	rv     string
 }
 
 // NewOwnStatus returns an empty record; status returns an object's status
 // (a copy its caller may keep).
 func NewOwnStatus[T client.Object](status func(T) any) *OwnStatus[T] {
-	return &OwnStatus[T]{status: status, last: map[types.NamespacedName]any{}}
+	return &OwnStatus[T]{status: status, last: map[types.NamespacedName]ownWrite{}}
 }
 
 // Wrote records obj's status as the controller's last write: obj is as
 // the API server returned it.
 func (o *OwnStatus[T]) Wrote(obj T) {
-	st := o.status(obj)
+	w := ownWrite{status: o.status(obj), rv: obj.GetResourceVersion()}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.last[client.ObjectKeyFromObject(obj)] = st
+	o.last[client.ObjectKeyFromObject(obj)] = w
 }
 
 // Current reports whether obj (read from the cache) shows the status the
@@ -57,13 +63,26 @@ func (o *OwnStatus[T]) Current(obj T) bool {
 	return !recorded || shown
 }
 
+// Behind reports whether obj (read from the cache) is older than the
+// controller's last status write to it: a write under an optimistic lock
+// on obj could only be refused. It is false when the versions do not
+// order (see SameOrNewer), and for a newer copy that shows another
+// writer's status: that one may be written over, under the lock.
+func (o *OwnStatus[T]) Behind(obj T) bool {
+	o.mu.Lock()
+	last, recorded := o.last[client.ObjectKeyFromObject(obj)]
+	o.mu.Unlock()
+	rv := obj.GetResourceVersion()
+	return recorded && rv != last.rv && SameOrNewer(last.rv, rv)
+}
+
 // shows reports whether a write to obj is recorded, and whether obj
 // shows the last one.
 func (o *OwnStatus[T]) shows(obj T) (recorded, shown bool) {
 	o.mu.Lock()
 	last, recorded := o.last[client.ObjectKeyFromObject(obj)]
 	o.mu.Unlock()
-	return recorded, recorded && equality.Semantic.DeepEqual(last, o.status(obj))
+	return recorded, recorded && equality.Semantic.DeepEqual(last.status, o.status(obj))
 }
 
 // Forget drops what was recorded for the object (it is gone).

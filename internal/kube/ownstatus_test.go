@@ -53,14 +53,23 @@ func TestOwnStatus(t *testing.T) {
 		t.Error("a spec change did not pass")
 	}
 	// Another writer's status passes, and a cache showing it is not
-	// current (the write that follows is under a lock).
+	// current (the write that follows is under a lock) but not behind.
 	other := dep("4", 7)
-	if !update(v3, other) || own.Current(other) {
-		t.Error("another writer's status did not pass, or counts as the last write")
+	if !update(v3, other) || own.Current(other) || own.Behind(other) {
+		t.Error("another writer's status did not pass, counts as the last write, or as behind it")
+	}
+	// A cache older than the last write is behind it (a locked write
+	// could only be refused); the write itself, and versions that do not
+	// order, are not.
+	if !own.Behind(v1) || !own.Behind(v2) || own.Behind(v3) {
+		t.Errorf("behind: v1 %v, v2 %v, v3 %v; want true, true, false", own.Behind(v1), own.Behind(v2), own.Behind(v3))
+	}
+	if own.Behind(dep("opaque", 0)) {
+		t.Error("a resourceVersion that does not order counts as behind")
 	}
 
 	own.Forget(client.ObjectKeyFromObject(v3))
-	if own.Len() != 0 || !own.Current(v1) || !update(v1, v2) {
+	if own.Len() != 0 || !own.Current(v1) || !update(v1, v2) || own.Behind(v1) {
 		t.Error("a forgotten object still has a recorded write")
 	}
 }
