@@ -499,8 +499,8 @@ func (r *AppReconciler) applyPlacement(ctx context.Context, app *mlsysopsv1.MLSy
 	}
 	// The Scheduled condition is left to the binding scheduler, whose
 	// pass the write brings: two writers of it at once refused each
-	// other's (0.8 of each refused per application with two target
-	// clusters in bursts of 200).
+	// other's (0.8 to 0.9 of each refused per application in bursts of
+	// 200).
 	wrote, err := bind(ctx, r.client, r.log, rb, clusters, list.Items, false)
 	if wrote != "" {
 		r.placed.Wrote(app.Name, wrote)
