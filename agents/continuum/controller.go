@@ -501,7 +501,7 @@ func (r *AppReconciler) applyPlacement(ctx context.Context, app *mlsysopsv1.MLSy
 	// pass the write brings: two writers of it at once refused each
 	// other's (0.8 to 0.9 of each refused per application in bursts of
 	// 200).
-	wrote, err := bind(ctx, r.client, r.log, rb, clusters, list.Items, false)
+	wrote, _, err := bind(ctx, r.client, r.log, rb, clusters, list.Items)
 	if wrote != "" {
 		r.placed.Wrote(app.Name, wrote)
 		return nil

@@ -148,7 +148,11 @@ func (s *BindingScheduler) Reconcile(ctx context.Context, req reconcile.Request)
 	if err := s.client.List(ctx, &clusters); err != nil {
 		return reconcile.Result{}, err
 	}
-	if _, err := bind(ctx, s.client, s.log, rb, names, clusters.Items, true); err != nil {
+	_, why, err := bind(ctx, s.client, s.log, rb, names, clusters.Items)
+	if err == nil {
+		err = markScheduled(ctx, s.client, rb, why)
+	}
+	if err != nil {
 		if apierrors.IsConflict(err) {
 			// The binding changed since the cache's copy, maybe by a
 			// write that brings no pass (a status): again, on a newer
@@ -194,18 +198,19 @@ func PlacementOf(ctx context.Context, c client.Reader, app string) ([]string, er
 // bind places binding rb on clusters names: it records names as the
 // placement and sets the binding's clusters to those of them that fit
 // (scheduleBinding), in one write conditional on rb's resourceVersion
-// (a conflict when the binding changed since rb was read), and then, if
-// status, sets its Scheduled condition. rb is updated to what was
-// written; wrote is the resourceVersion of the first write, "" when the
-// placement and clusters were already so.
-func bind(ctx context.Context, c client.Client, log *slog.Logger, rb *workv1alpha2.ResourceBinding, names []string, clusters []clusterv1alpha1.Cluster, status bool) (wrote string, err error) {
+// (a conflict when the binding changed since rb was read). rb is updated
+// to what was written; wrote is the resourceVersion of the write, ""
+// when the placement and clusters were already so; why says why no
+// cluster of names fits, if none does. The Scheduled condition is the
+// binding scheduler's to write (markScheduled).
+func bind(ctx context.Context, c client.Client, log *slog.Logger, rb *workv1alpha2.ResourceBinding, names []string, clusters []clusterv1alpha1.Cluster) (wrote, why string, err error) {
 	names = slices.Compact(slices.Sorted(slices.Values(names)))
 	record := strings.Join(names, ",")
 	targets, why := scheduleBinding(rb, names, clusters)
 	var applied []byte
 	if rb.Spec.Placement != nil {
 		if applied, err = json.Marshal(*rb.Spec.Placement); err != nil {
-			return "", err
+			return "", why, err
 		}
 	}
 	if !slices.Equal(targetNames(rb.Spec.Clusters), targetNames(targets)) || rb.Annotations[appliedPlacement] != string(applied) ||
@@ -218,10 +223,10 @@ func bind(ctx context.Context, c client.Client, log *slog.Logger, rb *workv1alph
 		rb.Annotations[appliedPlacement] = string(applied)
 		rb.Spec.Clusters = targets
 		// The patch returns the binding as written: its generation is
-		// the one the status below observes (karmada-scheduler takes a
+		// the one markScheduled then observes (karmada-scheduler takes a
 		// second pass for that).
 		if err := c.Patch(ctx, rb, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-			return "", fmt.Errorf("schedule %s: %w", rb.Name, err)
+			return "", why, fmt.Errorf("schedule %s: %w", rb.Name, err)
 		}
 		wrote = rb.ResourceVersion
 		if why == "" {
@@ -230,9 +235,13 @@ func bind(ctx context.Context, c client.Client, log *slog.Logger, rb *workv1alph
 			log.Warn("binding fits no cluster of its placement", "binding", rb.Name, "placement", names, "reason", why)
 		}
 	}
-	if !status {
-		return wrote, nil
-	}
+	return wrote, why, nil
+}
+
+// markScheduled sets binding rb's Scheduled condition (true, or false
+// with why when no cluster fits) and, when scheduled, the generation
+// observed and the scheduling time, as karmada-scheduler does.
+func markScheduled(ctx context.Context, c client.Client, rb *workv1alpha2.ResourceBinding, why string) error {
 	before := rb.DeepCopy()
 	cond := metav1.Condition{Type: workv1alpha2.Scheduled, Status: metav1.ConditionTrue, Reason: workv1alpha2.BindingReasonSuccess,
 		Message: "Binding has been scheduled successfully."}
@@ -247,7 +256,7 @@ func bind(ctx context.Context, c client.Client, log *slog.Logger, rb *workv1alph
 		changed, observed = true, true
 	}
 	if !changed {
-		return wrote, nil
+		return nil
 	}
 	// Only the Scheduled condition and the scheduling fields are
 	// written, guarded by what the patch replaces rather than by the
@@ -261,23 +270,23 @@ func bind(ctx context.Context, c client.Client, log *slog.Logger, rb *workv1alph
 	// patch, and it is written under the lock.
 	patch, err := scheduledStatusPatch(&before.Status, rb, observed)
 	if err != nil {
-		return wrote, err
+		return err
 	}
 	err = c.Status().Patch(ctx, rb, patch)
 	if apierrors.IsInvalid(err) {
 		// A guard failed: the status changed since rb was read. A lock on
 		// that copy's resourceVersion would be refused too; the next pass
 		// reads a newer one.
-		return wrote, apierrors.NewConflict(workv1alpha2.Resource("resourcebindings"), rb.Name, err)
+		return apierrors.NewConflict(workv1alpha2.Resource("resourcebindings"), rb.Name, err)
 	}
 	if err != nil && !apierrors.IsNotFound(err) {
 		// Any other refusal of the JSON patch: the write under the lock.
 		err = c.Status().Patch(ctx, rb, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
 	}
 	if err != nil && !apierrors.IsNotFound(err) {
-		return wrote, fmt.Errorf("schedule status of %s: %w", rb.Name, err)
+		return fmt.Errorf("schedule status of %s: %w", rb.Name, err)
 	}
-	return wrote, nil
+	return nil
 }
 
 // jsonPatchOp is one operation of a JSON patch (RFC 6902).

@@ -287,7 +287,7 @@ func TestPlacementBindLeavesConditionToScheduler(t *testing.T) {
 	if err := kc.Get(ctx, key, rb); err != nil {
 		t.Fatal(err)
 	}
-	wrote, err := bind(ctx, kc, quiet(), rb, []string{"edge-1", "cloud-1"}, []clusterv1alpha1.Cluster{cloud, edge}, false)
+	wrote, _, err := bind(ctx, kc, quiet(), rb, []string{"edge-1", "cloud-1"}, []clusterv1alpha1.Cluster{cloud, edge})
 	if err != nil || wrote == "" {
 		t.Fatalf("bind = %q, %v; want a write", wrote, err)
 	}

@@ -69,9 +69,7 @@ func (o *OwnStatus[T]) Current(obj T) bool {
 // order (see SameOrNewer), and for a newer copy that shows another
 // writer's status: that one may be written over, under the lock.
 func (o *OwnStatus[T]) Behind(obj T) bool {
-	o.mu.Lock()
-	last, recorded := o.last[client.ObjectKeyFromObject(obj)]
-	o.mu.Unlock()
+	last, recorded := o.lookup(obj)
 	rv := obj.GetResourceVersion()
 	return recorded && rv != last.rv && SameOrNewer(last.rv, rv)
 }
@@ -79,10 +77,16 @@ func (o *OwnStatus[T]) Behind(obj T) bool {
 // shows reports whether a write to obj is recorded, and whether obj
 // shows the last one.
 func (o *OwnStatus[T]) shows(obj T) (recorded, shown bool) {
-	o.mu.Lock()
-	last, recorded := o.last[client.ObjectKeyFromObject(obj)]
-	o.mu.Unlock()
+	last, recorded := o.lookup(obj)
 	return recorded, recorded && equality.Semantic.DeepEqual(last.status, o.status(obj))
+}
+
+// lookup returns the last write recorded for obj.
+func (o *OwnStatus[T]) lookup(obj T) (ownWrite, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	w, ok := o.last[client.ObjectKeyFromObject(obj)]
+	return w, ok
 }
 
 // Forget drops what was recorded for the object (it is gone).
