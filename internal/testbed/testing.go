@@ -446,7 +446,10 @@ func startEjabberd(t testing.TB, db *services.EjabberdSQL) *services.Ejabberd {
 }
 
 // FreePorts returns the first of n consecutive loopback TCP ports that
-// were free a moment ago. They are taken above the kernel's ephemeral
+// were free a moment ago and that no earlier call in this process
+// returned (a caller may not listen on its ports before the next call:
+// the test agents' accounts process and the agents' range were once
+// given the same port). They are taken above the kernel's ephemeral
 // range when there is room: there no outgoing connection takes a port
 // between this check and the caller's listen, and on a machine with
 // thousands of connections consecutive free ports are rare inside it.
@@ -455,7 +458,7 @@ func FreePorts(t testing.TB, n int) int {
 	if _, hi, ok := ephemeralRange(); ok && 65535-hi > 20*n {
 		for i := 0; i < 200; i++ {
 			p := hi + 1 + rand.IntN(65535-hi-n)
-			if rangeFree(p, n) {
+			if rangeFree(p, n) && claimPorts(p, n) {
 				return p
 			}
 		}
@@ -467,12 +470,34 @@ func FreePorts(t testing.TB, n int) int {
 		}
 		p := l.Addr().(*net.TCPAddr).Port
 		l.Close()
-		if p+n < 65535 && rangeFree(p, n) {
+		if p+n < 65535 && rangeFree(p, n) && claimPorts(p, n) {
 			return p
 		}
 	}
 	t.Fatalf("no %d free consecutive ports", n)
 	return 0
+}
+
+// portsGiven are the ports FreePorts returned in this process.
+var portsGiven = struct {
+	sync.Mutex
+	m map[int]bool
+}{m: map[int]bool{}}
+
+// claimPorts records ports p to p+n-1 as given, unless one of them was
+// given before (then it records none).
+func claimPorts(p, n int) bool {
+	portsGiven.Lock()
+	defer portsGiven.Unlock()
+	for i := p; i < p+n; i++ {
+		if portsGiven.m[i] {
+			return false
+		}
+	}
+	for i := p; i < p+n; i++ {
+		portsGiven.m[i] = true
+	}
+	return true
 }
 
 // ephemeralRange reads the ports the kernel gives outgoing connections.
