@@ -277,12 +277,18 @@ const retainLua = `function Retain(desiredObj, observedObj)
 end
 `
 
-// Karmada keeps each member's status as reported.
+// Karmada keeps of each member's status what the continuum agent reads
+// (the components, see AppReconciler.memberComponents) and the phase (for
+// a person reading the binding). The rest (message, conditions, observed
+// generation) changes with every write of the cluster agent: reflected,
+// each such write was one more write of the Work's status and of the
+// binding's aggregated status in Karmada, and every copy of those objects
+// carried it.
 const reflectLua = `function ReflectStatus(observedObj)
   if observedObj.status == nil then
     return {}
   end
-  return observedObj.status
+  return {phase = observedObj.status.phase, components = observedObj.status.components}
 end
 `
 

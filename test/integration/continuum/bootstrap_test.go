@@ -115,8 +115,12 @@ func TestEnsureAPIPropagatesAndReflectsStatus(t *testing.T) {
 	}
 	// The cluster agent's part, played here: report the component.
 	member.Object["status"] = map[string]any{
-		"phase":      "Running",
-		"components": []any{map[string]any{"name": "web", "nodes": []any{"cloud-1"}, "replicas": int64(1), "readyReplicas": int64(1)}},
+		"phase":              "Running",
+		"message":            "running on [cloud-1]",
+		"observedGeneration": member.GetGeneration(),
+		"components":         []any{map[string]any{"name": "web", "nodes": []any{"cloud-1"}, "replicas": int64(1), "readyReplicas": int64(1)}},
+		"conditions": []any{map[string]any{"type": "Ready", "status": "True", "reason": "Running", "message": "running",
+			"lastTransitionTime": "2026-01-01T00:00:00Z"}},
 	}
 	if _, err := mdyn.Resource(appGVR).Namespace(mlsysopsv1.Namespace).UpdateStatus(ctx, member, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
@@ -124,6 +128,7 @@ func TestEnsureAPIPropagatesAndReflectsStatus(t *testing.T) {
 	// Karmada reflects the member's status into the ResourceBinding, where
 	// the continuum agent reads it.
 	var got []any
+	var reflected map[string]any
 	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		rb, err := kc.WorkV1alpha2().ResourceBindings(mlsysopsv1.Namespace).Get(ctx, continuum.BindingName(name), metav1.GetOptions{})
 		if err != nil {
@@ -138,6 +143,7 @@ func TestEnsureAPIPropagatesAndReflectsStatus(t *testing.T) {
 				return false, err
 			}
 			got, _, _ = unstructured.NestedSlice(st, "components")
+			reflected = st
 		}
 		return len(got) == 1, nil
 	})
@@ -148,6 +154,17 @@ func TestEnsureAPIPropagatesAndReflectsStatus(t *testing.T) {
 	// same testbed and report the component too: only its name is certain.
 	if c := got[0].(map[string]any); c["name"] != "web" {
 		t.Errorf("reflected component = %v, want web", c)
+	}
+	// Only what the continuum reads, and the phase: the rest of a
+	// member's status would be one more write of the Work and the
+	// binding each time it changes.
+	for k := range reflected {
+		if k != "phase" && k != "components" {
+			t.Errorf("reflected status has %q (%v): want only phase and components", k, reflected)
+		}
+	}
+	if reflected["phase"] == nil {
+		t.Errorf("reflected status has no phase: %v", reflected)
 	}
 }
 
