@@ -416,6 +416,35 @@ func TestChooseHonoursPins(t *testing.T) {
 	}
 }
 
+// Why pinned nodes cannot take a component: each node that fails named
+// with its reason, and only when each would take a replica, that together
+// they cannot hold them all.
+func TestPinProblem(t *testing.T) {
+	app := demoApp()
+	comp := &app.Spec.Components[0]
+	idx := indexOf(node("n1", true), node("n2", true), node("n3", false))
+	for name, tc := range map[string]struct {
+		pinned   []string
+		replicas int32
+		gone     map[string]string
+		want     string
+	}{
+		"fit":                       {pinned: []string{"n1", "n2"}, replicas: 2, want: ""},
+		"the agent of a node gone":  {pinned: []string{"n1", "n2"}, replicas: 1, gone: map[string]string{"n2": "its agent is lost"}, want: "node n2: its agent is lost"},
+		"not a node of the cluster": {pinned: []string{"n9"}, replicas: 1, want: "node n9 is not a node of this cluster"},
+		"a node not Ready":          {pinned: []string{"n1", "n3"}, replicas: 2, want: "node n3 is not eligible: no node fits: 1 node(s) are not Ready"},
+		// 500m a replica, 4 CPUs a node: 8 fit on one.
+		"too many replicas": {pinned: []string{"n1"}, replicas: 9, want: "nodes [n1] cannot hold 9 replicas: "},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got := pinProblem(app, comp, tc.pinned, tc.replicas, idx, nil, tc.gone)
+			if tc.want == "" && got != "" || tc.want != "" && !strings.HasPrefix(got, tc.want) {
+				t.Errorf("pinProblem = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestCurrentOverrideDropsWhatTheApplicationInvalidated(t *testing.T) {
 	app := demoApp()
 	comp := &app.Spec.Components[0]

@@ -53,6 +53,29 @@ func readIndex(ctx context.Context, c client.Reader) (*placement.Index, error) {
 // assumed counts beyond the nodes' pods.
 func pinProblem(app *mlsysopsv1.MLSysOpsApp, comp *mlsysopsv1.Component, pinned []string, replicas int32, nodes *placement.Index, assumed placement.Usage, gone map[string]string) string {
 	req := placement.Request{App: &app.Spec, Component: comp, Own: placement.ComponentKey{App: app.Name, Component: comp.Metadata.Name}, Extra: []placement.Usage{assumed}}
+	if why := eachPinned(req, pinned, nodes, gone); why != "" {
+		return why
+	}
+	all := req
+	all.Replicas, all.Within = replicas, pinned
+	d, err := nodes.Place(all)
+	if err != nil {
+		return err.Error()
+	}
+	if d.Feasible() {
+		return ""
+	}
+	// The index changes under a pass: a node that went NotReady since
+	// the check above is named as such, not as a node too small.
+	if why := eachPinned(req, pinned, nodes, gone); why != "" {
+		return why
+	}
+	return fmt.Sprintf("nodes %v cannot hold %d replicas: %s", pinned, replicas, d.Reason())
+}
+
+// eachPinned says which pinned nodes cannot take a replica of req and
+// why, or "" when each can.
+func eachPinned(req placement.Request, pinned []string, nodes *placement.Index, gone map[string]string) string {
 	var problems []string
 	for _, n := range pinned {
 		if why, ok := gone[n]; ok {
@@ -73,19 +96,7 @@ func pinProblem(app *mlsysopsv1.MLSysOpsApp, comp *mlsysopsv1.Component, pinned 
 			problems = append(problems, fmt.Sprintf("node %s is not eligible: %s", n, d.Reason()))
 		}
 	}
-	if len(problems) > 0 {
-		return strings.Join(problems, "; ")
-	}
-	all := req
-	all.Replicas, all.Within = replicas, pinned
-	d, err := nodes.Place(all)
-	if err != nil {
-		return err.Error()
-	}
-	if !d.Feasible() {
-		return fmt.Sprintf("nodes %v cannot hold %d replicas: %s", pinned, replicas, d.Reason())
-	}
-	return ""
+	return strings.Join(problems, "; ")
 }
 
 // currentOverride reads the override of a component from its Deployment

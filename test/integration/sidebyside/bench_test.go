@@ -145,8 +145,8 @@ func BenchmarkSideBySide(b *testing.B) {
 						cpu, cpuTop := cpuSince(cpuTimes(env.StateDir), c0, float64(n))
 						writes[p] += total / float64(n)
 						results[p] = append(results[p], res)
-						fmt.Printf("side-by-side n=%d %s %s round %d: %.1f s (load %s); %.1f API writes per application (%s); most: %s; %.1f API reads (GET, LIST) per application (%s); most: %s; apiserver seconds serving (most): %s; queues: %s; CPU per application (with idle): %s\n",
-							n, s.Name, p, r, res.Total.Seconds(), loadAverage(), total/float64(n), byKind.perServer(n), byKind.top(top), read/float64(n), reads.perServer(n), reads.top(top*2/3), served.seconds(top), queues, cpuTop)
+						fmt.Printf("side-by-side n=%d %s %s round %d: %.1f s (load %s); %.1f API writes per application (%s); most: %s; %.1f API reads (GET, LIST) per application (%s); most: %s; apiserver seconds serving (most): %s; queues: %s; CPU per application (with idle): %s; objects in Karmada (JSON, mean): %s\n",
+							n, s.Name, p, r, res.Total.Seconds(), loadAverage(), total/float64(n), byKind.perServer(n), byKind.top(top), read/float64(n), reads.perServer(n), reads.top(top*2/3), served.seconds(top), queues, cpuTop, h.sizes(b, p, prefix))
 						h.cleanup(b)
 						// The testbed's CPU while idle (KWOK's heartbeats, the
 						// agents' own), with the same agents, after the run: it
