@@ -280,10 +280,9 @@ end
 // Karmada keeps of each member's status what the continuum agent reads
 // (the components, see AppReconciler.memberComponents) and the phase (for
 // a person reading the binding). The rest (message, conditions, observed
-// generation) changes with every write of the cluster agent: reflected,
-// each such write was one more write of the Work's status and of the
-// binding's aggregated status in Karmada, and every copy of those objects
-// carried it.
+// generation) is for whoever reads the member's copy: reflected, every
+// write of the Work's status and of the binding's aggregated status in
+// Karmada carried it, and every watch event of them.
 const reflectLua = `function ReflectStatus(observedObj)
   if observedObj.status == nil then
     return {}
