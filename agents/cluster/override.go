@@ -51,52 +51,41 @@ func readIndex(ctx context.Context, c client.Reader) (*placement.Index, error) {
 // room for a replica, and together they must hold all its replicas. The
 // component's own pods do not count against the nodes they run on;
 // assumed counts beyond the nodes' pods.
+//
+// One decision over the pinned nodes answers both, from one reading of
+// the index: its Rejected are the nodes that cannot take a replica. (Read
+// twice, a node that went NotReady in between was once named as a node
+// too small.)
 func pinProblem(app *mlsysopsv1.MLSysOpsApp, comp *mlsysopsv1.Component, pinned []string, replicas int32, nodes *placement.Index, assumed placement.Usage, gone map[string]string) string {
-	req := placement.Request{App: &app.Spec, Component: comp, Own: placement.ComponentKey{App: app.Name, Component: comp.Metadata.Name}, Extra: []placement.Usage{assumed}}
-	if why := eachPinned(req, pinned, nodes, gone); why != "" {
-		return why
-	}
-	all := req
-	all.Replicas, all.Within = replicas, pinned
-	d, err := nodes.Place(all)
-	if err != nil {
-		return err.Error()
-	}
-	if d.Feasible() {
-		return ""
-	}
-	// The index changes under a pass: a node that went NotReady since
-	// the check above is named as such, not as a node too small.
-	if why := eachPinned(req, pinned, nodes, gone); why != "" {
-		return why
-	}
-	return fmt.Sprintf("nodes %v cannot hold %d replicas: %s", pinned, replicas, d.Reason())
-}
-
-// eachPinned says which pinned nodes cannot take a replica of req and
-// why, or "" when each can.
-func eachPinned(req placement.Request, pinned []string, nodes *placement.Index, gone map[string]string) string {
 	var problems []string
 	for _, n := range pinned {
 		if why, ok := gone[n]; ok {
 			problems = append(problems, fmt.Sprintf("node %s: %s", n, why))
-			continue
-		}
-		if !nodes.Has(n) {
+		} else if !nodes.Has(n) {
 			problems = append(problems, fmt.Sprintf("node %s is not a node of this cluster", n))
-			continue
-		}
-		one := req
-		one.Replicas, one.Within = 1, []string{n}
-		d, err := nodes.Place(one)
-		if err != nil {
-			return err.Error()
-		}
-		if !d.Feasible() {
-			problems = append(problems, fmt.Sprintf("node %s is not eligible: %s", n, d.Reason()))
 		}
 	}
-	return strings.Join(problems, "; ")
+	if len(problems) > 0 {
+		return strings.Join(problems, "; ")
+	}
+	d, err := nodes.Place(placement.Request{App: &app.Spec, Component: comp, Own: placement.ComponentKey{App: app.Name, Component: comp.Metadata.Name},
+		Extra: []placement.Usage{assumed}, Replicas: replicas, Within: pinned, Explain: true})
+	if err != nil {
+		return err.Error()
+	}
+	for _, n := range pinned {
+		if why, ok := d.Rejected[n]; ok {
+			one := placement.Decision{Rejected: map[string]string{n: why}}
+			problems = append(problems, fmt.Sprintf("node %s is not eligible: %s", n, one.Reason()))
+		}
+	}
+	if len(problems) > 0 {
+		return strings.Join(problems, "; ")
+	}
+	if !d.Feasible() {
+		return fmt.Sprintf("nodes %v cannot hold %d replicas: %s", pinned, replicas, d.Reason())
+	}
+	return ""
 }
 
 // currentOverride reads the override of a component from its Deployment

@@ -156,8 +156,8 @@ func TestEnsureAPIPropagatesAndReflectsStatus(t *testing.T) {
 		t.Errorf("reflected component = %v, want web", c)
 	}
 	// Only what the continuum reads, and the phase: the rest of a
-	// member's status would be one more write of the Work and the
-	// binding each time it changes.
+	// member's status would ride in every write of the Work's and the
+	// binding's status.
 	for k := range reflected {
 		if k != "phase" && k != "components" {
 			t.Errorf("reflected status has %q (%v): want only phase and components", k, reflected)
