@@ -12,11 +12,13 @@ import (
 	"time"
 
 	clusterv1alpha1 "github.com/karmada-io/karmada/pkg/apis/cluster/v1alpha1"
+	workv1alpha1 "github.com/karmada-io/karmada/pkg/apis/work/v1alpha1"
 	workv1alpha2 "github.com/karmada-io/karmada/pkg/apis/work/v1alpha2"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -82,6 +84,13 @@ type AppReconciler struct {
 	// removed (its binding's creation, on another watch, can bring its
 	// first pass before the application's own add event).
 	Live client.Reader
+	// Works, when set, has the reconciler write each placed cluster's
+	// Work itself (works.go) instead of binding the application's
+	// ResourceBinding; set before SetupWithManager.
+	Works bool
+	// placedWorks holds the clusters of the Works a pass wrote, until
+	// the cache shows them.
+	placedWorks *worksWritten
 
 	resync kube.Resyncer
 	// passes records what each successful pass read.
@@ -140,7 +149,8 @@ type StatusSweeper interface {
 func NewAppReconciler(c client.Client, capacity CapacitySource, log *slog.Logger) *AppReconciler {
 	return &AppReconciler{client: c, capacity: capacity, log: log, retry: 15 * time.Second, resync: kube.NewResyncer(),
 		passes: kube.NewPasses(), placed: kube.NewWrites(placedWriteTTL), assumed: placement.NewAssumed(AssumeTTL),
-		ownStatus: kube.NewOwnStatus(func(a *mlsysopsv1.MLSysOpsApp) any { return a.Status.DeepCopy() })}
+		placedWorks: newWorksWritten(placedWriteTTL),
+		ownStatus:   kube.NewOwnStatus(func(a *mlsysopsv1.MLSysOpsApp) any { return a.Status.DeepCopy() })}
 }
 
 // SetupWithManager registers the reconciler: it watches applications and
@@ -189,6 +199,15 @@ func (r *AppReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// A cluster agent's status report brings a pass at once.
 		b = b.WatchesRawSource(source.Channel(r.Reported.C, &handler.EnqueueRequestForObject{}))
 	}
+	if r.Works {
+		b = b.Watches(&workv1alpha1.Work{}, byWork, builder.WithPredicates(workRead))
+	} else {
+		// Only the placement and the members' reflected status are read
+		// from a binding: its other updates (the clusters bound,
+		// conditions, Karmada's bookkeeping; several per application)
+		// bring no pass.
+		b = b.Watches(&workv1alpha2.ResourceBinding{}, byBinding, builder.WithPredicates(bindingRead))
+	}
 	return b.
 		// Applications live in one namespace; others are not ours. The
 		// agent writes their status: the echo of its last status write
@@ -196,11 +215,6 @@ func (r *AppReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&mlsysopsv1.MLSysOpsApp{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 			return o.GetNamespace() == mlsysopsv1.Namespace
 		}), r.ownStatus.Predicate())).
-		// Only the placement and the members' reflected status are read
-		// from a binding: its other updates (the clusters bound,
-		// conditions, Karmada's bookkeeping; several per application)
-		// bring no pass.
-		Watches(&workv1alpha2.ResourceBinding{}, byBinding, builder.WithPredicates(bindingRead)).
 		// A member that becomes Ready, or starts serving the MLSysOps API,
 		// can take the applications that fit nowhere: they are tried at
 		// once rather than at their next retry (the first application
@@ -256,6 +270,12 @@ func (r *AppReconciler) reconcile(ctx context.Context, req reconcile.Request) (r
 				return reconcile.Result{}, lerr
 			}
 		}
+		if apierrors.IsNotFound(err) && r.Works {
+			if derr := deleteWorks(ctx, r.client, req.Name); derr != nil {
+				return reconcile.Result{}, derr
+			}
+			r.placedWorks.forget(req.Name)
+		}
 		if apierrors.IsNotFound(err) {
 			r.gone(ctx, req.Name)
 			r.assumed.Forget(req.Name)
@@ -271,6 +291,11 @@ func (r *AppReconciler) reconcile(ctx context.Context, req reconcile.Request) (r
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if !app.DeletionTimestamp.IsZero() {
+		if r.Works {
+			if err := deleteWorks(ctx, r.client, app.Name); err != nil {
+				return reconcile.Result{}, err
+			}
+		}
 		r.gone(ctx, app.Name)
 		r.assumed.Forget(app.Name)
 		return reconcile.Result{}, r.setPhase(ctx, app, mlsysopsv1.AppRemoving, "removing from its clusters")
@@ -286,26 +311,56 @@ func (r *AppReconciler) reconcile(ctx context.Context, req reconcile.Request) (r
 			r.passes.Done(app.Name, read)
 		}
 	}()
-	rb := &workv1alpha2.ResourceBinding{}
-	err = r.client.Get(ctx, types.NamespacedName{Namespace: app.Namespace, Name: BindingName(app.Name)}, rb)
-	if apierrors.IsNotFound(err) {
-		// Karmada's detector binds every application to AppPropagation
-		// as it sees it: the binding's creation brings the next pass.
-		waiting = true
-		if age := time.Since(app.CreationTimestamp.Time); age < bindWait {
-			return reconcile.Result{RequeueAfter: bindWait - age}, nil
+	var (
+		current   []string
+		reflected map[string]*runtime.RawExtension
+		apply     func([]string) error
+	)
+	if r.Works {
+		works, err := appWorks(ctx, r.client, app.Name)
+		if err != nil {
+			return reconcile.Result{}, err
 		}
-		return reconcile.Result{RequeueAfter: bindWait}, r.setPhase(ctx, app, mlsysopsv1.AppScheduling, fmt.Sprintf(
-			"waiting for Karmada to bind the application to PropagationPolicy %s/%s", mlsysopsv1.Namespace, AppPropagationPolicy))
-	}
-	if err != nil {
-		return reconcile.Result{}, err
-	}
-	if r.placed.Behind(app.Name, rb.ResourceVersion) {
-		// The cache does not show the placement a pass wrote a moment
-		// ago yet; its event brings the next pass.
-		waiting = true
-		return reconcile.Result{}, nil
+		current = worksPlaced(works)
+		if r.placedWorks.behind(app.Name, current) {
+			// The cache does not show the Works a pass wrote a moment
+			// ago yet; their events bring the next pass.
+			waiting = true
+			return reconcile.Result{}, nil
+		}
+		reflected = worksStatus(works)
+		apply = func(clusters []string) error {
+			wrote, err := applyWorks(ctx, r.client, app, works, clusters)
+			if wrote {
+				r.placedWorks.wrote(app.Name, clusters)
+			}
+			return err
+		}
+	} else {
+		rb := &workv1alpha2.ResourceBinding{}
+		err = r.client.Get(ctx, types.NamespacedName{Namespace: app.Namespace, Name: BindingName(app.Name)}, rb)
+		if apierrors.IsNotFound(err) {
+			// Karmada's detector binds every application to AppPropagation
+			// as it sees it: the binding's creation brings the next pass.
+			waiting = true
+			if age := time.Since(app.CreationTimestamp.Time); age < bindWait {
+				return reconcile.Result{RequeueAfter: bindWait - age}, nil
+			}
+			return reconcile.Result{RequeueAfter: bindWait}, r.setPhase(ctx, app, mlsysopsv1.AppScheduling, fmt.Sprintf(
+				"waiting for Karmada to bind the application to PropagationPolicy %s/%s", mlsysopsv1.Namespace, AppPropagationPolicy))
+		}
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		if r.placed.Behind(app.Name, rb.ResourceVersion) {
+			// The cache does not show the placement a pass wrote a moment
+			// ago yet; its event brings the next pass.
+			waiting = true
+			return reconcile.Result{}, nil
+		}
+		current, _ = PlacedClusters(rb)
+		reflected = bindingStatus(rb)
+		apply = func(clusters []string) error { return r.applyPlacement(ctx, app, rb, clusters) }
 	}
 
 	clusters, err := r.capacity.Clusters(ctx)
@@ -321,7 +376,6 @@ func (r *AppReconciler) reconcile(ctx context.Context, req reconcile.Request) (r
 		_, down := gone[c.Name]
 		ready[c.Name] = c.Ready && !down
 	}
-	current, _ := PlacedClusters(rb)
 	pinned, err := r.pinned(ctx, app, clusters, gone, current, log)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -331,14 +385,21 @@ func (r *AppReconciler) reconcile(ctx context.Context, req reconcile.Request) (r
 		// assumption ends with the move.
 		r.assumed.Forget(app.Name)
 		r.Reported.Forget(app.Name)
-		if err := r.applyPlacement(ctx, app, rb, pinned); err != nil {
+		if err := apply(pinned); err != nil {
 			return placeFailed(err)
 		}
 		log.Info("application moved by plan", "from", current, "to", pinned)
 		return reconcile.Result{}, r.setPlaced(ctx, app, pinned)
 	}
 	if len(current) > 0 && allReady(current, ready) && respects(app, current) {
-		comps := r.memberComponents(app, rb, current)
+		if r.Works {
+			// The application may have changed since its Works were
+			// written.
+			if err := apply(current); err != nil {
+				return placeFailed(err)
+			}
+		}
+		comps := r.memberComponents(app, reflected, current)
 		err = r.updateRunningPhase(ctx, app, current, comps)
 		if app.Status.Phase == mlsysopsv1.AppRunning {
 			// Its pods run: the clusters' next reports count them.
@@ -377,7 +438,7 @@ func (r *AppReconciler) reconcile(ctx context.Context, req reconcile.Request) (r
 	}
 	// Reports of an earlier placement say nothing of this one.
 	r.Reported.Forget(app.Name)
-	if err := r.applyPlacement(ctx, app, rb, d.Clusters); err != nil {
+	if err := apply(d.Clusters); err != nil {
 		r.assumed.Forget(app.Name)
 		return placeFailed(err)
 	}
@@ -559,25 +620,37 @@ func (r *AppReconciler) setPhase(ctx context.Context, app *mlsysopsv1.MLSysOpsAp
 // cluster reports, as Karmada reflects it into the application's
 // ResourceBinding rb. The cluster agents' reports (Reported) stand in for
 // a cluster's reflected status until the binding shows the same.
-func (r *AppReconciler) memberComponents(app *mlsysopsv1.MLSysOpsApp, rb *workv1alpha2.ResourceBinding, clusters []string) []mlsysopsv1.ComponentStatus {
+func (r *AppReconciler) memberComponents(app *mlsysopsv1.MLSysOpsApp, reflected map[string]*runtime.RawExtension, clusters []string) []mlsysopsv1.ComponentStatus {
 	byCluster := map[string][]mlsysopsv1.ComponentStatus{}
-	for _, item := range rb.Status.AggregatedStatus {
-		if item.Status == nil || !slices.Contains(clusters, item.ClusterName) {
+	for name, raw := range reflected {
+		if raw == nil || !slices.Contains(clusters, name) {
 			continue
 		}
 		var st mlsysopsv1.MLSysOpsAppStatus
-		if err := json.Unmarshal(item.Status.Raw, &st); err != nil {
-			r.log.Warn("unreadable member status", "app", app.Name, "cluster", item.ClusterName, "error", err)
+		if err := json.Unmarshal(raw.Raw, &st); err != nil {
+			r.log.Warn("unreadable member status", "app", app.Name, "cluster", name, "error", err)
 			continue
 		}
 		for _, c := range st.Components {
 			if c.Cluster == "" {
-				c.Cluster = item.ClusterName
+				c.Cluster = name
 			}
-			byCluster[item.ClusterName] = append(byCluster[item.ClusterName], c)
+			byCluster[name] = append(byCluster[name], c)
 		}
 	}
 	return r.Reported.Merge(app.Name, clusters, byCluster)
+}
+
+// bindingStatus returns, per cluster, the member copy's status Karmada
+// reflected into binding rb.
+func bindingStatus(rb *workv1alpha2.ResourceBinding) map[string]*runtime.RawExtension {
+	out := map[string]*runtime.RawExtension{}
+	for _, item := range rb.Status.AggregatedStatus {
+		if item.Status != nil {
+			out[item.ClusterName] = item.Status
+		}
+	}
+	return out
 }
 
 // updateRunningPhase derives the phase of a placed application from the

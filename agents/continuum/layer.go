@@ -3,6 +3,7 @@ package continuum
 import (
 	"context"
 	"fmt"
+	"os"
 	"sort"
 	"sync"
 	"time"
@@ -297,7 +298,8 @@ func (c *continuumLayer) start(ctx context.Context) error {
 		if capacity, err = NewProxyCapacity(c.kcfg); err == nil {
 			capacity.Reports = c.reports
 			ctrls, err = NewControllersWith(ctx, c.kcfg, c.a.Log,
-				ControllersOptions{Capacity: capacity, CheckAPIOnly: !c.a.Conn.InstallAPI, Reported: c.statuses})
+				ControllersOptions{Capacity: capacity, CheckAPIOnly: !c.a.Conn.InstallAPI, Reported: c.statuses,
+					Works: os.Getenv("MLSYSOPS_PROPAGATION") == "work"})
 		}
 	} else if c.a.Conn.InstallAPI {
 		err = EnsureAPI(ctx, c.kcfg)

@@ -9,8 +9,14 @@ import (
 	"github.com/go-logr/logr"
 	clusterv1alpha1 "github.com/karmada-io/karmada/pkg/apis/cluster/v1alpha1"
 	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
+	workv1alpha1 "github.com/karmada-io/karmada/pkg/apis/work/v1alpha1"
 	workv1alpha2 "github.com/karmada-io/karmada/pkg/apis/work/v1alpha2"
+	karmadaclientset "github.com/karmada-io/karmada/pkg/generated/clientset/versioned"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -26,7 +32,7 @@ import (
 func Scheme() (*runtime.Scheme, error) {
 	s := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{
-		clientgoscheme.AddToScheme, mlsysopsv1.AddToScheme, policyv1alpha1.Install, clusterv1alpha1.Install, workv1alpha2.Install,
+		clientgoscheme.AddToScheme, mlsysopsv1.AddToScheme, policyv1alpha1.Install, clusterv1alpha1.Install, workv1alpha1.Install, workv1alpha2.Install,
 	} {
 		if err := add(s); err != nil {
 			return nil, err
@@ -60,6 +66,10 @@ type ControllersOptions struct {
 	// agents: the controller uses them ahead of Karmada's reflection
 	// and reconciles an application when its report comes.
 	Reported *MemberStatuses
+	// Works has the placement controller write each placed cluster's
+	// Work itself instead of binding the application's ResourceBinding
+	// (works.go); the applications' PropagationPolicy is removed.
+	Works bool
 }
 
 // DefaultMembersAPIWait is how long the placement controllers wait at
@@ -86,6 +96,11 @@ func NewControllersWith(ctx context.Context, cfg *rest.Config, log *slog.Logger,
 	if err := check(ctx, cfg); err != nil {
 		return nil, err
 	}
+	if opts.Works {
+		if err := removeAppPropagation(ctx, cfg); err != nil {
+			return nil, err
+		}
+	}
 	wait := opts.MembersAPIWait
 	if wait == 0 {
 		wait = DefaultMembersAPIWait
@@ -111,7 +126,12 @@ func NewControllersWith(ctx context.Context, cfg *rest.Config, log *slog.Logger,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		LeaderElection:         false,
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{mlsysopsv1.Namespace: {}}},
+		Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{mlsysopsv1.Namespace: {}},
+			// The Works the continuum wrote, in every member's execution
+			// namespace.
+			ByObject: map[client.Object]cache.ByObject{&workv1alpha1.Work{}: {
+				Namespaces: map[string]cache.Config{cache.AllNamespaces: {}}, Label: workSelector(),
+			}}},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("controller manager: %w", err)
@@ -140,11 +160,14 @@ func NewControllersWith(ctx context.Context, cfg *rest.Config, log *slog.Logger,
 	}
 	apps.Orphans = &OrphanSweeper{Karmada: mgr.GetAPIReader(), Members: memberApps, Log: log}
 	apps.Reported = opts.Reported
+	apps.Works = opts.Works
 	if err := apps.SetupWithManager(mgr); err != nil {
 		return nil, err
 	}
-	if err := NewBindingScheduler(mgr.GetClient(), log).SetupWithManager(mgr); err != nil {
-		return nil, err
+	if !opts.Works {
+		if err := NewBindingScheduler(mgr.GetClient(), log).SetupWithManager(mgr); err != nil {
+			return nil, err
+		}
 	}
 	return &Controllers{mgr: mgr, Apps: apps}, nil
 }
@@ -157,3 +180,27 @@ func (c *Controllers) Client() client.Client { return c.mgr.GetClient() }
 
 // APIReader reads the Karmada API past the manager's cache.
 func (c *Controllers) APIReader() client.Reader { return c.mgr.GetAPIReader() }
+
+// workSelector selects the Works the continuum agent wrote.
+func workSelector() labels.Selector {
+	req, err := labels.NewRequirement(LabelWorkApp, selection.Exists, nil)
+	if err != nil {
+		panic(err)
+	}
+	return labels.NewSelector().Add(*req)
+}
+
+// removeAppPropagation deletes the applications' PropagationPolicy: with
+// the continuum writing the Works, Karmada's detector is to leave the
+// applications alone.
+func removeAppPropagation(ctx context.Context, cfg *rest.Config) error {
+	kc, err := karmadaclientset.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	err = kc.PolicyV1alpha1().PropagationPolicies(mlsysopsv1.Namespace).Delete(ctx, AppPropagationPolicy, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("remove PropagationPolicy %s/%s: %w", mlsysopsv1.Namespace, AppPropagationPolicy, err)
+	}
+	return nil
+}
