@@ -178,6 +178,11 @@ func (r *AppReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		for {
 			r.sweep(ctx, mgr.GetAPIReader())
+			if r.Works {
+				if err := r.sweepWorks(ctx, mgr.GetAPIReader()); err != nil && ctx.Err() == nil {
+					r.log.Warn("sweep of works of removed applications incomplete; next in a sweep interval", "err", err)
+				}
+			}
 			if r.Orphans != nil {
 				deleted, err := r.Orphans.Sweep(ctx)
 				if err != nil && ctx.Err() == nil {

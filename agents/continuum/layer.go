@@ -187,6 +187,7 @@ func (c *continuumLayer) newClusterPlacement(env mechanism.Env) (*ClusterPlaceme
 	capacity.Reports = c.reports
 	return NewClusterPlacement(c.kc, capacity, env.Logger, ClusterPlacementOptions{
 		Complete: env.Complete, Timeout: mechanism.FollowTimeout(c.a.Opts.PendingTimeout), Unavailable: c.grace.Unavailable,
+		Works: worksPropagation(),
 	}), nil
 }
 
@@ -299,7 +300,7 @@ func (c *continuumLayer) start(ctx context.Context) error {
 			capacity.Reports = c.reports
 			ctrls, err = NewControllersWith(ctx, c.kcfg, c.a.Log,
 				ControllersOptions{Capacity: capacity, CheckAPIOnly: !c.a.Conn.InstallAPI, Reported: c.statuses,
-					Works: os.Getenv("MLSYSOPS_PROPAGATION") == "work"})
+					Works: worksPropagation()})
 		}
 	} else if c.a.Conn.InstallAPI {
 		err = EnsureAPI(ctx, c.kcfg)
@@ -378,3 +379,7 @@ func (c *continuumLayer) upsertView(ctx context.Context) error {
 	c.a.Log.Info("MLSysOpsContinuum written", "namespace", mlsysopsv1.Namespace, "name", c.desc.Name)
 	return nil
 }
+
+// worksPropagation reports whether the continuum writes the applications'
+// Works itself ($MLSYSOPS_PROPAGATION=work; experimental).
+func worksPropagation() bool { return os.Getenv("MLSYSOPS_PROPAGATION") == "work" }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	clusterv1alpha1 "github.com/karmada-io/karmada/pkg/apis/cluster/v1alpha1"
+	workv1alpha1 "github.com/karmada-io/karmada/pkg/apis/work/v1alpha1"
 	workv1alpha2 "github.com/karmada-io/karmada/pkg/apis/work/v1alpha2"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -43,6 +44,9 @@ type ClusterPlacementOptions struct {
 	Timeout time.Duration
 	// Poll is how often a pending plan is checked; one second when zero.
 	Poll time.Duration
+	// Works reads the placements from the Works the placement controller
+	// writes (ControllersOptions.Works) rather than from the bindings.
+	Works bool
 }
 
 // ClusterPlacement is the continuum's clusterPlacement mechanism. It
@@ -204,7 +208,7 @@ func (m *ClusterPlacement) Apply(ctx context.Context, cmd map[string]any) (mecha
 
 // currentClusters returns the clusters the application is placed on.
 func (m *ClusterPlacement) currentClusters(ctx context.Context, app string) ([]string, error) {
-	clusters, err := PlacementOf(ctx, m.client, app)
+	clusters, err := m.placementOf(ctx, app)
 	if err != nil {
 		return nil, fmt.Errorf("clusterPlacement: %w", err)
 	}
@@ -294,19 +298,13 @@ func (m *ClusterPlacement) State(ctx context.Context) (map[string]any, error) {
 		c := &cl.Items[i]
 		clusters[c.Name] = map[string]any{"ready": meta.IsStatusConditionTrue(c.Status.Conditions, clusterv1alpha1.ClusterConditionReady) && HasAppAPI(c)}
 	}
-	var rbs workv1alpha2.ResourceBindingList
-	if err := m.client.List(ctx, &rbs, client.InNamespace(mlsysopsv1.Namespace)); err != nil {
-		return nil, fmt.Errorf("list resource bindings: %w", err)
+	placed, err := m.placements(ctx)
+	if err != nil {
+		return nil, err
 	}
 	var apps mlsysopsv1.MLSysOpsAppList
 	if err := m.client.List(ctx, &apps, client.InNamespace(mlsysopsv1.Namespace)); err != nil {
 		return nil, fmt.Errorf("list applications: %w", err)
-	}
-	placed := map[string][]string{}
-	for i := range rbs.Items {
-		if res := rbs.Items[i].Spec.Resource; res.Kind == "MLSysOpsApp" {
-			placed[res.Name], _ = PlacedClusters(&rbs.Items[i])
-		}
 	}
 	out := map[string]any{}
 	for i := range apps.Items {
@@ -337,4 +335,48 @@ func toAny(list []string) []any {
 		out[i] = s
 	}
 	return out
+}
+
+// placementOf returns the clusters application app is placed on.
+func (m *ClusterPlacement) placementOf(ctx context.Context, app string) ([]string, error) {
+	if !m.opts.Works {
+		return PlacementOf(ctx, m.client, app)
+	}
+	works, err := appWorks(ctx, m.client, app)
+	if err != nil {
+		return nil, err
+	}
+	return worksPlaced(works), nil
+}
+
+// placements returns the clusters each application is placed on.
+func (m *ClusterPlacement) placements(ctx context.Context) (map[string][]string, error) {
+	placed := map[string][]string{}
+	if m.opts.Works {
+		var works workv1alpha1.WorkList
+		if err := m.client.List(ctx, &works, client.HasLabels{LabelWorkApp}); err != nil {
+			return nil, fmt.Errorf("list works: %w", err)
+		}
+		for _, w := range works.Items {
+			cl, ok := strings.CutPrefix(w.Namespace, executionSpacePrefix)
+			if ok && w.DeletionTimestamp.IsZero() && w.Name == WorkName(w.Labels[LabelWorkApp]) {
+				app := w.Labels[LabelWorkApp]
+				placed[app] = append(placed[app], cl)
+			}
+		}
+		for _, cls := range placed {
+			sort.Strings(cls)
+		}
+		return placed, nil
+	}
+	var rbs workv1alpha2.ResourceBindingList
+	if err := m.client.List(ctx, &rbs, client.InNamespace(mlsysopsv1.Namespace)); err != nil {
+		return nil, fmt.Errorf("list resource bindings: %w", err)
+	}
+	for i := range rbs.Items {
+		if res := rbs.Items[i].Spec.Resource; res.Kind == "MLSysOpsApp" {
+			placed[res.Name], _ = PlacedClusters(&rbs.Items[i])
+		}
+	}
+	return placed, nil
 }

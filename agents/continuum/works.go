@@ -133,6 +133,11 @@ func appManifest(app *mlsysopsv1.MLSysOpsApp, cluster string) (raw []byte, diges
 	return raw, hex.EncodeToString(sum[:12]), nil
 }
 
+// executionFinalizer is the finalizer a Work's writer gives it in Karmada:
+// its execution controller removes it once it has deleted the Work's
+// objects in the member.
+const executionFinalizer = "karmada.io/execution-controller"
+
 // managedByKarmada is the label Karmada puts on what it propagates.
 const managedByKarmada = "karmada.io/managed"
 
@@ -162,6 +167,9 @@ func applyWorks(ctx context.Context, c client.Client, app *mlsysopsv1.MLSysOpsAp
 					Name: WorkName(app.Name), Namespace: executionSpace(cl),
 					Labels:      map[string]string{LabelWorkApp: app.Name},
 					Annotations: map[string]string{annotationWorkManifest: digest},
+					// Karmada's execution controller deletes the member
+					// copy before it lets the Work go.
+					Finalizers: []string{executionFinalizer},
 				},
 				Spec: workv1alpha1.WorkSpec{Workload: workv1alpha1.WorkloadTemplate{Manifests: manifests}},
 			}
@@ -294,4 +302,39 @@ var workRead = predicate.Funcs{
 			a.DeletionTimestamp.IsZero() != b.DeletionTimestamp.IsZero() ||
 			!equality.Semantic.DeepEqual(worksStatus(map[string]*workv1alpha1.Work{"": a}), worksStatus(map[string]*workv1alpha1.Work{"": b}))
 	},
+}
+
+// sweepWorks deletes the Works whose application is gone from Karmada (a
+// removal while the agent was down, whose pass never came). The Works are
+// read from the cache before the applications are listed live: an
+// application that had a Work is listed unless it is gone.
+func (r *AppReconciler) sweepWorks(ctx context.Context, reader client.Reader) error {
+	var works workv1alpha1.WorkList
+	if err := r.client.List(ctx, &works, client.HasLabels{LabelWorkApp}); err != nil {
+		return fmt.Errorf("list works: %w", err)
+	}
+	if len(works.Items) == 0 {
+		return nil
+	}
+	apps := &metav1.PartialObjectMetadataList{}
+	apps.SetGroupVersionKind(mlsysopsv1.SchemeGroupVersion.WithKind("MLSysOpsAppList"))
+	if err := reader.List(ctx, apps, client.InNamespace(mlsysopsv1.Namespace)); err != nil {
+		return fmt.Errorf("list applications: %w", err)
+	}
+	exists := make(map[string]bool, len(apps.Items))
+	for _, a := range apps.Items {
+		exists[a.Name] = true
+	}
+	for i := range works.Items {
+		w := &works.Items[i]
+		app := w.Labels[LabelWorkApp]
+		if exists[app] || !w.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if err := r.client.Delete(ctx, w); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("remove work %s/%s of removed application %s: %w", w.Namespace, w.Name, app, err)
+		}
+		r.log.Info("work of an application gone from Karmada removed", "app", app, "work", w.Namespace+"/"+w.Name)
+	}
+	return nil
 }
