@@ -117,6 +117,11 @@ type Connection struct {
 	// needs no right to write CRDs or Karmada policies
 	// (MLSYSOPS_INSTALL_API).
 	InstallAPI bool
+	// Propagation is how the continuum agent propagates the applications
+	// it places (MLSYSOPS_PROPAGATION): "binding", as Karmada's scheduler
+	// of their ResourceBindings, or "work", writing each placed cluster's
+	// Work itself (agents/continuum/works.go).
+	Propagation string
 
 	// LeaderElect runs the agent as one replica of several with the same
 	// identity, of which only the holder of a Kubernetes Lease acts
@@ -182,6 +187,7 @@ func NewConnection() *Connection {
 		KarmadaContext:          "karmada-apiserver",
 		PlacementControllers:    true,
 		InstallAPI:              true,
+		Propagation:             PropagationBinding,
 		LeaseDuration:           15 * time.Second,
 		RenewDeadline:           10 * time.Second,
 		RetryPeriod:             2 * time.Second,
@@ -253,6 +259,7 @@ func (c *Connection) FromEnv(env agentconfig.LookupEnv) error {
 	}
 	str(&c.LeaderElectLease, "MLSYSOPS_LEADER_ELECT_LEASE")
 	str(&c.LeaderElectIdentity, "MLSYSOPS_LEADER_ELECT_IDENTITY", "POD_NAME")
+	str(&c.Propagation, "MLSYSOPS_PROPAGATION")
 	if v, ok := get("MLSYSOPS_INSTALL_API"); ok {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
@@ -297,6 +304,7 @@ func (c *Connection) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.KarmadaKubeconfig, "karmada-kubeconfig", c.KarmadaKubeconfig, "Karmada API kubeconfig for the continuum layer ($KARMADA_API_KUBECONFIG)")
 	fs.StringVar(&c.KarmadaContext, "karmada-context", c.KarmadaContext, "context in --karmada-kubeconfig")
 	fs.BoolVar(&c.InstallAPI, "install-api", c.InstallAPI, "continuum: install the MLSysOps CRDs, their propagation and the status interpreter in Karmada at start; false only checks them (the deployer installs them) ($MLSYSOPS_INSTALL_API)")
+	fs.StringVar(&c.Propagation, "propagation", c.Propagation, "continuum: how placed applications reach their clusters: binding (the continuum schedules each application's Karmada ResourceBinding) or work (it writes each cluster's Karmada Work itself: fewer writes in Karmada, needs rights on Works in every execution namespace) ($MLSYSOPS_PROPAGATION)")
 	fs.BoolVar(&c.PlacementControllers, "placement-controllers", c.PlacementControllers, "run the placement controllers (continuum: Karmada placement, cluster: fluidity)")
 	fs.BoolVar(&c.LeaderElect, "leader-elect", c.LeaderElect, "run as one of several replicas of this agent: only the holder of a Kubernetes Lease acts, the others stand by ($MLSYSOPS_LEADER_ELECT; continuum and cluster layers)")
 	fs.StringVar(&c.LeaderElectLease, "leader-elect-lease", c.LeaderElectLease, "the Lease, namespace/name ($MLSYSOPS_LEADER_ELECT_LEASE; default mlsysops/mlsysops-<layer>-<name>)")
@@ -362,6 +370,9 @@ func (c *Connection) Validate(layer agentconfig.Layer) error {
 		}
 	default:
 		errs = append(errs, fmt.Errorf("--redis-mode: want single, sentinel or cluster, got %q", c.RedisMode))
+	}
+	if c.Propagation != PropagationBinding && c.Propagation != PropagationWork {
+		errs = append(errs, fmt.Errorf("--propagation: want %s or %s, got %q", PropagationBinding, PropagationWork, c.Propagation))
 	}
 	if layer == agentconfig.LayerContinuum && c.KarmadaKubeconfig == "" {
 		errs = append(errs, errors.New("--karmada-kubeconfig: required for the continuum layer (or $KARMADA_API_KUBECONFIG)"))
@@ -507,3 +518,9 @@ func splitArgs(args []string, conn, config *pflag.FlagSet) (connArgs, configArgs
 	}
 	return connArgs, configArgs, nil
 }
+
+// The continuum's ways of propagating applications (Connection.Propagation).
+const (
+	PropagationBinding = "binding"
+	PropagationWork    = "work"
+)

@@ -3,7 +3,6 @@ package continuum
 import (
 	"context"
 	"fmt"
-	"os"
 	"sort"
 	"sync"
 	"time"
@@ -55,6 +54,9 @@ type continuumLayer struct {
 	// last successful pass over each application read.
 	resync func()
 	passes func() map[string]string
+	// cache is the running placement controller's cache of Karmada
+	// (nil while it is not running).
+	cache client.Reader
 }
 
 var _ agent.Layer = (*continuumLayer)(nil)
@@ -187,7 +189,12 @@ func (c *continuumLayer) newClusterPlacement(env mechanism.Env) (*ClusterPlaceme
 	capacity.Reports = c.reports
 	return NewClusterPlacement(c.kc, capacity, env.Logger, ClusterPlacementOptions{
 		Complete: env.Complete, Timeout: mechanism.FollowTimeout(c.a.Opts.PendingTimeout), Unavailable: c.grace.Unavailable,
-		Works: worksPropagation(),
+		Works: c.a.Conn.Propagation == agent.PropagationWork,
+		Cache: func() client.Reader {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			return c.cache
+		},
 	}), nil
 }
 
@@ -300,7 +307,7 @@ func (c *continuumLayer) start(ctx context.Context) error {
 			capacity.Reports = c.reports
 			ctrls, err = NewControllersWith(ctx, c.kcfg, c.a.Log,
 				ControllersOptions{Capacity: capacity, CheckAPIOnly: !c.a.Conn.InstallAPI, Reported: c.statuses,
-					Works: worksPropagation()})
+					Works: c.a.Conn.Propagation == agent.PropagationWork})
 		}
 	} else if c.a.Conn.InstallAPI {
 		err = EnsureAPI(ctx, c.kcfg)
@@ -329,11 +336,11 @@ func (c *continuumLayer) start(ctx context.Context) error {
 	ctrls.Apps.Status = RedisStatus{Apps: c.store.Applications(), ML: c.store.MLDeployments()}
 	ctrls.Apps.Unavailable = c.grace.Unavailable
 	c.mu.Lock()
-	c.resync, c.passes = ctrls.Apps.Resync, ctrls.Apps.Passes
+	c.resync, c.passes, c.cache = ctrls.Apps.Resync, ctrls.Apps.Passes, ctrls.Client()
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
-		c.resync, c.passes = nil, nil
+		c.resync, c.passes, c.cache = nil, nil, nil
 		c.mu.Unlock()
 	}()
 	ctrls.Apps.FeedEngine(c.a.Engine)
@@ -379,7 +386,3 @@ func (c *continuumLayer) upsertView(ctx context.Context) error {
 	c.a.Log.Info("MLSysOpsContinuum written", "namespace", mlsysopsv1.Namespace, "name", c.desc.Name)
 	return nil
 }
-
-// worksPropagation reports whether the continuum writes the applications'
-// Works itself ($MLSYSOPS_PROPAGATION=work; experimental).
-func worksPropagation() bool { return os.Getenv("MLSYSOPS_PROPAGATION") == "work" }

@@ -28,6 +28,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
+
+	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
 )
 
 // The steps an application goes through on its way to Running, in the
@@ -288,13 +290,16 @@ func (tr *AppTracer) onWork(o any) {
 		return
 	}
 	rb := w.Annotations[workv1alpha2.ResourceBindingNameAnnotationKey]
-	if rb == "" {
-		return
-	}
 	kind, name := "MLSysOpsApp", strings.TrimSuffix(rb, "-mlsysopsapp")
-	if strings.HasSuffix(rb, "-deployment") {
+	switch {
+	case rb == "" && w.Labels[mlsysopsv1.LabelPrefix+"app"] != "":
+		// A Work the continuum agent wrote itself (works propagation).
+		name = w.Labels[mlsysopsv1.LabelPrefix+"app"]
+	case rb == "":
+		return
+	case strings.HasSuffix(rb, "-deployment"):
 		kind, name = "Deployment", strings.TrimSuffix(rb, "-deployment")
-	} else if !strings.HasSuffix(rb, "-mlsysopsapp") {
+	case !strings.HasSuffix(rb, "-mlsysopsapp"):
 		return
 	}
 	app := tr.templateApp(kind, name)

@@ -67,7 +67,9 @@ func (h *harness) sizes(tb testing.TB, p Path, prefix string) objectSizes {
 		}
 	}
 	for _, o := range list(schema.GroupVersionKind{Group: "work.karmada.io", Version: "v1alpha1", Kind: "WorkList"}) {
-		if ours(o.GetAnnotations()[workv1alpha2.ResourceBindingNameAnnotationKey]) {
+		// Karmada's binding controller names the binding a Work comes
+		// from; the continuum labels those it writes itself.
+		if ours(o.GetAnnotations()[workv1alpha2.ResourceBindingNameAnnotationKey]) || ours(o.GetLabels()[mlsysopsv1.LabelPrefix+"app"]) {
 			add("Work", o.Object)
 		}
 	}

@@ -1,0 +1,154 @@
+package continuum_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
+	workv1alpha1 "github.com/karmada-io/karmada/pkg/apis/work/v1alpha1"
+	workv1alpha2 "github.com/karmada-io/karmada/pkg/apis/work/v1alpha2"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/mlsysops-go/mlsysops/agents/continuum"
+	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
+	"github.com/mlsysops-go/mlsysops/internal/testbed"
+)
+
+// TestWorksPropagation runs the placement controller writing the Works
+// itself (ControllersOptions.Works) against the real Karmada and its
+// members: the applications' PropagationPolicy is removed and Karmada
+// makes no binding; the application's Work carries Karmada's execution
+// finalizer and Karmada applies it in the member; the member's status
+// (the cluster agent's part, played here) comes back through the Work
+// and makes the application Running; a change of its clusters moves the
+// Work and the copy; its removal removes the Work and the copy.
+func TestWorksPropagation(t *testing.T) {
+	env := testbed.Shared(t)
+	c := startControllersWith(t, continuum.ControllersOptions{Works: true})
+	ctx := context.Background()
+	var pp policyv1alpha1.PropagationPolicy
+	if err := c.Get(ctx, types.NamespacedName{Namespace: mlsysopsv1.Namespace, Name: continuum.AppPropagationPolicy}, &pp); !apierrors.IsNotFound(err) {
+		t.Fatalf("the applications' PropagationPolicy is still there (%v): Karmada would bind them too", err)
+	}
+
+	name := "works-" + rand.String(5)
+	app := gpuApp(name, "", 0)
+	app.Spec.Components[0].Containers[0].PlatformRequirements.GPU = nil
+	app.Spec.ClusterPlacement = &mlsysopsv1.ClusterPlacement{ClusterID: []string{"cloud-1"}}
+	if err := c.Create(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), app) })
+	waitApp(t, c, name, func(a *mlsysopsv1.MLSysOpsApp) bool { return a.Status.Phase == mlsysopsv1.AppDeploying })
+	works := waitWorks(t, c, name, []string{"cloud-1"})
+	if w := works["cloud-1"]; !slices.Contains(w.Finalizers, "karmada.io/execution-controller") {
+		t.Errorf("Work %s/%s has finalizers %v: Karmada would not delete the member's copy with it", w.Namespace, w.Name, w.Finalizers)
+	}
+	var rb workv1alpha2.ResourceBinding
+	if err := c.Get(ctx, types.NamespacedName{Namespace: mlsysopsv1.Namespace, Name: continuum.BindingName(name)}, &rb); !apierrors.IsNotFound(err) {
+		t.Errorf("Karmada made a binding of the application (%v)", err)
+	}
+
+	// Karmada applies the Work in cloud-1; the cluster agent's part is
+	// played here: report the component ready.
+	cloud := dynamic.NewForConfigOrDie(env.RESTConfig(t, "cloud-1")).Resource(appGVR).Namespace(mlsysopsv1.Namespace)
+	member := waitMemberCopy(t, cloud, name)
+	if member.GetAnnotations()["work.karmada.io/name"] != continuum.WorkName(name) {
+		t.Errorf("the copy in cloud-1 names Work %q, want %q", member.GetAnnotations()["work.karmada.io/name"], continuum.WorkName(name))
+	}
+	member.Object["status"] = map[string]any{
+		"phase":      "Running",
+		"components": []any{map[string]any{"name": "infer", "nodes": []any{"cloud-1"}, "replicas": int64(1), "readyReplicas": int64(1)}},
+	}
+	if _, err := cloud.UpdateStatus(ctx, member, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitApp(t, c, name, func(a *mlsysopsv1.MLSysOpsApp) bool { return a.Status.Phase == mlsysopsv1.AppRunning })
+
+	// The user moves it: the Work and the copy move to edge-1.
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		cur := &mlsysopsv1.MLSysOpsApp{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(app), cur); err != nil {
+			return false, nil
+		}
+		cur.Spec.ClusterPlacement.ClusterID = []string{"edge-1"}
+		return c.Update(ctx, cur) == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("move the application: %v", err)
+	}
+	waitWorks(t, c, name, []string{"edge-1"})
+	edge := dynamic.NewForConfigOrDie(env.RESTConfig(t, "edge-1")).Resource(appGVR).Namespace(mlsysopsv1.Namespace)
+	copy := waitMemberCopy(t, edge, name)
+	if ids, _, _ := unstructured.NestedStringSlice(copy.Object, "spec", "cluster_placement", "cluster_id"); !slices.Equal(ids, []string{"edge-1"}) {
+		t.Errorf("the copy in edge-1 does not carry the new spec (cluster_id %v): %v", ids, copy.Object["spec"])
+	}
+	waitMemberGone(t, cloud, name)
+
+	if err := c.Delete(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	waitWorks(t, c, name, nil)
+	waitMemberGone(t, edge, name)
+}
+
+// waitWorks waits until the application's Works, live, are those of
+// clusters (none being deleted) and returns them by cluster.
+func waitWorks(t *testing.T, c client.Client, app string, clusters []string) map[string]*workv1alpha1.Work {
+	t.Helper()
+	var got map[string]*workv1alpha1.Work
+	var names []string
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		var list workv1alpha1.WorkList
+		if err := c.List(ctx, &list, client.MatchingLabels{continuum.LabelWorkApp: app}); err != nil {
+			return false, nil
+		}
+		got, names = map[string]*workv1alpha1.Work{}, nil
+		for i := range list.Items {
+			w := &list.Items[i]
+			cluster := w.Namespace[len("karmada-es-"):]
+			got[cluster] = w
+			names = append(names, cluster)
+		}
+		slices.Sort(names)
+		return slices.Equal(names, clusters), nil
+	})
+	if err != nil {
+		t.Fatalf("Works of %s in %v, want %v: %v", app, names, clusters, err)
+	}
+	return got
+}
+
+func waitMemberCopy(t *testing.T, r dynamic.ResourceInterface, name string) *unstructured.Unstructured {
+	t.Helper()
+	var got *unstructured.Unstructured
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		var err error
+		got, err = r.Get(ctx, name, metav1.GetOptions{})
+		return err == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("no copy of %s in the member: %v", name, err)
+	}
+	return got
+}
+
+func waitMemberGone(t *testing.T, r dynamic.ResourceInterface, name string) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := r.Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	if err != nil {
+		t.Fatalf("the member still has a copy of %s: %v", name, err)
+	}
+}
