@@ -121,6 +121,28 @@ func upsert[T metav1.Object](ctx context.Context, want T,
 // established, and the applications' propagation policy is there. It is what the agent does when the deployer owns the API
 // (--install-api=false), and needs only the right to read those.
 func CheckAPI(ctx context.Context, cfg *rest.Config) error {
+	if err := CheckCRDs(ctx, cfg); err != nil {
+		return err
+	}
+	kc, err := karmadaclientset.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	pp, err := kc.PolicyV1alpha1().PropagationPolicies(mlsysopsv1.Namespace).Get(ctx, AppPropagationPolicy, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("PropagationPolicy %s/%s: %w (install MLSysOps with `go run ./deployments`, or run the agent with --install-api)",
+			mlsysopsv1.Namespace, AppPropagationPolicy, err)
+	}
+	if pp.Spec.SchedulerName != SchedulerName {
+		return fmt.Errorf("PropagationPolicy %s/%s has scheduler %q, not %q: delete it and install MLSysOps again",
+			mlsysopsv1.Namespace, AppPropagationPolicy, pp.Spec.SchedulerName, SchedulerName)
+	}
+	return nil
+}
+
+// CheckCRDs checks that the MLSysOps CRDs are installed and established
+// in Karmada.
+func CheckCRDs(ctx context.Context, cfg *rest.Config) error {
 	ext, err := apiextensionsclientset.NewForConfig(cfg)
 	if err != nil {
 		return err
@@ -137,19 +159,6 @@ func CheckAPI(ctx context.Context, cfg *rest.Config) error {
 		if !kube.Established(crd) {
 			return fmt.Errorf("CRD %s is not established yet", want.Name)
 		}
-	}
-	kc, err := karmadaclientset.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	pp, err := kc.PolicyV1alpha1().PropagationPolicies(mlsysopsv1.Namespace).Get(ctx, AppPropagationPolicy, metav1.GetOptions{})
-	if err != nil {
-		return fmt.Errorf("PropagationPolicy %s/%s: %w (install MLSysOps with `go run ./deployments`, or run the agent with --install-api)",
-			mlsysopsv1.Namespace, AppPropagationPolicy, err)
-	}
-	if pp.Spec.SchedulerName != SchedulerName {
-		return fmt.Errorf("PropagationPolicy %s/%s has scheduler %q, not %q: delete it and install MLSysOps again",
-			mlsysopsv1.Namespace, AppPropagationPolicy, pp.Spec.SchedulerName, SchedulerName)
 	}
 	return nil
 }

@@ -90,14 +90,23 @@ func NewControllers(ctx context.Context, cfg *rest.Config, capacity CapacitySour
 // in that namespace plus read access to Cluster objects.
 func NewControllersWith(ctx context.Context, cfg *rest.Config, log *slog.Logger, opts ControllersOptions) (*Controllers, error) {
 	check := EnsureAPI
-	if opts.CheckAPIOnly {
+	switch {
+	case opts.CheckAPIOnly && opts.Works:
+		// The deployer installed no policy for the applications.
+		check = CheckCRDs
+	case opts.CheckAPIOnly:
 		check = CheckAPI
 	}
 	if err := check(ctx, cfg); err != nil {
 		return nil, err
 	}
 	if opts.Works {
-		if err := removeAppPropagation(ctx, cfg); err != nil {
+		if !opts.CheckAPIOnly {
+			if err := removeAppPropagation(ctx, cfg); err != nil {
+				return nil, err
+			}
+		}
+		if err := checkNoBindings(ctx, cfg); err != nil {
 			return nil, err
 		}
 	}
@@ -201,6 +210,32 @@ func removeAppPropagation(ctx context.Context, cfg *rest.Config) error {
 	err = kc.PolicyV1alpha1().PropagationPolicies(mlsysopsv1.Namespace).Delete(ctx, AppPropagationPolicy, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("remove PropagationPolicy %s/%s: %w", mlsysopsv1.Namespace, AppPropagationPolicy, err)
+	}
+	return nil
+}
+
+// checkNoBindings refuses to start the Works propagation while
+// applications are bound through ResourceBindings (placed by a continuum
+// agent with the binding propagation): Karmada would go on applying their
+// Works beside the continuum's, two writers of one copy in the member.
+func checkNoBindings(ctx context.Context, cfg *rest.Config) error {
+	kc, err := karmadaclientset.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	list, err := kc.WorkV1alpha2().ResourceBindings(mlsysopsv1.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list the applications' ResourceBindings: %w", err)
+	}
+	var bound []string
+	for _, rb := range list.Items {
+		if rb.Spec.Resource.Kind == "MLSysOpsApp" {
+			bound = append(bound, rb.Spec.Resource.Name)
+		}
+	}
+	if len(bound) > 0 {
+		return fmt.Errorf("propagation work: %d applications are placed through ResourceBindings (propagation binding): %v; "+
+			"moving them is not supported yet: remove them, or run with --propagation=binding", len(bound), bound)
 	}
 	return nil
 }

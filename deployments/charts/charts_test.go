@@ -1,6 +1,7 @@
 package charts_test
 
 import (
+	"fmt"
 	"io/fs"
 	"sort"
 	"testing"
@@ -216,3 +217,76 @@ func merge(a, b map[string]any) map[string]any {
 	}
 	return out
 }
+
+// TestPropagationWork: with propagation work the Karmada chart installs no
+// policy for the applications and gives the continuum agent Works instead
+// of bindings, held by an admission policy; the host chart passes the
+// agent the same --propagation. The default is binding.
+func TestPropagationWork(t *testing.T) {
+	kinds := func(objs []*unstructured.Unstructured) map[string]*unstructured.Unstructured {
+		out := map[string]*unstructured.Unstructured{}
+		for _, o := range objs {
+			out[o.GetKind()+" "+o.GetName()] = o
+		}
+		return out
+	}
+	for _, mode := range []string{"", "binding", "work"} {
+		t.Run("propagation "+mode, func(t *testing.T) {
+			kv, hv := karmadaValues(), map[string]any{"karmadaHostIP": "192.0.2.1"}
+			if mode != "" {
+				kv["propagation"] = mode
+				hv["continuumAgent"] = map[string]any{"propagation": mode}
+			}
+			k, err := charts.Render(charts.Karmada, kv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, err := charts.Render(charts.Host, hv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			work := mode == "work"
+			got := kinds(k)
+			for obj, want := range map[string]bool{
+				"PropagationPolicy mlsysops-apps":                                 !work,
+				"ClusterRole mlsysops-continuum-agent-works":                      work,
+				"ClusterRoleBinding mlsysops-continuum-agent-works":               work,
+				"ValidatingAdmissionPolicy mlsysops-continuum-agent-works":        work,
+				"ValidatingAdmissionPolicyBinding mlsysops-continuum-agent-works": work,
+			} {
+				if _, ok := got[obj]; ok != want {
+					t.Errorf("%s rendered: %v, want %v", obj, ok, want)
+				}
+			}
+			role := got["Role mlsysops-continuum-agent"]
+			rules, _, _ := unstructured.NestedSlice(role.Object, "rules")
+			patchesBindings := false
+			for _, r := range rules {
+				r := r.(map[string]any)
+				if contains(toString(r["resources"]), "resourcebindings") && contains(toString(r["verbs"]), "patch") {
+					patchesBindings = true
+				}
+			}
+			if patchesBindings == work {
+				t.Errorf("the continuum agent may patch bindings: %v, want %v", patchesBindings, !work)
+			}
+			want := "--propagation=binding"
+			if work {
+				want = "--propagation=work"
+			}
+			ds := kinds(h)["DaemonSet mlsysops-continuum-agent"]
+			if ds == nil {
+				t.Fatal("no continuum agent rendered")
+			}
+			containers, _, _ := unstructured.NestedSlice(ds.Object, "spec", "template", "spec", "containers")
+			if args := toString(containers[0].(map[string]any)["args"]); !contains(args, want) {
+				t.Errorf("continuum agent args %s, want %s", args, want)
+			}
+		})
+	}
+	if _, err := charts.Render(charts.Karmada, merge(karmadaValues(), map[string]any{"propagation": "policy"})); err == nil || !contains(err.Error(), "propagation") {
+		t.Errorf("propagation policy: err = %v, want one naming propagation", err)
+	}
+}
+
+func toString(v any) string { return fmt.Sprint(v) }

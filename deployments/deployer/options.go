@@ -71,6 +71,9 @@ type Options struct {
 
 	// Services is bundled or external.
 	Services string
+	// Propagation is how the continuum agent propagates the applications
+	// it places: binding or work (the agent's --propagation).
+	Propagation string
 	// XMPPDomain is the domain of every agent's account.
 	XMPPDomain string
 	// XMPPServer is ejabberd's c2s address, host:port (external mode;
@@ -204,6 +207,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.S3SecretKeyFile, "s3-secret-key-file", o.S3SecretKeyFile, "external: file with the S3 secret key (else $AWS_SECRET_ACCESS_KEY)")
 	fs.StringVar(&o.S3Bucket, "s3-bucket", o.S3Bucket, "bucket of the ML connector's files (default mlsysops-models)")
 	fs.StringVar(&o.NorthboundTokensFile, "northbound-tokens-file", o.NorthboundTokensFile, "token list (token,name,viewer|operator lines) of the northbound API and the ML connector (default: one generated operator token)")
+	fs.StringVar(&o.Propagation, "propagation", o.Propagation, "how the continuum agent propagates the applications it places: binding (it schedules each one's Karmada ResourceBinding) or work (it writes each cluster's Work itself: fewer writes in Karmada; it may then write Works, held by an admission policy to its applications')")
 	fs.StringArrayVar(&o.HostValues, "host-values", o.HostValues, "YAML file of mlsysops-host chart values laid over the computed ones (repeatable)")
 	fs.StringArrayVar(&o.KarmadaValues, "karmada-values", o.KarmadaValues, "YAML file of mlsysops-karmada chart values laid over the computed ones (repeatable)")
 	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "how long to wait for each stage to be ready")
@@ -338,6 +342,11 @@ func (o *Options) Validate(connect, install bool) error {
 		} else if _, err := auth.Parse(b); err != nil {
 			add("--northbound-tokens-file %s: %v", o.NorthboundTokensFile, err)
 		}
+	}
+	switch o.Propagation {
+	case "", "binding", "work":
+	default:
+		add("--propagation: want binding or work, got %q", o.Propagation)
 	}
 	if o.S3Bucket != "" && !validBucket(o.S3Bucket) {
 		add("--s3-bucket: %q is not an S3 bucket name (3 to 63 of a-z, 0-9, '.', '-')", o.S3Bucket)

@@ -36,7 +36,13 @@ func TestOptionsValidate(t *testing.T) {
 			set:  func(o *Options) { o.RedisAddress = "r:1" },
 			want: []string{"--redis-address: only with --services=external"},
 		},
-		"external": {set: external},
+		"external":         {set: external},
+		"propagation work": {env: map[string]string{"KARMADA_HOST_IP": "192.0.2.1"}, set: func(o *Options) { o.Propagation = "work" }},
+		"unknown propagation": {
+			env:  map[string]string{"KARMADA_HOST_IP": "192.0.2.1"},
+			set:  func(o *Options) { o.Propagation = "policy" },
+			want: []string{`--propagation: want binding or work, got "policy"`},
+		},
 		"external, passwords from the environment": {
 			env: map[string]string{"REDIS_PASSWORD": "a", "POSTGRES_PASSWORD": "b", "EJABBERD_ADMIN_PASSWORD": "c"},
 			set: func(o *Options) {

@@ -303,6 +303,9 @@ func (p *Plan) Values(o *Options, m *Material) (host, karmada map[string]any, er
 	if o.Services == ModeExternal {
 		host["xmpp"].(map[string]any)["adminAPI"] = o.EjabberdAPI
 	}
+	if o.Propagation != "" {
+		host["continuumAgent"] = map[string]any{"propagation": o.Propagation}
+	}
 	if o.S3Bucket != "" {
 		host["mlconnector"].(map[string]any)["s3"].(map[string]any)["bucket"] = o.S3Bucket
 	}
@@ -313,6 +316,9 @@ func (p *Plan) Values(o *Options, m *Material) (host, karmada map[string]any, er
 		"continuumName": p.Continuum,
 		"clusters":      clusters,
 		"descriptions":  map[string]any{"clusters": anyMap(p.Files["clusters"]), "nodes": anyMap(p.Files["nodes"])},
+	}
+	if o.Propagation != "" {
+		karmada["propagation"] = o.Propagation
 	}
 	if host, err = overlay(host, o.HostValues); err != nil {
 		return nil, nil, err
