@@ -35,6 +35,12 @@ func TestWorksPropagation(t *testing.T) {
 	env := testbed.Shared(t)
 	c := startControllersWith(t, continuum.ControllersOptions{Works: true})
 	ctx := context.Background()
+	// The other tests sharing the testbed place through bindings.
+	t.Cleanup(func() {
+		if err := continuum.EnsureAPI(context.Background(), env.RESTConfig(t, testbed.ContextKarmada)); err != nil {
+			t.Errorf("restore the applications' PropagationPolicy: %v", err)
+		}
+	})
 	var pp policyv1alpha1.PropagationPolicy
 	if err := c.Get(ctx, types.NamespacedName{Namespace: mlsysopsv1.Namespace, Name: continuum.AppPropagationPolicy}, &pp); !apierrors.IsNotFound(err) {
 		t.Fatalf("the applications' PropagationPolicy is still there (%v): Karmada would bind them too", err)
