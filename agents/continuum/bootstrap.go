@@ -41,6 +41,14 @@ const (
 // that reflects each member's MLSysOpsApp status into its ResourceBinding. It is
 // idempotent and safe to call at every start.
 func EnsureAPI(ctx context.Context, cfg *rest.Config) error {
+	return EnsureAPIFor(ctx, cfg, false)
+}
+
+// EnsureAPIFor is EnsureAPI for a continuum agent that writes the Works
+// itself when works is set: then there must be no policy for the
+// applications (Karmada's detector would bind them too), and one left by
+// an earlier start is removed.
+func EnsureAPIFor(ctx context.Context, cfg *rest.Config, works bool) error {
 	ext, err := apiextensionsclientset.NewForConfig(cfg)
 	if err != nil {
 		return err
@@ -76,12 +84,15 @@ func EnsureAPI(ctx context.Context, cfg *rest.Config) error {
 	}
 	pp := AppPropagation()
 	pps := kc.PolicyV1alpha1().PropagationPolicies(pp.Namespace)
-	err = upsert(ctx, pp, pps.Get, pps.Create, func(cur *policyv1alpha1.PropagationPolicy) {
+	if works {
+		if err := pps.Delete(ctx, pp.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("remove PropagationPolicy %s/%s: %w", pp.Namespace, pp.Name, err)
+		}
+	} else if err := upsert(ctx, pp, pps.Get, pps.Create, func(cur *policyv1alpha1.PropagationPolicy) {
 		// The scheduler name is immutable once written; ours from the start.
 		cur.Spec.ResourceSelectors, cur.Spec.Placement, cur.Spec.ConflictResolution =
 			pp.Spec.ResourceSelectors, pp.Spec.Placement, pp.Spec.ConflictResolution
-	}, pps.Update)
-	if err != nil {
+	}, pps.Update); err != nil {
 		return err
 	}
 	ric := AppInterpretation()

@@ -310,7 +310,7 @@ func (c *continuumLayer) start(ctx context.Context) error {
 					Works: c.a.Conn.Propagation == agent.PropagationWork})
 		}
 	} else if c.a.Conn.InstallAPI {
-		err = EnsureAPI(ctx, c.kcfg)
+		err = EnsureAPIFor(ctx, c.kcfg, c.a.Conn.Propagation == agent.PropagationWork)
 	} else {
 		err = CheckAPI(ctx, c.kcfg)
 	}

@@ -12,7 +12,6 @@ import (
 	workv1alpha1 "github.com/karmada-io/karmada/pkg/apis/work/v1alpha1"
 	workv1alpha2 "github.com/karmada-io/karmada/pkg/apis/work/v1alpha2"
 	karmadaclientset "github.com/karmada-io/karmada/pkg/generated/clientset/versioned"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -89,7 +88,7 @@ func NewControllers(ctx context.Context, cfg *rest.Config, capacity CapacitySour
 // resource bindings) lives there, so its rights in Karmada can be a Role
 // in that namespace plus read access to Cluster objects.
 func NewControllersWith(ctx context.Context, cfg *rest.Config, log *slog.Logger, opts ControllersOptions) (*Controllers, error) {
-	check := EnsureAPI
+	check := func(ctx context.Context, cfg *rest.Config) error { return EnsureAPIFor(ctx, cfg, opts.Works) }
 	switch {
 	case opts.CheckAPIOnly && opts.Works:
 		// The deployer installed no policy for the applications.
@@ -101,11 +100,6 @@ func NewControllersWith(ctx context.Context, cfg *rest.Config, log *slog.Logger,
 		return nil, err
 	}
 	if opts.Works {
-		if !opts.CheckAPIOnly {
-			if err := removeAppPropagation(ctx, cfg); err != nil {
-				return nil, err
-			}
-		}
 		if err := checkNoBindings(ctx, cfg); err != nil {
 			return nil, err
 		}
@@ -197,21 +191,6 @@ func workSelector() labels.Selector {
 		panic(err)
 	}
 	return labels.NewSelector().Add(*req)
-}
-
-// removeAppPropagation deletes the applications' PropagationPolicy: with
-// the continuum writing the Works, Karmada's detector is to leave the
-// applications alone.
-func removeAppPropagation(ctx context.Context, cfg *rest.Config) error {
-	kc, err := karmadaclientset.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	err = kc.PolicyV1alpha1().PropagationPolicies(mlsysopsv1.Namespace).Delete(ctx, AppPropagationPolicy, metav1.DeleteOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("remove PropagationPolicy %s/%s: %w", mlsysopsv1.Namespace, AppPropagationPolicy, err)
-	}
-	return nil
 }
 
 // checkNoBindings refuses to start the Works propagation while

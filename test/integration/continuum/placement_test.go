@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -33,6 +34,23 @@ func startControllersWith(t *testing.T, opts continuum.ControllersOptions) clien
 	t.Helper()
 	env := testbed.Shared(t)
 	cfg := env.RESTConfig(t, testbed.ContextKarmada)
+	runControllers(t, opts)
+	scheme, _ := continuum.Scheme()
+	kc, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Clusters must expose the app API to Karmada before placement can
+	// use them (see TestEnsureAPIPropagatesAndReflectsStatus).
+	waitAppAPI(t, env)
+	return kc
+}
+
+// runControllers starts the continuum agent's Karmada controllers; stop
+// (also at the test's end) stops them and waits until they have.
+func runControllers(t *testing.T, opts continuum.ControllersOptions) (stop func()) {
+	t.Helper()
+	cfg := testbed.Shared(t).RESTConfig(t, testbed.ContextKarmada)
 	ctx, cancel := context.WithCancel(context.Background())
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
@@ -45,21 +63,17 @@ func startControllersWith(t *testing.T, opts continuum.ControllersOptions) clien
 	}
 	done := make(chan error, 1)
 	go func() { done <- c.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("controllers: %v", err)
-		}
-	})
-	scheme, _ := continuum.Scheme()
-	kc, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("controllers: %v", err)
+			}
+		})
 	}
-	// Clusters must expose the app API to Karmada before placement can
-	// use them (see TestEnsureAPIPropagatesAndReflectsStatus).
-	waitAppAPI(t, env)
-	return kc
+	t.Cleanup(stop)
+	return stop
 }
 
 type testWriter struct{ t *testing.T }

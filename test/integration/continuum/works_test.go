@@ -33,7 +33,13 @@ import (
 // Work and the copy; its removal removes the Work and the copy.
 func TestWorksPropagation(t *testing.T) {
 	env := testbed.Shared(t)
-	c := startControllersWith(t, continuum.ControllersOptions{Works: true})
+	stop := runControllers(t, continuum.ControllersOptions{Works: true})
+	scheme, _ := continuum.Scheme()
+	c, err := client.New(env.RESTConfig(t, testbed.ContextKarmada), client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitAppAPI(t, env)
 	ctx := context.Background()
 	// The other tests sharing the testbed place through bindings.
 	t.Cleanup(func() {
@@ -41,10 +47,14 @@ func TestWorksPropagation(t *testing.T) {
 			t.Errorf("restore the applications' PropagationPolicy: %v", err)
 		}
 	})
-	var pp policyv1alpha1.PropagationPolicy
-	if err := c.Get(ctx, types.NamespacedName{Namespace: mlsysopsv1.Namespace, Name: continuum.AppPropagationPolicy}, &pp); !apierrors.IsNotFound(err) {
-		t.Fatalf("the applications' PropagationPolicy is still there (%v): Karmada would bind them too", err)
+	noPolicy := func(t *testing.T) {
+		t.Helper()
+		var pp policyv1alpha1.PropagationPolicy
+		if err := c.Get(ctx, types.NamespacedName{Namespace: mlsysopsv1.Namespace, Name: continuum.AppPropagationPolicy}, &pp); !apierrors.IsNotFound(err) {
+			t.Fatalf("the applications' PropagationPolicy is there (%v): Karmada would bind them too", err)
+		}
 	}
+	noPolicy(t)
 
 	name := "works-" + rand.String(5)
 	app := gpuApp(name, "", 0)
@@ -59,10 +69,14 @@ func TestWorksPropagation(t *testing.T) {
 	if w := works["cloud-1"]; !slices.Contains(w.Finalizers, "karmada.io/execution-controller") {
 		t.Errorf("Work %s/%s has finalizers %v: Karmada would not delete the member's copy with it", w.Namespace, w.Name, w.Finalizers)
 	}
-	var rb workv1alpha2.ResourceBinding
-	if err := c.Get(ctx, types.NamespacedName{Namespace: mlsysopsv1.Namespace, Name: continuum.BindingName(name)}, &rb); !apierrors.IsNotFound(err) {
-		t.Errorf("Karmada made a binding of the application (%v)", err)
+	unbound := func(t *testing.T) {
+		t.Helper()
+		var rb workv1alpha2.ResourceBinding
+		if err := c.Get(ctx, types.NamespacedName{Namespace: mlsysopsv1.Namespace, Name: continuum.BindingName(name)}, &rb); !apierrors.IsNotFound(err) {
+			t.Errorf("Karmada made a binding of the application (%v)", err)
+		}
 	}
+	unbound(t)
 
 	// Karmada applies the Work in cloud-1; the cluster agent's part is
 	// played here: report the component ready.
@@ -80,8 +94,22 @@ func TestWorksPropagation(t *testing.T) {
 	}
 	waitApp(t, c, name, func(a *mlsysopsv1.MLSysOpsApp) bool { return a.Status.Phase == mlsysopsv1.AppRunning })
 
+	// A restart (a new leader, say) finds the application and its Work:
+	// it makes no policy for the applications on its way up (Karmada
+	// would bind the application, and the restart refuse to go on), and
+	// keeps the Work.
+	uid := works["cloud-1"].UID
+	stop()
+	runControllers(t, continuum.ControllersOptions{Works: true})
+	noPolicy(t)
+	unbound(t)
+	if works = waitWorks(t, c, name, []string{"cloud-1"}); works["cloud-1"].UID != uid {
+		t.Errorf("the restart replaced the Work in cloud-1")
+	}
+	waitApp(t, c, name, func(a *mlsysopsv1.MLSysOpsApp) bool { return a.Status.Phase == mlsysopsv1.AppRunning })
+
 	// The user moves it: the Work and the copy move to edge-1.
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		cur := &mlsysopsv1.MLSysOpsApp{}
 		if err := c.Get(ctx, client.ObjectKeyFromObject(app), cur); err != nil {
 			return false, nil
