@@ -36,11 +36,13 @@ import (
 // PropagationPolicy and letting Karmada's binding controller write the
 // Works. Karmada's execution controller still applies each Work in its
 // member, its work-status controller still reflects the member copy's
-// status into the Work (AppInterpretation), and a cluster Karmada
-// reports failed still fails its Works' applications over. What goes is
-// the detector's claim of the application, the binding, its scheduling
-// and its aggregated status: several writes per application in Karmada
-// that only carried what the continuum had decided.
+// status into the Work (AppInterpretation), where the placement
+// controller reads it; a cluster that fails is left as with the bindings
+// (the placement moves the application, and the failed cluster's Work is
+// deleted, its copy there once the cluster is back). What goes is the
+// detector's claim of the application, the binding, its scheduling and
+// its aggregated status: some 15 writes per application in Karmada that
+// only carried what the continuum had decided (docs/performance.md).
 
 const (
 	// LabelWorkApp names, on a Work the continuum agent wrote, the
