@@ -85,8 +85,8 @@ func EnsureAPIFor(ctx context.Context, cfg *rest.Config, works bool) error {
 	pp := AppPropagation()
 	pps := kc.PolicyV1alpha1().PropagationPolicies(pp.Namespace)
 	if works {
-		if err := pps.Delete(ctx, pp.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("remove PropagationPolicy %s/%s: %w", pp.Namespace, pp.Name, err)
+		if err := removeAppPolicy(ctx, kc); err != nil {
+			return err
 		}
 	} else if err := upsert(ctx, pp, pps.Get, pps.Create, func(cur *policyv1alpha1.PropagationPolicy) {
 		// The scheduler name is immutable once written; ours from the start.
@@ -147,6 +147,29 @@ func CheckAPI(ctx context.Context, cfg *rest.Config) error {
 	if pp.Spec.SchedulerName != SchedulerName {
 		return fmt.Errorf("PropagationPolicy %s/%s has scheduler %q, not %q: delete it and install MLSysOps again",
 			mlsysopsv1.Namespace, AppPropagationPolicy, pp.Spec.SchedulerName, SchedulerName)
+	}
+	return nil
+}
+
+// CheckAPIForWorks is CheckAPI for a continuum agent that writes the
+// Works itself: the CRDs are checked, and the applications' policy, which
+// an earlier install with the binding propagation left, is removed
+// (Karmada's detector would bind the applications beside the Works).
+func CheckAPIForWorks(ctx context.Context, cfg *rest.Config) error {
+	if err := CheckCRDs(ctx, cfg); err != nil {
+		return err
+	}
+	kc, err := karmadaclientset.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	return removeAppPolicy(ctx, kc)
+}
+
+func removeAppPolicy(ctx context.Context, kc karmadaclientset.Interface) error {
+	err := kc.PolicyV1alpha1().PropagationPolicies(mlsysopsv1.Namespace).Delete(ctx, AppPropagationPolicy, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("remove PropagationPolicy %s/%s: %w", mlsysopsv1.Namespace, AppPropagationPolicy, err)
 	}
 	return nil
 }

@@ -11,8 +11,6 @@ import (
 	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
 	workv1alpha1 "github.com/karmada-io/karmada/pkg/apis/work/v1alpha1"
 	workv1alpha2 "github.com/karmada-io/karmada/pkg/apis/work/v1alpha2"
-	karmadaclientset "github.com/karmada-io/karmada/pkg/generated/clientset/versioned"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
@@ -91,19 +89,14 @@ func NewControllersWith(ctx context.Context, cfg *rest.Config, log *slog.Logger,
 	check := func(ctx context.Context, cfg *rest.Config) error { return EnsureAPIFor(ctx, cfg, opts.Works) }
 	switch {
 	case opts.CheckAPIOnly && opts.Works:
-		// The deployer installed no policy for the applications.
-		check = CheckCRDs
+		check = CheckAPIForWorks
 	case opts.CheckAPIOnly:
 		check = CheckAPI
 	}
 	if err := check(ctx, cfg); err != nil {
 		return nil, err
 	}
-	if opts.Works {
-		if err := checkNoBindings(ctx, cfg); err != nil {
-			return nil, err
-		}
-	}
+
 	wait := opts.MembersAPIWait
 	if wait == 0 {
 		wait = DefaultMembersAPIWait
@@ -119,6 +112,15 @@ func NewControllersWith(ctx context.Context, cfg *rest.Config, log *slog.Logger,
 	scheme, err := Scheme()
 	if err != nil {
 		return nil, err
+	}
+	if opts.Works {
+		live, err := client.New(cfg, client.Options{Scheme: scheme})
+		if err != nil {
+			return nil, err
+		}
+		if err := migrateBindings(ctx, live, log); err != nil {
+			return nil, err
+		}
 	}
 	// controller-runtime wants a global logger too; the manager's own one
 	// carries this agent's keys.
@@ -191,30 +193,4 @@ func workSelector() labels.Selector {
 		panic(err)
 	}
 	return labels.NewSelector().Add(*req)
-}
-
-// checkNoBindings refuses to start the Works propagation while
-// applications are bound through ResourceBindings (placed by a continuum
-// agent with the binding propagation): Karmada would go on applying their
-// Works beside the continuum's, two writers of one copy in the member.
-func checkNoBindings(ctx context.Context, cfg *rest.Config) error {
-	kc, err := karmadaclientset.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	list, err := kc.WorkV1alpha2().ResourceBindings(mlsysopsv1.Namespace).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return fmt.Errorf("list the applications' ResourceBindings: %w", err)
-	}
-	var bound []string
-	for _, rb := range list.Items {
-		if rb.Spec.Resource.Kind == "MLSysOpsApp" {
-			bound = append(bound, rb.Spec.Resource.Name)
-		}
-	}
-	if len(bound) > 0 {
-		return fmt.Errorf("propagation work: %d applications are placed through ResourceBindings (propagation binding): %v; "+
-			"moving them is not supported yet: remove them, or run with --propagation=binding", len(bound), bound)
-	}
-	return nil
 }

@@ -135,6 +135,72 @@ func TestWorksPropagation(t *testing.T) {
 	waitMemberGone(t, edge, name)
 }
 
+// TestBindingsMovedToWorks: a continuum agent started with the Works
+// propagation where one with the bindings placed an application moves it
+// to a Work of its own without touching its copy in the member (the same
+// object, never deleted) and without a binding left; the application
+// stays Running.
+func TestBindingsMovedToWorks(t *testing.T) {
+	env := testbed.Shared(t)
+	stop := runControllers(t, continuum.ControllersOptions{})
+	scheme, _ := continuum.Scheme()
+	c, err := client.New(env.RESTConfig(t, testbed.ContextKarmada), client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitAppAPI(t, env)
+	ctx := context.Background()
+	t.Cleanup(func() {
+		if err := continuum.EnsureAPI(context.Background(), env.RESTConfig(t, testbed.ContextKarmada)); err != nil {
+			t.Errorf("restore the applications' PropagationPolicy: %v", err)
+		}
+	})
+	name := "moved-" + rand.String(5)
+	app := gpuApp(name, "", 0)
+	app.Spec.Components[0].Containers[0].PlatformRequirements.GPU = nil
+	app.Spec.ClusterPlacement = &mlsysopsv1.ClusterPlacement{ClusterID: []string{"cloud-1"}}
+	if err := c.Create(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), app) })
+	cloud := dynamic.NewForConfigOrDie(env.RESTConfig(t, "cloud-1")).Resource(appGVR).Namespace(mlsysopsv1.Namespace)
+	member := waitMemberCopy(t, cloud, name)
+	member.Object["status"] = map[string]any{
+		"phase":      "Running",
+		"components": []any{map[string]any{"name": "infer", "nodes": []any{"cloud-1"}, "replicas": int64(1), "readyReplicas": int64(1)}},
+	}
+	if _, err := cloud.UpdateStatus(ctx, member, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitApp(t, c, name, func(a *mlsysopsv1.MLSysOpsApp) bool { return a.Status.Phase == mlsysopsv1.AppRunning })
+
+	stop()
+	runControllers(t, continuum.ControllersOptions{Works: true})
+	var rb workv1alpha2.ResourceBinding
+	if err := c.Get(ctx, types.NamespacedName{Namespace: mlsysopsv1.Namespace, Name: continuum.BindingName(name)}, &rb); !apierrors.IsNotFound(err) {
+		t.Errorf("the binding is still there (%v)", err)
+	}
+	waitWorks(t, c, name, []string{"cloud-1"})
+	var copy *unstructured.Unstructured
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		copy, err = cloud.Get(ctx, name, metav1.GetOptions{})
+		return err == nil && copy.GetAnnotations()["work.karmada.io/name"] == continuum.WorkName(name) &&
+			copy.GetLabels()["karmada.io/managed"] == "true", nil
+	})
+	if err != nil {
+		t.Fatalf("the copy in cloud-1 was not taken over by the continuum's Work: %v (%v)", err, copy)
+	}
+	if copy.GetUID() != member.GetUID() {
+		t.Errorf("the copy in cloud-1 was replaced (uid %s, was %s)", copy.GetUID(), member.GetUID())
+	}
+	waitApp(t, c, name, func(a *mlsysopsv1.MLSysOpsApp) bool { return a.Status.Phase == mlsysopsv1.AppRunning })
+	if err := c.Delete(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	waitWorks(t, c, name, nil)
+	waitMemberGone(t, cloud, name)
+}
+
 // waitWorks waits until the application's Works, live, are those of
 // clusters (none being deleted) and returns them by cluster.
 func waitWorks(t *testing.T, c client.Client, app string, clusters []string) map[string]*workv1alpha1.Work {
