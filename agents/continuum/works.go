@@ -340,3 +340,27 @@ func (r *AppReconciler) sweepWorks(ctx context.Context, reader client.Reader) er
 	}
 	return nil
 }
+
+// Placement reads where application app is placed, whichever the
+// propagation: the Works the continuum wrote for it (those not being
+// deleted) or, when it wrote none, the application's ResourceBinding.
+// found is false when neither is in Karmada; a Work being deleted counts
+// as found (its copy may still be in its member).
+func Placement(ctx context.Context, c client.Reader, app string) (clusters []string, found bool, err error) {
+	works, err := appWorks(ctx, c, app)
+	if err != nil {
+		return nil, false, err
+	}
+	if len(works) > 0 {
+		return worksPlaced(works), true, nil
+	}
+	rb := &workv1alpha2.ResourceBinding{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: mlsysopsv1.Namespace, Name: BindingName(app)}, rb); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, false, nil
+		}
+		return nil, false, fmt.Errorf("read the binding of %s: %w", app, err)
+	}
+	clusters, _ = PlacedClusters(rb)
+	return clusters, true, nil
+}

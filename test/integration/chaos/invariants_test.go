@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
+	workv1alpha1 "github.com/karmada-io/karmada/pkg/apis/work/v1alpha1"
 	workv1alpha2 "github.com/karmada-io/karmada/pkg/apis/work/v1alpha2"
 
 	"github.com/mlsysops-go/mlsysops/agents/continuum"
@@ -160,15 +161,14 @@ func (w *workload) all() ([]*app, []*mlDeployment) {
 }
 
 // gone checks that nothing of an application is left: its resource, its
-// ResourceBinding (and the placement there), its namespaces in the members, its Redis keys and,
+// ResourceBinding or Works (and the placement there), its namespaces in the members, its Redis keys and,
 // when api says so, its entry in the API.
 func (r *run) gone(ctx context.Context, name string, api bool) error {
 	if err := r.karmada.Get(ctx, types.NamespacedName{Namespace: mlsysopsv1.Namespace, Name: name}, &mlsysopsv1.MLSysOpsApp{}); !apierrors.IsNotFound(err) {
 		return fmt.Errorf("MLSysOpsApp still in Karmada (%v)", err)
 	}
-	rb := &workv1alpha2.ResourceBinding{}
-	if err := r.karmada.Get(ctx, types.NamespacedName{Namespace: mlsysopsv1.Namespace, Name: continuum.BindingName(name)}, rb); !apierrors.IsNotFound(err) {
-		return fmt.Errorf("ResourceBinding still in Karmada (%v)", err)
+	if _, found, err := continuum.Placement(ctx, r.karmada, name); err != nil || found {
+		return fmt.Errorf("its ResourceBinding or Works still in Karmada (%v)", err)
 	}
 	for _, c := range r.env.Clusters {
 		if _, err := r.members[c].CoreV1().Namespaces().Get(ctx, members.Namespace(name), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
@@ -268,17 +268,17 @@ func (r *run) desired(ctx context.Context, a *mlsysopsv1.MLSysOpsApp, mark strin
 			return fmt.Errorf("component %s placed nowhere in the status", c.Metadata.Name)
 		}
 	}
-	rb := &workv1alpha2.ResourceBinding{}
-	if err := r.karmada.Get(ctx, types.NamespacedName{Namespace: mlsysopsv1.Namespace, Name: continuum.BindingName(a.Name)}, rb); err != nil {
-		return fmt.Errorf("ResourceBinding: %w", err)
+	placed, found, err := continuum.Placement(ctx, r.karmada, a.Name)
+	if err != nil || !found {
+		return fmt.Errorf("no ResourceBinding or Works in Karmada (%v)", err)
 	}
 	var clusters []string
 	for c := range want {
 		clusters = append(clusters, c)
 	}
 	sort.Strings(clusters)
-	if placed, _ := continuum.PlacedClusters(rb); !slices.Equal(sorted(placed), clusters) {
-		return fmt.Errorf("the binding places it on %v, the status on %v", placed, clusters)
+	if !slices.Equal(sorted(placed), clusters) {
+		return fmt.Errorf("Karmada places it on %v, the status on %v", placed, clusters)
 	}
 	ns := members.Namespace(a.Name)
 	for _, name := range r.env.Clusters {
@@ -418,6 +418,15 @@ func (r *run) orphans(ctx context.Context, w *workload) {
 	for _, rb := range rbs.Items {
 		if app := rb.Spec.Resource.Name; rb.Spec.Resource.Kind == "MLSysOpsApp" && mine(app) && !present[app] {
 			r.violate("orphan ResourceBinding %s of %s", rb.Name, app)
+		}
+	}
+	var works workv1alpha1.WorkList
+	if err := r.karmada.List(ctx, &works, client.HasLabels{continuum.LabelWorkApp}); err != nil {
+		r.violate("list Works: %v", err)
+	}
+	for _, w := range works.Items {
+		if app := w.Labels[continuum.LabelWorkApp]; mine(app) && !present[app] {
+			r.violate("orphan Work %s/%s of %s", w.Namespace, w.Name, app)
 		}
 	}
 	var list mlsysopsv1.MLSysOpsAppList

@@ -29,8 +29,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	workv1alpha2 "github.com/karmada-io/karmada/pkg/apis/work/v1alpha2"
-
 	"github.com/mlsysops-go/mlsysops/agents/continuum"
 	mlsysopsv1 "github.com/mlsysops-go/mlsysops/internal/api/v1"
 	"github.com/mlsysops-go/mlsysops/internal/description"
@@ -204,9 +202,10 @@ func (w *world) desired(ctx context.Context, a *mlsysopsv1.MLSysOpsApp, on strin
 }
 
 // placed returns the clusters the continuum placed application name on,
-// as its binding records them (none before it is placed).
+// as its Works or binding record them (none before it is placed).
 func (w *world) placed(ctx context.Context, name string) ([]string, error) {
-	return continuum.PlacementOf(ctx, w.karmada, name)
+	clusters, _, err := continuum.Placement(ctx, w.karmada, name)
+	return clusters, err
 }
 
 // gone checks that nothing of the application is left anywhere.
@@ -214,9 +213,8 @@ func (w *world) gone(ctx context.Context, name string) error {
 	if _, err := w.get(ctx, name); !apierrors.IsNotFound(err) {
 		return fmt.Errorf("MLSysOpsApp still in Karmada (%v)", err)
 	}
-	rb := &workv1alpha2.ResourceBinding{}
-	if err := w.karmada.Get(ctx, types.NamespacedName{Namespace: mlsysopsv1.Namespace, Name: continuum.BindingName(name)}, rb); !apierrors.IsNotFound(err) {
-		return fmt.Errorf("ResourceBinding still in Karmada (%v)", err)
+	if _, found, err := continuum.Placement(ctx, w.karmada, name); err != nil || found {
+		return fmt.Errorf("its ResourceBinding or Works still in Karmada (%v)", err)
 	}
 	for c, cs := range w.members {
 		if _, err := cs.CoreV1().Namespaces().Get(ctx, members.Namespace(name), metav1.GetOptions{}); !apierrors.IsNotFound(err) {

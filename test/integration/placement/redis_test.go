@@ -11,10 +11,7 @@ import (
 	"testing"
 	"time"
 
-	workv1alpha2 "github.com/karmada-io/karmada/pkg/apis/work/v1alpha2"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -195,13 +192,12 @@ func killMaster(t *testing.T, rd *testbed.RedisDeployment) {
 // want Deployments per component (its one component, "web"), all in one
 // cluster.
 func (a *agents) placedOnce(ctx context.Context, id string, want int) error {
-	rb := &workv1alpha2.ResourceBinding{}
-	err := a.karmada.Get(ctx, types.NamespacedName{Namespace: mlsysopsv1.Namespace, Name: continuum.BindingName(id)}, rb)
-	if err != nil && (want > 0 || !apierrors.IsNotFound(err)) {
-		return fmt.Errorf("ResourceBinding: %w", err)
+	placed, found, err := continuum.Placement(ctx, a.karmada, id)
+	if err != nil || (want > 0 && !found) {
+		return fmt.Errorf("no ResourceBinding or Works in Karmada (%v)", err)
 	}
-	if placed, _ := continuum.PlacedClusters(rb); err == nil && (want == 0 || len(placed) != 1) {
-		return fmt.Errorf("the binding places it on %v, want %d cluster(s)", placed, want)
+	if found && (want == 0 || len(placed) != 1) {
+		return fmt.Errorf("Karmada places it on %v, want %d cluster(s)", placed, want)
 	}
 	deps, clusters := 0, 0
 	for _, name := range a.env.Clusters {
