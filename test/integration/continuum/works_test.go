@@ -32,21 +32,9 @@ import (
 // and makes the application Running; a change of its clusters moves the
 // Work and the copy; its removal removes the Work and the copy.
 func TestWorksPropagation(t *testing.T) {
-	env := testbed.Shared(t)
+	env, c := worksTestbed(t)
 	stop := runControllers(t, continuum.ControllersOptions{Works: true})
-	scheme, _ := continuum.Scheme()
-	c, err := client.New(env.RESTConfig(t, testbed.ContextKarmada), client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitAppAPI(t, env)
 	ctx := context.Background()
-	// The other tests sharing the testbed place through bindings.
-	t.Cleanup(func() {
-		if err := continuum.EnsureAPI(context.Background(), env.RESTConfig(t, testbed.ContextKarmada)); err != nil {
-			t.Errorf("restore the applications' PropagationPolicy: %v", err)
-		}
-	})
 	noPolicy := func(t *testing.T) {
 		t.Helper()
 		var pp policyv1alpha1.PropagationPolicy
@@ -57,13 +45,7 @@ func TestWorksPropagation(t *testing.T) {
 	noPolicy(t)
 
 	name := "works-" + rand.String(5)
-	app := gpuApp(name, "", 0)
-	app.Spec.Components[0].Containers[0].PlatformRequirements.GPU = nil
-	app.Spec.ClusterPlacement = &mlsysopsv1.ClusterPlacement{ClusterID: []string{"cloud-1"}}
-	if err := c.Create(ctx, app); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Delete(context.Background(), app) })
+	app := createOn(t, c, name, "cloud-1")
 	waitApp(t, c, name, func(a *mlsysopsv1.MLSysOpsApp) bool { return a.Status.Phase == mlsysopsv1.AppDeploying })
 	works := waitWorks(t, c, name, []string{"cloud-1"})
 	if w := works["cloud-1"]; !slices.Contains(w.Finalizers, "karmada.io/execution-controller") {
@@ -85,13 +67,7 @@ func TestWorksPropagation(t *testing.T) {
 	if member.GetAnnotations()["work.karmada.io/name"] != continuum.WorkName(name) {
 		t.Errorf("the copy in cloud-1 names Work %q, want %q", member.GetAnnotations()["work.karmada.io/name"], continuum.WorkName(name))
 	}
-	member.Object["status"] = map[string]any{
-		"phase":      "Running",
-		"components": []any{map[string]any{"name": "infer", "nodes": []any{"cloud-1"}, "replicas": int64(1), "readyReplicas": int64(1)}},
-	}
-	if _, err := cloud.UpdateStatus(ctx, member, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	reportRunning(t, cloud, member, "cloud-1")
 	waitApp(t, c, name, func(a *mlsysopsv1.MLSysOpsApp) bool { return a.Status.Phase == mlsysopsv1.AppRunning })
 
 	// A restart (a new leader, say) finds the application and its Work:
@@ -109,7 +85,7 @@ func TestWorksPropagation(t *testing.T) {
 	waitApp(t, c, name, func(a *mlsysopsv1.MLSysOpsApp) bool { return a.Status.Phase == mlsysopsv1.AppRunning })
 
 	// The user moves it: the Work and the copy move to edge-1.
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		cur := &mlsysopsv1.MLSysOpsApp{}
 		if err := c.Get(ctx, client.ObjectKeyFromObject(app), cur); err != nil {
 			return false, nil
@@ -141,37 +117,15 @@ func TestWorksPropagation(t *testing.T) {
 // object, never deleted) and without a binding left; the application
 // stays Running.
 func TestBindingsMovedToWorks(t *testing.T) {
-	env := testbed.Shared(t)
+	env, c := worksTestbed(t)
 	stop := runControllers(t, continuum.ControllersOptions{})
-	scheme, _ := continuum.Scheme()
-	c, err := client.New(env.RESTConfig(t, testbed.ContextKarmada), client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitAppAPI(t, env)
 	ctx := context.Background()
-	t.Cleanup(func() {
-		if err := continuum.EnsureAPI(context.Background(), env.RESTConfig(t, testbed.ContextKarmada)); err != nil {
-			t.Errorf("restore the applications' PropagationPolicy: %v", err)
-		}
-	})
+	var err error
 	name := "moved-" + rand.String(5)
-	app := gpuApp(name, "", 0)
-	app.Spec.Components[0].Containers[0].PlatformRequirements.GPU = nil
-	app.Spec.ClusterPlacement = &mlsysopsv1.ClusterPlacement{ClusterID: []string{"cloud-1"}}
-	if err := c.Create(ctx, app); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Delete(context.Background(), app) })
+	app := createOn(t, c, name, "cloud-1")
 	cloud := dynamic.NewForConfigOrDie(env.RESTConfig(t, "cloud-1")).Resource(appGVR).Namespace(mlsysopsv1.Namespace)
 	member := waitMemberCopy(t, cloud, name)
-	member.Object["status"] = map[string]any{
-		"phase":      "Running",
-		"components": []any{map[string]any{"name": "infer", "nodes": []any{"cloud-1"}, "replicas": int64(1), "readyReplicas": int64(1)}},
-	}
-	if _, err := cloud.UpdateStatus(ctx, member, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	reportRunning(t, cloud, member, "cloud-1")
 	waitApp(t, c, name, func(a *mlsysopsv1.MLSysOpsApp) bool { return a.Status.Phase == mlsysopsv1.AppRunning })
 
 	stop()
@@ -199,6 +153,54 @@ func TestBindingsMovedToWorks(t *testing.T) {
 	}
 	waitWorks(t, c, name, nil)
 	waitMemberGone(t, cloud, name)
+}
+
+// worksTestbed returns the shared testbed and a client on Karmada, once
+// the members serve the MLSysOps API; the applications' policy, which
+// the Works propagation removes, is made again at the test's end for the
+// other tests sharing the testbed, which place through bindings.
+func worksTestbed(t *testing.T) (*testbed.Env, client.Client) {
+	t.Helper()
+	env := testbed.Shared(t)
+	scheme, _ := continuum.Scheme()
+	c, err := client.New(env.RESTConfig(t, testbed.ContextKarmada), client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitAppAPI(t, env)
+	t.Cleanup(func() {
+		if err := continuum.EnsureAPI(context.Background(), env.RESTConfig(t, testbed.ContextKarmada)); err != nil {
+			t.Errorf("restore the applications' PropagationPolicy: %v", err)
+		}
+	})
+	return env, c
+}
+
+// createOn creates an application of one CPU component that the user
+// keeps on cluster (cluster_id), removed at the test's end.
+func createOn(t *testing.T, c client.Client, name, cluster string) *mlsysopsv1.MLSysOpsApp {
+	t.Helper()
+	app := gpuApp(name, "", 0)
+	app.Spec.Components[0].Containers[0].PlatformRequirements.GPU = nil
+	app.Spec.ClusterPlacement = &mlsysopsv1.ClusterPlacement{ClusterID: []string{cluster}}
+	if err := c.Create(context.Background(), app); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), app) })
+	return app
+}
+
+// reportRunning plays the cluster agent's part: it reports the copy's
+// component ready in its status.
+func reportRunning(t *testing.T, r dynamic.ResourceInterface, member *unstructured.Unstructured, cluster string) {
+	t.Helper()
+	member.Object["status"] = map[string]any{
+		"phase":      "Running",
+		"components": []any{map[string]any{"name": "infer", "nodes": []any{cluster}, "replicas": int64(1), "readyReplicas": int64(1)}},
+	}
+	if _, err := r.UpdateStatus(context.Background(), member, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // waitWorks waits until the application's Works, live, are those of
