@@ -275,13 +275,13 @@ func (r *AppReconciler) reconcile(ctx context.Context, req reconcile.Request) (r
 				return reconcile.Result{}, lerr
 			}
 		}
-		if apierrors.IsNotFound(err) && r.Works {
-			if derr := deleteWorks(ctx, r.client, req.Name); derr != nil {
-				return reconcile.Result{}, derr
-			}
-			r.placedWorks.forget(req.Name)
-		}
 		if apierrors.IsNotFound(err) {
+			if r.Works {
+				if derr := deleteWorks(ctx, r.client, req.Name); derr != nil {
+					return reconcile.Result{}, derr
+				}
+				r.placedWorks.forget(req.Name)
+			}
 			r.gone(ctx, req.Name)
 			r.assumed.Forget(req.Name)
 			r.passes.Forget(req.Name)
@@ -471,18 +471,7 @@ func (r *AppReconciler) sweep(ctx context.Context, reader client.Reader) {
 	if !ok {
 		return
 	}
-	exists := func(ctx context.Context) (map[string]bool, error) {
-		list := &metav1.PartialObjectMetadataList{}
-		list.SetGroupVersionKind(mlsysopsv1.SchemeGroupVersion.WithKind("MLSysOpsAppList"))
-		if err := reader.List(ctx, list, client.InNamespace(mlsysopsv1.Namespace)); err != nil {
-			return nil, fmt.Errorf("list applications: %w", err)
-		}
-		out := make(map[string]bool, len(list.Items))
-		for _, o := range list.Items {
-			out[o.Name] = true
-		}
-		return out, nil
-	}
+	exists := func(ctx context.Context) (map[string]bool, error) { return appNames(ctx, reader) }
 	for {
 		gone, err := sw.Sweep(ctx, exists)
 		for _, id := range gone {
@@ -498,6 +487,21 @@ func (r *AppReconciler) sweep(ctx context.Context, reader client.Reader) {
 		case <-time.After(r.retry):
 		}
 	}
+}
+
+// appNames lists the names of the applications in Karmada (metadata
+// only), with reader.
+func appNames(ctx context.Context, reader client.Reader) (map[string]bool, error) {
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(mlsysopsv1.SchemeGroupVersion.WithKind("MLSysOpsAppList"))
+	if err := reader.List(ctx, list, client.InNamespace(mlsysopsv1.Namespace)); err != nil {
+		return nil, fmt.Errorf("list applications: %w", err)
+	}
+	out := make(map[string]bool, len(list.Items))
+	for _, o := range list.Items {
+		out[o.Name] = true
+	}
+	return out, nil
 }
 
 // bindingRead passes a ResourceBinding's creation, deletion and the

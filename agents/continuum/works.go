@@ -154,12 +154,12 @@ func applyWorks(ctx context.Context, c client.Client, app *mlsysopsv1.MLSysOpsAp
 			return wrote, fmt.Errorf("render the copy of %s for %s: %w", app.Name, cl, err)
 		}
 		w, ok := works[cl]
-		if ok && w.Annotations[annotationWorkManifest] == digest && w.DeletionTimestamp.IsZero() {
-			continue
-		}
-		if ok && !w.DeletionTimestamp.IsZero() {
+		switch {
+		case ok && !w.DeletionTimestamp.IsZero():
 			// Its removal has to end before the cluster takes the
 			// application again; the deletion's event brings a pass.
+			continue
+		case ok && w.Annotations[annotationWorkManifest] == digest:
 			continue
 		}
 		manifests := []workv1alpha1.Manifest{{RawExtension: runtime.RawExtension{Raw: raw}}}
@@ -226,13 +226,22 @@ func deleteWorks(ctx context.Context, c client.Client, app string) error {
 func worksStatus(works map[string]*workv1alpha1.Work) map[string]*runtime.RawExtension {
 	out := map[string]*runtime.RawExtension{}
 	for cl, w := range works {
-		for _, ms := range w.Status.ManifestStatuses {
-			if ms.Status != nil {
-				out[cl] = ms.Status
-			}
+		if st := reflectedStatus(w); st != nil {
+			out[cl] = st
 		}
 	}
 	return out
+}
+
+// reflectedStatus is the member copy's status Karmada reflected into
+// Work w (it carries one manifest), nil before any.
+func reflectedStatus(w *workv1alpha1.Work) *runtime.RawExtension {
+	for _, ms := range w.Status.ManifestStatuses {
+		if ms.Status != nil {
+			return ms.Status
+		}
+	}
+	return nil
 }
 
 // worksWritten holds, per application, the clusters of the Works a pass
@@ -302,7 +311,7 @@ var workRead = predicate.Funcs{
 		}
 		return a.Annotations[annotationWorkManifest] != b.Annotations[annotationWorkManifest] ||
 			a.DeletionTimestamp.IsZero() != b.DeletionTimestamp.IsZero() ||
-			!equality.Semantic.DeepEqual(worksStatus(map[string]*workv1alpha1.Work{"": a}), worksStatus(map[string]*workv1alpha1.Work{"": b}))
+			!equality.Semantic.DeepEqual(reflectedStatus(a), reflectedStatus(b))
 	},
 }
 
@@ -318,14 +327,9 @@ func (r *AppReconciler) sweepWorks(ctx context.Context, reader client.Reader) er
 	if len(works.Items) == 0 {
 		return nil
 	}
-	apps := &metav1.PartialObjectMetadataList{}
-	apps.SetGroupVersionKind(mlsysopsv1.SchemeGroupVersion.WithKind("MLSysOpsAppList"))
-	if err := reader.List(ctx, apps, client.InNamespace(mlsysopsv1.Namespace)); err != nil {
-		return fmt.Errorf("list applications: %w", err)
-	}
-	exists := make(map[string]bool, len(apps.Items))
-	for _, a := range apps.Items {
-		exists[a.Name] = true
+	exists, err := appNames(ctx, reader)
+	if err != nil {
+		return err
 	}
 	for i := range works.Items {
 		w := &works.Items[i]
