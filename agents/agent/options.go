@@ -118,9 +118,9 @@ type Connection struct {
 	// (MLSYSOPS_INSTALL_API).
 	InstallAPI bool
 	// Propagation is how the continuum agent propagates the applications
-	// it places (MLSYSOPS_PROPAGATION): "binding", as Karmada's scheduler
-	// of their ResourceBindings, or "work", writing each placed cluster's
-	// Work itself (agents/continuum/works.go).
+	// it places (MLSYSOPS_PROPAGATION): "work" (the default), writing each
+	// placed cluster's Work itself (agents/continuum/works.go), or
+	// "binding", as Karmada's scheduler of their ResourceBindings.
 	Propagation string
 
 	// LeaderElect runs the agent as one replica of several with the same
@@ -187,7 +187,7 @@ func NewConnection() *Connection {
 		KarmadaContext:          "karmada-apiserver",
 		PlacementControllers:    true,
 		InstallAPI:              true,
-		Propagation:             PropagationBinding,
+		Propagation:             PropagationWork,
 		LeaseDuration:           15 * time.Second,
 		RenewDeadline:           10 * time.Second,
 		RetryPeriod:             2 * time.Second,
@@ -304,7 +304,7 @@ func (c *Connection) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.KarmadaKubeconfig, "karmada-kubeconfig", c.KarmadaKubeconfig, "Karmada API kubeconfig for the continuum layer ($KARMADA_API_KUBECONFIG)")
 	fs.StringVar(&c.KarmadaContext, "karmada-context", c.KarmadaContext, "context in --karmada-kubeconfig")
 	fs.BoolVar(&c.InstallAPI, "install-api", c.InstallAPI, "continuum: install the MLSysOps CRDs, their propagation and the status interpreter in Karmada at start; false only checks them (the deployer installs them) ($MLSYSOPS_INSTALL_API)")
-	fs.StringVar(&c.Propagation, "propagation", c.Propagation, "continuum: how placed applications reach their clusters: binding (the continuum schedules each application's Karmada ResourceBinding) or work (it writes each cluster's Karmada Work itself: fewer writes in Karmada, needs rights on Works in every execution namespace) ($MLSYSOPS_PROPAGATION)")
+	fs.StringVar(&c.Propagation, "propagation", c.Propagation, "continuum: how placed applications reach their clusters: work (it writes each cluster's Karmada Work itself: half the writes in Karmada, needs rights on Works in every execution namespace) or binding (the continuum schedules each application's Karmada ResourceBinding) ($MLSYSOPS_PROPAGATION)")
 	fs.BoolVar(&c.PlacementControllers, "placement-controllers", c.PlacementControllers, "run the placement controllers (continuum: Karmada placement, cluster: fluidity)")
 	fs.BoolVar(&c.LeaderElect, "leader-elect", c.LeaderElect, "run as one of several replicas of this agent: only the holder of a Kubernetes Lease acts, the others stand by ($MLSYSOPS_LEADER_ELECT; continuum and cluster layers)")
 	fs.StringVar(&c.LeaderElectLease, "leader-elect-lease", c.LeaderElectLease, "the Lease, namespace/name ($MLSYSOPS_LEADER_ELECT_LEASE; default mlsysops/mlsysops-<layer>-<name>)")

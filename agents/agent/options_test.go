@@ -91,8 +91,8 @@ func TestConnectionValidate(t *testing.T) {
 		}, wantErr: []string{"--leader-elect-renew-deadline"}},
 		"unknown mode": {layer: agentconfig.LayerCluster, mutate: func(c *Connection) { c.RedisAddr, c.RedisMode = "a:1", "ring" },
 			wantErr: []string{"--redis-mode"}},
-		"propagation work": {layer: agentconfig.LayerContinuum, mutate: func(c *Connection) {
-			c.RedisAddr, c.KarmadaKubeconfig, c.Propagation = "a:1", "k", PropagationWork
+		"propagation binding": {layer: agentconfig.LayerContinuum, mutate: func(c *Connection) {
+			c.RedisAddr, c.KarmadaKubeconfig, c.Propagation = "a:1", "k", PropagationBinding
 		}},
 		"unknown propagation": {layer: agentconfig.LayerContinuum, mutate: func(c *Connection) {
 			c.RedisAddr, c.KarmadaKubeconfig, c.Propagation = "a:1", "k", "policy"

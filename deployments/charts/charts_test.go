@@ -47,9 +47,9 @@ func TestChartCRDs(t *testing.T) {
 
 // TestAPIObjectsMatchTheAgent: what the chart installs for the continuum
 // agent (which then only checks it) is what the agent installs itself
-// with --install-api.
+// with --install-api (the applications' policy: with the bindings).
 func TestAPIObjectsMatchTheAgent(t *testing.T) {
-	objs, err := charts.Render(charts.Karmada, karmadaValues())
+	objs, err := charts.Render(charts.Karmada, merge(karmadaValues(), map[string]any{"propagation": "binding"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +245,7 @@ func TestPropagationWork(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			work := mode == "work"
+			work := mode != "binding" // the charts' default is work
 			got := kinds(k)
 			for obj, want := range map[string]bool{
 				"PropagationPolicy mlsysops-apps":                                 !work,

@@ -28,6 +28,9 @@ const (
 	Created   Outcome = "created"
 	Changed   Outcome = "changed"
 	Unchanged Outcome = "unchanged"
+	// Deleted is an object of the installation the install no longer
+	// renders (Deployer.prune).
+	Deleted Outcome = "deleted"
 )
 
 // Result is the outcome of applying one object.

@@ -153,8 +153,10 @@ func (d *Deployer) Install(ctx context.Context) (*Report, error) {
 		return nil, err
 	}
 	rep := &Report{OperatorToken: r.Material.OperatorToken}
+	applied := map[string]bool{}
 	apply := func(c *Cluster, objs []*unstructured.Unstructured) error {
 		for _, obj := range objs {
+			applied[ownedKey(c, obj)] = true
 			res, err := c.Apply(ctx, obj, o.DryRun)
 			if err != nil {
 				return err
@@ -207,16 +209,82 @@ func (d *Deployer) Install(ctx context.Context) (*Report, error) {
 			}
 		}
 	}
-	changed := rep.Count(Created) + rep.Count(Changed)
+	if err := d.prune(ctx, applied, rep); err != nil {
+		return rep, err
+	}
+	changed := rep.Count(Created) + rep.Count(Changed) + rep.Count(Deleted)
 	switch {
 	case o.DryRun:
 		d.progress("dry run: %d objects accepted by the apiservers, nothing written", len(rep.Results))
 	case changed == 0:
 		d.progress("nothing changed: all %d objects were already as described", len(rep.Results))
 	default:
-		d.progress("done: %d created, %d changed, %d unchanged", rep.Count(Created), rep.Count(Changed), rep.Count(Unchanged))
+		d.progress("done: %d created, %d changed, %d unchanged, %d deleted", rep.Count(Created), rep.Count(Changed), rep.Count(Unchanged), rep.Count(Deleted))
 	}
 	return rep, nil
+}
+
+// prune deletes the installation's objects that this install did not
+// render (applied holds those it did): what an earlier version or other
+// options made and the present ones no longer have, such as the Works'
+// rights and admission policy after a switch to --propagation binding, or
+// a cluster's agent Secret once the cluster left the descriptions. Like
+// uninstall, it keeps what the applications need (PurgeKey): the
+// continuum agent removes the applications' policy itself when it no
+// longer uses it. Copies Karmada propagated into the host cluster, when
+// the host is also a member, are Karmada's to remove.
+func (d *Deployer) prune(ctx context.Context, applied map[string]bool, rep *Report) error {
+	var stale []*unstructured.Unstructured
+	var in []*Cluster
+	for _, c := range []*Cluster{d.cl.Host, d.cl.Karmada} {
+		objs, err := c.Owned(ctx)
+		if err != nil {
+			return fmt.Errorf("prune: %w", err)
+		}
+		for _, obj := range objs {
+			if applied[ownedKey(c, obj)] || obj.GetAnnotations()[PurgeKey] == "purge" || karmadaCopy(obj) {
+				continue
+			}
+			stale, in = append(stale, obj), append(in, c)
+		}
+	}
+	// Reverse stage order, workloads before what they use, as uninstall.
+	idx := make([]int, len(stale))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(i, j int) bool {
+		a, b := stale[idx[i]], stale[idx[j]]
+		if x, y := charts.StageIndex(a), charts.StageIndex(b); x != y {
+			return x > y
+		}
+		return kindOrder(a) > kindOrder(b)
+	})
+	for _, i := range idx {
+		c, obj := in[i], stale[i]
+		ok, err := c.Delete(ctx, obj, d.opts.DryRun)
+		if err != nil {
+			return fmt.Errorf("prune: %w", err)
+		}
+		if ok {
+			res := Result{Cluster: c.Name, Kind: obj.GetKind(), Namespace: obj.GetNamespace(), Name: obj.GetName(), Outcome: Deleted}
+			rep.Results = append(rep.Results, res)
+			d.progress("  %s %s: no longer part of the installation", res.Outcome, res.Ref())
+		}
+	}
+	return nil
+}
+
+// ownedKey names an object of the installation in c.
+func ownedKey(c *Cluster, o *unstructured.Unstructured) string {
+	return ref(c.Name, o.GetObjectKind().GroupVersionKind().GroupKind().String(), o.GetNamespace(), o.GetName())
+}
+
+// karmadaCopy tells a copy Karmada's execution controller wrote (a host
+// cluster that is also a member holds copies of the member workloads).
+func karmadaCopy(o *unstructured.Unstructured) bool {
+	_, work := o.GetAnnotations()["work.karmada.io/name"]
+	return o.GetLabels()["karmada.io/managed"] == "true" || work
 }
 
 // kubeconfigs returns the host Secrets with the Karmada kubeconfigs of the

@@ -72,7 +72,8 @@ type Options struct {
 	// Services is bundled or external.
 	Services string
 	// Propagation is how the continuum agent propagates the applications
-	// it places: binding or work (the agent's --propagation).
+	// it places: work or binding (the agent's --propagation); empty: the
+	// charts' default, work.
 	Propagation string
 	// XMPPDomain is the domain of every agent's account.
 	XMPPDomain string
@@ -207,7 +208,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.S3SecretKeyFile, "s3-secret-key-file", o.S3SecretKeyFile, "external: file with the S3 secret key (else $AWS_SECRET_ACCESS_KEY)")
 	fs.StringVar(&o.S3Bucket, "s3-bucket", o.S3Bucket, "bucket of the ML connector's files (default mlsysops-models)")
 	fs.StringVar(&o.NorthboundTokensFile, "northbound-tokens-file", o.NorthboundTokensFile, "token list (token,name,viewer|operator lines) of the northbound API and the ML connector (default: one generated operator token)")
-	fs.StringVar(&o.Propagation, "propagation", o.Propagation, "how the continuum agent propagates the applications it places: binding (it schedules each one's Karmada ResourceBinding) or work (it writes each cluster's Work itself: fewer writes in Karmada; it may then write Works, held by an admission policy to its applications')")
+	fs.StringVar(&o.Propagation, "propagation", o.Propagation, "how the continuum agent propagates the applications it places: work (the default: it writes each cluster's Work itself, half the writes in Karmada; it may write Works, held by an admission policy to its applications') or binding (it schedules each one's Karmada ResourceBinding)")
 	fs.StringArrayVar(&o.HostValues, "host-values", o.HostValues, "YAML file of mlsysops-host chart values laid over the computed ones (repeatable)")
 	fs.StringArrayVar(&o.KarmadaValues, "karmada-values", o.KarmadaValues, "YAML file of mlsysops-karmada chart values laid over the computed ones (repeatable)")
 	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "how long to wait for each stage to be ready")

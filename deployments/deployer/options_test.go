@@ -36,8 +36,8 @@ func TestOptionsValidate(t *testing.T) {
 			set:  func(o *Options) { o.RedisAddress = "r:1" },
 			want: []string{"--redis-address: only with --services=external"},
 		},
-		"external":         {set: external},
-		"propagation work": {env: map[string]string{"KARMADA_HOST_IP": "192.0.2.1"}, set: func(o *Options) { o.Propagation = "work" }},
+		"external":            {set: external},
+		"propagation binding": {env: map[string]string{"KARMADA_HOST_IP": "192.0.2.1"}, set: func(o *Options) { o.Propagation = "binding" }},
 		"unknown propagation": {
 			env:  map[string]string{"KARMADA_HOST_IP": "192.0.2.1"},
 			set:  func(o *Options) { o.Propagation = "policy" },

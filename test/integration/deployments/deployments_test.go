@@ -137,6 +137,10 @@ func TestInstall(t *testing.T) {
 	env := testbed.Shared(t)
 	ctx := context.Background()
 	o := externalOptions(t, env)
+	// Installed as the releases before the Works were the default
+	// installed: the continuum schedules Karmada's bindings. The upgrade
+	// below moves it to the default, the Works, as a user's upgrade does.
+	o.Propagation = "binding"
 	// The accounts reconciler makes no periodic pass during the test: a
 	// lost account can only come back through its agent's report.
 	noPasses := filepath.Join(t.TempDir(), "accounts.yaml")
@@ -215,12 +219,13 @@ func TestInstall(t *testing.T) {
 		}
 	})
 
+	t.Run("objects the charts no longer render are pruned", func(t *testing.T) { testPrune(t, env, o) })
+
 	t.Run("ml connector", func(t *testing.T) { testMLConnector(t, env, cl) })
 	t.Run("node-system-descriptions replaced by hand", func(t *testing.T) { testDescriptionReplaced(t, env) })
 	t.Run("agents' secrets", func(t *testing.T) { testSecrets(t, env, cl) })
 	t.Run("redis users per component", func(t *testing.T) { testRedisUsers(t, env, cl) })
 	t.Run("xmpp accounts", func(t *testing.T) { testAccounts(t, env, true) })
-	t.Run("rbac", func(t *testing.T) { testRBAC(t, env) })
 	t.Run("admission policy", func(t *testing.T) { testAdmission(t, env) })
 
 	t.Run("status", func(t *testing.T) {
@@ -264,14 +269,19 @@ func TestInstall(t *testing.T) {
 		if err := testbed.TagRealNodeImages(ctx, env, "0.1.1-test"); err != nil {
 			t.Fatal(err)
 		}
+		copies := appCopies(t, env, app.Name)
 		watch := watchApp(t, env, app.Name)
 		up := *o
 		up.Tag = "0.1.1-test"
+		// The default propagation, the Works: the continuum agent moves
+		// the application off its binding as it restarts.
+		up.Propagation = ""
 		var out bytes.Buffer
 		rep, err := deployer.New(&up, &out).Upgrade(ctx)
 		if err != nil {
 			t.Fatalf("%v\n%s", err, out.String())
 		}
+		checkMovedToWorks(t, env, app.Name, copies)
 		if left := watch(); len(left) > 0 {
 			t.Errorf("the application left Running during the upgrade: %v", left)
 		}
@@ -301,6 +311,7 @@ func TestInstall(t *testing.T) {
 			}
 		}
 	})
+	t.Run("rbac", func(t *testing.T) { testRBAC(t, env) })
 
 	t.Run("uninstall", func(t *testing.T) {
 		// Applications stay unless --purge: this one is the test's.
@@ -579,19 +590,28 @@ func testRBAC(t *testing.T, env *testbed.Env) {
 		{verb: "delete", group: mgroup, resource: "mlsysopsapps", namespace: mls, allowed: true},
 		{verb: "update", group: mgroup, resource: "mlsysopsapps", subresource: "status", namespace: mls, allowed: true},
 		{verb: "update", group: mgroup, resource: "mlsysopscontinuums", subresource: "status", namespace: mls, allowed: true},
-		// The applications' one policy is the installer's: the agent
-		// only checks it, and writes no policy.
-		{verb: "get", group: karmada, resource: "propagationpolicies", name: "mlsysops-apps", namespace: mls, allowed: true},
+		// The default propagation: it writes each placed cluster's Work
+		// itself (held by the admission policy to its applications'
+		// Works, which TestWorksAdmissionPolicy exercises), with no
+		// policy for the applications; it may only delete the one an
+		// install with bindings left, and move that install's
+		// applications off their bindings (patch, delete), in its
+		// namespace only. It schedules no binding and writes no policy.
+		{verb: "create", group: "work.karmada.io", resource: "works", namespace: "karmada-es-cloud-1", allowed: true},
+		{verb: "update", group: "work.karmada.io", resource: "works", name: "a-mlsysopsapp", namespace: "karmada-es-cloud-1", allowed: true},
+		{verb: "delete", group: "work.karmada.io", resource: "works", name: "a-mlsysopsapp", namespace: "karmada-es-cloud-1", allowed: true},
+		{verb: "watch", group: "work.karmada.io", resource: "works", allowed: true},
+		{verb: "update", group: "work.karmada.io", resource: "works", subresource: "status", namespace: "karmada-es-cloud-1"},
+		{verb: "delete", group: karmada, resource: "propagationpolicies", name: "mlsysops-apps", namespace: mls, allowed: true},
+		{verb: "get", group: karmada, resource: "propagationpolicies", name: "mlsysops-apps", namespace: mls},
 		{verb: "create", group: karmada, resource: "propagationpolicies", namespace: mls},
-		{verb: "update", group: karmada, resource: "propagationpolicies", name: "mlsysops-apps", namespace: mls},
+		{verb: "delete", group: karmada, resource: "propagationpolicies", name: "mlsysops-framework", namespace: fw},
 		{verb: "list", group: "work.karmada.io", resource: "resourcebindings", namespace: mls, allowed: true},
-		// The Karmada scheduler of the applications' bindings: it
-		// records its placements on them and binds them, in its
-		// namespace only, and neither creates nor deletes them.
 		{verb: "patch", group: "work.karmada.io", resource: "resourcebindings", namespace: mls, allowed: true},
-		{verb: "patch", group: "work.karmada.io", resource: "resourcebindings", subresource: "status", namespace: mls, allowed: true},
+		{verb: "delete", group: "work.karmada.io", resource: "resourcebindings", namespace: mls, allowed: true},
+		{verb: "patch", group: "work.karmada.io", resource: "resourcebindings", subresource: "status", namespace: mls},
 		{verb: "patch", group: "work.karmada.io", resource: "resourcebindings", namespace: fw},
-		{verb: "delete", group: "work.karmada.io", resource: "resourcebindings", namespace: mls},
+		{verb: "create", group: "work.karmada.io", resource: "resourcebindings", namespace: mls},
 		{verb: "list", group: "cluster.karmada.io", resource: "clusters", allowed: true},
 		{verb: "get", group: "cluster.karmada.io", resource: "clusters", subresource: "proxy", name: "cloud-1", allowed: true},
 		// Deleting, through the proxy, members' copies Karmada left behind.
