@@ -94,7 +94,7 @@ func newClusterLayer(_ context.Context, a *agent.Agent, env agentconfig.LookupEn
 	if err != nil {
 		return nil, fmt.Errorf("member cluster client: %w", err)
 	}
-	cs, err := kubernetes.NewForConfig(kcfg)
+	cs, err := kubernetes.NewForConfig(kube.Protobuf(kcfg))
 	if err != nil {
 		return nil, err
 	}
