@@ -229,10 +229,11 @@ func (d *Deployer) Install(ctx context.Context) (*Report, error) {
 // options made and the present ones no longer have, such as the Works'
 // rights and admission policy after a switch to --propagation binding, or
 // a cluster's agent Secret once the cluster left the descriptions. Like
-// uninstall, it keeps what the applications need (PurgeKey): the
-// continuum agent removes the applications' policy itself when it no
-// longer uses it. Copies Karmada propagated into the host cluster, when
-// the host is also a member, are Karmada's to remove.
+// uninstall, it keeps what the applications need (PurgeKey; the continuum
+// agent removes the applications' policy itself when it no longer uses
+// it); unlike uninstall, it keeps volumes, whose data outlive a bundled
+// service turned off. Copies Karmada propagated into the host cluster,
+// when the host is also a member, are Karmada's to remove.
 func (d *Deployer) prune(ctx context.Context, applied map[string]bool, rep *Report) error {
 	var stale []*unstructured.Unstructured
 	var in []*Cluster
@@ -243,6 +244,12 @@ func (d *Deployer) prune(ctx context.Context, applied map[string]bool, rep *Repo
 		}
 		for _, obj := range objs {
 			if applied[ownedKey(c, obj)] || obj.GetAnnotations()[PurgeKey] == "purge" || karmadaCopy(obj) {
+				continue
+			}
+			if obj.GetKind() == "PersistentVolumeClaim" {
+				// Data (a bundled service's, since turned off): the
+				// operator's to delete, once it is no longer needed.
+				d.progress("  kept %s: no longer part of the installation, but it holds data (delete it by hand)", ref(c.Name, obj.GetKind(), obj.GetNamespace(), obj.GetName()))
 				continue
 			}
 			stale, in = append(stale, obj), append(in, c)
