@@ -113,14 +113,18 @@ func NewControllersWith(ctx context.Context, cfg *rest.Config, log *slog.Logger,
 	if err != nil {
 		return nil, err
 	}
+	// Applications the other propagation placed move to this one, their
+	// copies in the members untouched (migrate.go).
+	live, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, err
+	}
+	migrate := migrateWorks
 	if opts.Works {
-		live, err := client.New(cfg, client.Options{Scheme: scheme})
-		if err != nil {
-			return nil, err
-		}
-		if err := migrateBindings(ctx, live, log); err != nil {
-			return nil, err
-		}
+		migrate = migrateBindings
+	}
+	if err := migrate(ctx, live, log); err != nil {
+		return nil, err
 	}
 	// controller-runtime wants a global logger too; the manager's own one
 	// carries this agent's keys.

@@ -220,8 +220,11 @@ func merge(a, b map[string]any) map[string]any {
 
 // TestPropagationWork: with propagation work the Karmada chart installs no
 // policy for the applications and gives the continuum agent Works instead
-// of bindings, held by an admission policy; the host chart passes the
-// agent the same --propagation. The default is binding.
+// of bindings; with propagation binding it may only read, patch and
+// delete Works (to move the applications an install with propagation
+// work placed), and in both the admission policy holds it to its
+// applications' Works. The host chart passes the agent the same
+// --propagation.
 func TestPropagationWork(t *testing.T) {
 	kinds := func(objs []*unstructured.Unstructured) map[string]*unstructured.Unstructured {
 		out := map[string]*unstructured.Unstructured{}
@@ -249,14 +252,25 @@ func TestPropagationWork(t *testing.T) {
 			got := kinds(k)
 			for obj, want := range map[string]bool{
 				"PropagationPolicy mlsysops-apps":                                 !work,
-				"ClusterRole mlsysops-continuum-agent-works":                      work,
-				"ClusterRoleBinding mlsysops-continuum-agent-works":               work,
-				"ValidatingAdmissionPolicy mlsysops-continuum-agent-works":        work,
-				"ValidatingAdmissionPolicyBinding mlsysops-continuum-agent-works": work,
+				"ClusterRole mlsysops-continuum-agent-works":                      true,
+				"ClusterRoleBinding mlsysops-continuum-agent-works":               true,
+				"ValidatingAdmissionPolicy mlsysops-continuum-agent-works":        true,
+				"ValidatingAdmissionPolicyBinding mlsysops-continuum-agent-works": true,
 			} {
 				if _, ok := got[obj]; ok != want {
 					t.Errorf("%s rendered: %v, want %v", obj, ok, want)
 				}
+			}
+			// With the bindings, the agent only moves the Works left by
+			// the other propagation (migrate.go): it writes none.
+			worksRules, _, _ := unstructured.NestedSlice(got["ClusterRole mlsysops-continuum-agent-works"].Object, "rules")
+			verbs := toString(worksRules[0].(map[string]any)["verbs"])
+			wantVerbs := "[get list patch delete]"
+			if work {
+				wantVerbs = "[get list watch create update delete]"
+			}
+			if verbs != wantVerbs {
+				t.Errorf("the continuum agent may %s Works, want %s", verbs, wantVerbs)
 			}
 			role := got["Role mlsysops-continuum-agent"]
 			rules, _, _ := unstructured.NestedSlice(role.Object, "rules")

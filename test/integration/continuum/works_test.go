@@ -155,10 +155,89 @@ func TestBindingsMovedToWorks(t *testing.T) {
 	waitMemberGone(t, cloud, name)
 }
 
+// TestWorksMovedToBindings: a continuum agent started with the binding
+// propagation where one with the Works propagation placed an application
+// moves it to its ResourceBinding, scheduled on the same cluster, without
+// touching its copy in the member (the same object, never deleted, taken
+// over by the binding's Work) and without a Work of its own left; the
+// application stays Running. A restart with nothing to move changes
+// nothing.
+func TestWorksMovedToBindings(t *testing.T) {
+	env, c := worksTestbed(t)
+	stop := runControllers(t, continuum.ControllersOptions{Works: true})
+	ctx := context.Background()
+	name := "back-" + rand.String(5)
+	app := createOn(t, c, name, "cloud-1")
+	waitWorks(t, c, name, []string{"cloud-1"})
+	cloud := dynamic.NewForConfigOrDie(env.RESTConfig(t, "cloud-1")).Resource(appGVR).Namespace(mlsysopsv1.Namespace)
+	member := waitMemberCopy(t, cloud, name)
+	reportRunning(t, cloud, member, "cloud-1")
+	waitApp(t, c, name, func(a *mlsysopsv1.MLSysOpsApp) bool { return a.Status.Phase == mlsysopsv1.AppRunning })
+
+	stop()
+	// The move is done once the controllers are up.
+	stop = runControllers(t, continuum.ControllersOptions{})
+	moved := func(t *testing.T) *workv1alpha2.ResourceBinding {
+		t.Helper()
+		var works workv1alpha1.WorkList
+		if err := c.List(ctx, &works, client.HasLabels{continuum.LabelWorkApp}); err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range works.Items {
+			t.Errorf("Work %s/%s of application %s is left", w.Namespace, w.Name, w.Labels[continuum.LabelWorkApp])
+		}
+		var rb workv1alpha2.ResourceBinding
+		if err := c.Get(ctx, types.NamespacedName{Namespace: mlsysopsv1.Namespace, Name: continuum.BindingName(name)}, &rb); err != nil {
+			t.Fatalf("no binding of the application: %v", err)
+		}
+		var scheduled []string
+		for _, tc := range rb.Spec.Clusters {
+			scheduled = append(scheduled, tc.Name)
+		}
+		placed, _ := continuum.PlacedClusters(&rb)
+		if !slices.Equal(scheduled, []string{"cloud-1"}) || !slices.Equal(placed, []string{"cloud-1"}) {
+			t.Errorf("the binding is scheduled on %v, placed on %v, want cloud-1", scheduled, placed)
+		}
+		return &rb
+	}
+	rb := moved(t)
+	var copy *unstructured.Unstructured
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		var err error
+		copy, err = cloud.Get(ctx, name, metav1.GetOptions{})
+		return err == nil && copy.GetAnnotations()[workv1alpha2.ResourceBindingNameAnnotationKey] == continuum.BindingName(name) &&
+			copy.GetAnnotations()["work.karmada.io/name"] != continuum.WorkName(name) &&
+			copy.GetLabels()["karmada.io/managed"] == "true", nil
+	})
+	if err != nil {
+		t.Fatalf("the copy in cloud-1 was not taken over by the binding's Work: %v (%v)", err, copy)
+	}
+	if copy.GetUID() != member.GetUID() {
+		t.Errorf("the copy in cloud-1 was replaced (uid %s, was %s)", copy.GetUID(), member.GetUID())
+	}
+	waitApp(t, c, name, func(a *mlsysopsv1.MLSysOpsApp) bool { return a.Status.Phase == mlsysopsv1.AppRunning })
+
+	// Nothing to move: the binding, its placement and the copy stay.
+	stop()
+	runControllers(t, continuum.ControllersOptions{})
+	if again := moved(t); again.UID != rb.UID || again.Generation != rb.Generation {
+		t.Errorf("the restart changed the binding (uid %s, generation %d; was %s, %d)", again.UID, again.Generation, rb.UID, rb.Generation)
+	}
+	if cur, err := cloud.Get(ctx, name, metav1.GetOptions{}); err != nil || cur.GetUID() != member.GetUID() {
+		t.Errorf("the restart replaced the copy in cloud-1 (%v)", err)
+	}
+	waitApp(t, c, name, func(a *mlsysopsv1.MLSysOpsApp) bool { return a.Status.Phase == mlsysopsv1.AppRunning })
+	if err := c.Delete(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	waitMemberGone(t, cloud, name)
+}
+
 // worksTestbed returns the shared testbed and a client on Karmada, once
-// the members serve the MLSysOps API; the applications' policy, which
-// the Works propagation removes, is made again at the test's end for the
-// other tests sharing the testbed, which place through bindings.
+// the members serve the MLSysOps API (installed here when no test ran
+// before on a new testbed); the applications' policy, which the Works
+// propagation removes, is made again at the test's end for the other
+// tests sharing the testbed, which place through bindings.
 func worksTestbed(t *testing.T) (*testbed.Env, client.Client) {
 	t.Helper()
 	env := testbed.Shared(t)
@@ -166,6 +245,9 @@ func worksTestbed(t *testing.T) (*testbed.Env, client.Client) {
 	c, err := client.New(env.RESTConfig(t, testbed.ContextKarmada), client.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if err := continuum.EnsureAPI(context.Background(), env.RESTConfig(t, testbed.ContextKarmada)); err != nil {
+		t.Fatalf("install the MLSysOps API in Karmada: %v", err)
 	}
 	waitAppAPI(t, env)
 	t.Cleanup(func() {
