@@ -66,7 +66,7 @@ func migrateBindings(ctx context.Context, c client.Client, log *slog.Logger) err
 }
 
 func migrateBinding(ctx context.Context, c client.Client, rb *workv1alpha2.ResourceBinding) error {
-	clusters := targetNames(rb.Spec.Clusters)
+	clusters := movedClusters(rb)
 	if rb.DeletionTimestamp.IsZero() && (rb.Spec.PreserveResourcesOnDeletion == nil || !*rb.Spec.PreserveResourcesOnDeletion) {
 		patch := client.MergeFrom(rb.DeepCopy())
 		rb.Spec.PreserveResourcesOnDeletion = ptr(true)
@@ -130,6 +130,19 @@ func migrateBinding(ctx context.Context, c client.Client, rb *workv1alpha2.Resou
 	}
 	_, err = applyWorks(ctx, c, app, works, clusters)
 	return err
+}
+
+// movedClusters are the clusters an application bound by rb goes on
+// with, on Works: those it is scheduled on or, placed but not scheduled
+// (a start with the bindings cut short while moving it off its Works,
+// for migrateWorks records the placement before it deletes them), those
+// of its placement.
+func movedClusters(rb *workv1alpha2.ResourceBinding) []string {
+	if clusters := targetNames(rb.Spec.Clusters); len(clusters) > 0 {
+		return clusters
+	}
+	placed, _ := PlacedClusters(rb)
+	return placed
 }
 
 // From Works to bindings.

@@ -52,3 +52,29 @@ func TestWorksPlacement(t *testing.T) {
 		}
 	}
 }
+
+// TestMovedClusters: an application moved from its binding to Works goes
+// on the clusters the binding is scheduled on; placed but not scheduled
+// (a move to the bindings cut short), on those of its placement; neither,
+// on none (the placement controller places it).
+func TestMovedClusters(t *testing.T) {
+	scheduled := &workv1alpha2.ResourceBinding{
+		ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{mlsysopsv1.AnnotationPlacement: "cloud,edge"}},
+		Spec:       workv1alpha2.ResourceBindingSpec{Clusters: []workv1alpha2.TargetCluster{{Name: "edge"}}},
+	}
+	placedOnly := &workv1alpha2.ResourceBinding{
+		ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{mlsysopsv1.AnnotationPlacement: "cloud,edge"}},
+	}
+	for name, c := range map[string]struct {
+		rb   *workv1alpha2.ResourceBinding
+		want []string
+	}{
+		"scheduled":             {scheduled, []string{"edge"}},
+		"placed, not scheduled": {placedOnly, []string{"cloud", "edge"}},
+		"neither":               {&workv1alpha2.ResourceBinding{}, nil},
+	} {
+		if got := movedClusters(c.rb); !slices.Equal(got, c.want) {
+			t.Errorf("%s: %v, want %v", name, got, c.want)
+		}
+	}
+}

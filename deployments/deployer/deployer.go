@@ -226,9 +226,9 @@ func (d *Deployer) Install(ctx context.Context) (*Report, error) {
 
 // prune deletes the installation's objects that this install did not
 // render (applied holds those it did): what an earlier version or other
-// options made and the present ones no longer have, such as the Works'
-// rights and admission policy after a switch to --propagation binding, or
-// a cluster's agent Secret once the cluster left the descriptions. Like
+// options made and the present ones no longer have, such as the ML
+// connector's objects once it is turned off, or a cluster's agent Secret
+// once the cluster left the descriptions. Like
 // uninstall, it keeps what the applications need (PurgeKey; the continuum
 // agent removes the applications' policy itself when it no longer uses
 // it); unlike uninstall, it keeps volumes, whose data outlive a bundled
