@@ -198,24 +198,12 @@ func TestInstall(t *testing.T) {
 	})
 
 	t.Run("second run changes nothing", func(t *testing.T) {
-		again := *o
-		again.NoWait = true
-		var out bytes.Buffer
-		rep, err := deployer.New(&again, &out).Install(ctx)
-		if err != nil {
-			t.Fatalf("%v\n%s", err, out.String())
-		}
-		var changed []string
-		for _, r := range rep.Results {
-			if r.Outcome != deployer.Unchanged {
-				changed = append(changed, string(r.Outcome)+" "+r.Ref())
-			}
-		}
+		changed, out := installAgain(t, o)
 		if len(changed) > 0 {
 			t.Errorf("the second run wrote %d objects:\n%s", len(changed), strings.Join(changed, "\n"))
 		}
-		if !strings.Contains(out.String(), "nothing changed") {
-			t.Errorf("the second run does not say nothing changed:\n%s", out.String())
+		if !strings.Contains(out, "nothing changed") {
+			t.Errorf("the second run does not say nothing changed:\n%s", out)
 		}
 	})
 

@@ -119,6 +119,26 @@ func checkMovedToWorks(t *testing.T, env *testbed.Env, app string, copies map[st
 	}
 }
 
+// installAgain runs the install of o again without waiting, and returns
+// what it wrote ("<outcome> <object>", every object not unchanged) and its
+// output.
+func installAgain(t *testing.T, o *deployer.Options) (written []string, output string) {
+	t.Helper()
+	again := *o
+	again.NoWait = true
+	var out bytes.Buffer
+	rep, err := deployer.New(&again, &out).Install(context.Background())
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	for _, r := range rep.Results {
+		if r.Outcome != deployer.Unchanged {
+			written = append(written, string(r.Outcome)+" "+r.Ref())
+		}
+	}
+	return written, out.String()
+}
+
 // testPrune checks that an install deletes the objects of the
 // installation it no longer renders (as an earlier version's or other
 // options' left them), and keeps what uninstall also keeps without
@@ -142,22 +162,10 @@ func testPrune(t *testing.T, env *testbed.Env, o *deployer.Options) {
 			_ = cs.CoreV1().ConfigMaps(deployer.Namespace).Delete(context.Background(), cm.Name, metav1.DeleteOptions{})
 		})
 	}
-	again := *o
-	again.NoWait = true
-	var out bytes.Buffer
-	rep, err := deployer.New(&again, &out).Install(ctx)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, out.String())
-	}
-	var written []string
-	for _, r := range rep.Results {
-		if r.Outcome != deployer.Unchanged {
-			written = append(written, string(r.Outcome)+" "+r.Ref())
-		}
-	}
+	written, out := installAgain(t, o)
 	want := []string{string(deployer.Deleted) + " " + (deployer.Result{Cluster: "host", Kind: "ConfigMap", Namespace: deployer.Namespace, Name: objs["stale"].Name}).Ref()}
 	if !slices.Equal(written, want) {
-		t.Errorf("the install wrote:\n%s\nwant only:\n%s\noutput:\n%s", strings.Join(written, "\n"), strings.Join(want, "\n"), out.String())
+		t.Errorf("the install wrote:\n%s\nwant only:\n%s\noutput:\n%s", strings.Join(written, "\n"), strings.Join(want, "\n"), out)
 	}
 	for what, cm := range objs {
 		_, err := cs.CoreV1().ConfigMaps(deployer.Namespace).Get(ctx, cm.Name, metav1.GetOptions{})
