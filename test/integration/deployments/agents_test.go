@@ -48,8 +48,9 @@ func karmadaClient(t *testing.T, env *testbed.Env, context string) client.Client
 // that every node agent registered with its cluster agent (its
 // MLSysOpsNode Ready in its member), and that the example GPU application
 // placed through the Karmada API, as the northbound API does, runs on
-// the only node with its GPU. It returns the running application.
-func testAgentsRun(t *testing.T, env *testbed.Env) *mlsysopsv1.MLSysOpsApp {
+// the only node with its GPU. It returns the running application, which
+// stays until owner ends (the later steps check it keeps running).
+func testAgentsRun(t, owner *testing.T, env *testbed.Env) *mlsysopsv1.MLSysOpsApp {
 	ctx := context.Background()
 	real := map[string]bool{}
 	for _, n := range env.RealNodes {
@@ -120,7 +121,7 @@ func testAgentsRun(t *testing.T, env *testbed.Env) *mlsysopsv1.MLSysOpsApp {
 	}
 
 	// The example GPU application, as `mls apps deploy-app` submits it.
-	app := deployExample(t, env, "gpu-inference.yaml")
+	app := deployExample(t, owner, env, "gpu-inference.yaml")
 	for _, c := range app.Status.Components {
 		if c.Name == "llm-server" && (c.Cluster != "cloud-1" || strings.Join(c.Nodes, ",") != "cloud-gpu-h100-1") {
 			t.Errorf("llm-server placed on %s %v, want cloud-1 [cloud-gpu-h100-1]", c.Cluster, c.Nodes)
@@ -131,8 +132,9 @@ func testAgentsRun(t *testing.T, env *testbed.Env) *mlsysopsv1.MLSysOpsApp {
 
 // deployExample submits the example application in examples/apps/file
 // under a fresh name, as `mls apps deploy-app` does, waits until it is
-// Running and returns it; the test's end removes it.
-func deployExample(t *testing.T, env *testbed.Env, file string) *mlsysopsv1.MLSysOpsApp {
+// Running and returns it; the end of owner (t itself or a test t is a
+// subtest of) removes it.
+func deployExample(t, owner *testing.T, env *testbed.Env, file string) *mlsysopsv1.MLSysOpsApp {
 	t.Helper()
 	ctx := context.Background()
 	data, err := os.ReadFile(filepath.Join("..", "..", "..", "examples", "apps", file))
@@ -150,7 +152,7 @@ func deployExample(t *testing.T, env *testbed.Env, file string) *mlsysopsv1.MLSy
 	if err := kc.Create(ctx, app); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = kc.Delete(context.Background(), app) })
+	owner.Cleanup(func() { _ = kc.Delete(context.Background(), app) })
 	testbed.Eventually(t, "application "+app.Name+" Running", 3*time.Minute, func() error {
 		if err := kc.Get(ctx, types.NamespacedName{Namespace: app.Namespace, Name: app.Name}, app); err != nil {
 			return err
@@ -189,7 +191,15 @@ func watchApp(t *testing.T, env *testbed.Env, name string) func() []string {
 		defer tick.Stop()
 		for {
 			var app mlsysopsv1.MLSysOpsApp
-			if err := kc.Get(ctx, types.NamespacedName{Namespace: mlsysopsv1.Namespace, Name: name}, &app); err == nil && app.Status.Phase != mlsysopsv1.AppRunning {
+			err := kc.Get(ctx, types.NamespacedName{Namespace: mlsysopsv1.Namespace, Name: name}, &app)
+			switch {
+			case apierrors.IsNotFound(err):
+				// Gone: nothing left to watch, and nothing was proven.
+				mu.Lock()
+				left = append(left, "deleted")
+				mu.Unlock()
+				return
+			case err == nil && app.Status.Phase != mlsysopsv1.AppRunning:
 				mu.Lock()
 				left = append(left, fmt.Sprintf("%s: %s", app.Status.Phase, app.Status.Message))
 				mu.Unlock()

@@ -184,8 +184,9 @@ func TestInstall(t *testing.T) {
 	})
 
 	var app *mlsysopsv1.MLSysOpsApp
+	top := t
 	t.Run("agents run from the DaemonSets, register and place an app", func(t *testing.T) {
-		app = testAgentsRun(t, env)
+		app = testAgentsRun(t, top, env)
 	})
 	if app == nil {
 		t.Fatal("no application running: the later steps need one")

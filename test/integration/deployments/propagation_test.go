@@ -49,9 +49,22 @@ func karmadaWorkClient(t *testing.T, env *testbed.Env) client.Client {
 func appCopies(t *testing.T, env *testbed.Env, app string) map[string]types.UID {
 	t.Helper()
 	ctx := context.Background()
-	clusters, found, err := continuum.Placement(ctx, karmadaWorkClient(t, env), app)
+	kc := karmadaWorkClient(t, env)
+	clusters, found, err := continuum.Placement(ctx, kc, app)
 	if err != nil || !found || len(clusters) == 0 {
-		t.Fatalf("application %s: placed on %v (found %v, err %v)", app, clusters, found, err)
+		var rbs workv1alpha2.ResourceBindingList
+		lerr := kc.List(ctx, &rbs, client.InNamespace(mlsysopsv1.Namespace))
+		var names []string
+		for _, rb := range rbs.Items {
+			names = append(names, fmt.Sprintf("%s %v %v", rb.Name, rb.Annotations, rb.Spec.Clusters))
+		}
+		var works workv1alpha1.WorkList
+		werr := kc.List(ctx, &works)
+		var wn []string
+		for _, w := range works.Items {
+			wn = append(wn, w.Namespace+"/"+w.Name+fmt.Sprint(w.Labels))
+		}
+		t.Fatalf("application %s: placed on %v (found %v, err %v); bindings in %s (%v): %v; Works (%v): %v", app, clusters, found, err, mlsysopsv1.Namespace, lerr, names, werr, wn)
 	}
 	out := map[string]types.UID{}
 	for _, c := range clusters {

@@ -268,7 +268,7 @@ func setLayer(t *testing.T, cs kubernetes.Interface, node, layer string) {
 // testJoinedReceivesApp: the member that joined after the install
 // receives an application placed on it, which runs there.
 func testJoinedReceivesApp(t *testing.T, env *testbed.Env, member string) {
-	app := deployExample(t, env, "edge-camera-arm64.yaml")
+	app := deployExample(t, t, env, "edge-camera-arm64.yaml")
 	if len(app.Status.Components) == 0 {
 		t.Fatalf("application %s Running with no component", app.Name)
 	}
