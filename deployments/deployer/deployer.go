@@ -235,8 +235,7 @@ func (d *Deployer) Install(ctx context.Context) (*Report, error) {
 // service turned off. Copies Karmada propagated into the host cluster,
 // when the host is also a member, are Karmada's to remove.
 func (d *Deployer) prune(ctx context.Context, applied map[string]bool, rep *Report) error {
-	var stale []*unstructured.Unstructured
-	var in []*Cluster
+	var stale []ownedObject
 	for _, c := range []*Cluster{d.cl.Host, d.cl.Karmada} {
 		objs, err := c.Owned(ctx)
 		if err != nil {
@@ -252,23 +251,12 @@ func (d *Deployer) prune(ctx context.Context, applied map[string]bool, rep *Repo
 				d.progress("  kept %s: no longer part of the installation, but it holds data (delete it by hand)", ref(c.Name, obj.GetKind(), obj.GetNamespace(), obj.GetName()))
 				continue
 			}
-			stale, in = append(stale, obj), append(in, c)
+			stale = append(stale, ownedObject{c, obj})
 		}
 	}
-	// Reverse stage order, workloads before what they use, as uninstall.
-	idx := make([]int, len(stale))
-	for i := range idx {
-		idx[i] = i
-	}
-	sort.SliceStable(idx, func(i, j int) bool {
-		a, b := stale[idx[i]], stale[idx[j]]
-		if x, y := charts.StageIndex(a), charts.StageIndex(b); x != y {
-			return x > y
-		}
-		return kindOrder(a) > kindOrder(b)
-	})
-	for _, i := range idx {
-		c, obj := in[i], stale[i]
+	deletionOrder(stale)
+	for _, it := range stale {
+		c, obj := it.c, it.obj
 		ok, err := c.Delete(ctx, obj, d.opts.DryRun)
 		if err != nil {
 			return fmt.Errorf("prune: %w", err)

@@ -55,11 +55,7 @@ func (d *Deployer) Uninstall(ctx context.Context) error {
 		// The objects go anyway; the accounts can be removed by hand.
 		d.progress("XMPP accounts not removed: %v", err)
 	}
-	type item struct {
-		c   *Cluster
-		obj *unstructured.Unstructured
-	}
-	var all []item
+	var all []ownedObject
 	for _, c := range []*Cluster{cl.Karmada, cl.Host} {
 		objs, err := c.Owned(ctx)
 		if err != nil {
@@ -69,18 +65,10 @@ func (d *Deployer) Uninstall(ctx context.Context) error {
 			if obj.GetAnnotations()[PurgeKey] == "purge" && !o.Purge {
 				continue
 			}
-			all = append(all, item{c, obj})
+			all = append(all, ownedObject{c, obj})
 		}
 	}
-	// Reverse stage order; within a stage workloads and policies before
-	// what they use, namespaces last.
-	sort.SliceStable(all, func(i, j int) bool {
-		a, b := all[i].obj, all[j].obj
-		if x, y := charts.StageIndex(a), charts.StageIndex(b); x != y {
-			return x > y
-		}
-		return kindOrder(a) > kindOrder(b)
-	})
+	deletionOrder(all)
 	deleted := 0
 	for _, it := range all {
 		ok, err := it.c.Delete(ctx, it.obj, o.DryRun)
@@ -118,6 +106,24 @@ func (d *Deployer) Uninstall(ctx context.Context) error {
 	}
 	d.progress("uninstalled: %d objects deleted, none left in the host cluster, the Karmada API or any member; %s", deleted, kept)
 	return nil
+}
+
+// ownedObject is an object of the installation and the API it is in.
+type ownedObject struct {
+	c   *Cluster
+	obj *unstructured.Unstructured
+}
+
+// deletionOrder sorts objects to delete: reverse stage order; within a
+// stage workloads and policies before what they use, namespaces last.
+func deletionOrder(all []ownedObject) {
+	sort.SliceStable(all, func(i, j int) bool {
+		a, b := all[i].obj, all[j].obj
+		if x, y := charts.StageIndex(a), charts.StageIndex(b); x != y {
+			return x > y
+		}
+		return kindOrder(a) > kindOrder(b)
+	})
 }
 
 // kindOrder ranks kinds for deletion (higher first).
