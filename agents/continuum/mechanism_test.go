@@ -114,6 +114,15 @@ func withGPU(a *mlsysopsv1.MLSysOpsApp) *mlsysopsv1.MLSysOpsApp {
 	return a
 }
 
+// copies asks n copies of the application (cluster_placement.instances).
+func copies(a *mlsysopsv1.MLSysOpsApp, n int32) *mlsysopsv1.MLSysOpsApp {
+	if a.Spec.ClusterPlacement == nil {
+		a.Spec.ClusterPlacement = &mlsysopsv1.ClusterPlacement{}
+	}
+	a.Spec.ClusterPlacement.Instances = n
+	return a
+}
+
 func TestPinProblem(t *testing.T) {
 	clusters := []placement.Cluster{cluster("cloud", true, true), cluster("edge", true, false), cluster("down", false, false)}
 	cases := map[string]struct {
@@ -130,6 +139,9 @@ func TestPinProblem(t *testing.T) {
 		"unknown":               {app: app("a"), wanted: []string{"mars"}, want: "cluster mars is not a member cluster of Karmada"},
 		"lacks the GPU":         {app: withGPU(app("a")), wanted: []string{"edge"}, want: "cluster edge is not eligible: "},
 		"already there is kept": {app: withGPU(app("a")), wanted: []string{"edge"}, current: []string{"edge"}},
+		"two for one copy":      {app: app("a"), wanted: []string{"cloud", "edge"}, current: []string{"cloud"}, want: "2 cluster(s) [cloud edge] for an application of 1 copy (cluster_placement.instances); the user's choice wins"},
+		"one for two copies":    {app: copies(app("a"), 2), wanted: []string{"cloud"}, current: []string{"cloud"}, want: "1 cluster(s) [cloud] for an application of 2 copies (cluster_placement.instances); the user's choice wins"},
+		"two for two copies":    {app: copies(app("a"), 2), wanted: []string{"cloud", "edge"}, current: []string{"cloud"}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -54,13 +54,22 @@ func userConflict(app *mlsysopsv1.MLSysOpsApp, clusters []string) string {
 }
 
 // pinProblem says why an application cannot run on the clusters wanted,
-// "" when it can: each must be a Ready member whose agent is alive (gone
-// lists those that are not), the user's cluster_id must list it and, for
-// a cluster the application does not run on yet (current), placement's
-// filters must accept it.
+// "" when it can: they must be as many as the copies it asks
+// (cluster_placement.instances), each must be a Ready member whose agent
+// is alive (gone lists those that are not), the user's cluster_id must
+// list it and, for a cluster the application does not run on yet
+// (current), placement's filters must accept it.
 func pinProblem(app *mlsysopsv1.MLSysOpsApp, wanted []string, clusters []placement.Cluster, gone map[string]string, current []string) string {
 	if why := userConflict(app, wanted); why != "" {
 		return why
+	}
+	if n := placement.Copies(&app.Spec); len(wanted) != n {
+		copies := "copies"
+		if n == 1 {
+			copies = "copy"
+		}
+		return fmt.Sprintf("%d cluster(s) %v for an application of %d %s (cluster_placement.instances); the user's choice wins",
+			len(wanted), wanted, n, copies)
 	}
 	byName := map[string]*placement.Cluster{}
 	for i := range clusters {

@@ -95,6 +95,15 @@ func PlaceApp(req AppRequest, clusters []Cluster) (ClusterDecision, error) {
 	return placeApp(req, clusters, nil)
 }
 
+// Copies is how many clusters an application runs in: its
+// cluster_placement.instances, one when unset.
+func Copies(app *mlsysopsv1.MLSysOpsAppSpec) int {
+	if cp := app.ClusterPlacement; cp != nil && cp.Instances > 0 {
+		return int(cp.Instances)
+	}
+	return 1
+}
+
 // placeApp is PlaceApp with, by cluster, usage to count beyond what the
 // clusters' indexes hold (the assumed ledger's); extra may be nil.
 //
@@ -125,10 +134,7 @@ func placeApp(req AppRequest, clusters []Cluster, extra map[string]Usage) (Clust
 			break
 		}
 	}
-	n := 1
-	if cp != nil && cp.Instances > 0 {
-		n = int(cp.Instances)
-	}
+	n := Copies(req.App)
 	type cand struct {
 		c       *Cluster
 		bound   int64

@@ -178,6 +178,13 @@ func TestExamplePolicies(t *testing.T) {
 					"action": map[string]any{"component": "c2"},
 					"app":    []any{map[string]any{"name": "demo", "cluster_placement": map[string]any{"cluster_id": []any{"c2"}}}},
 				}}},
+				// Two instances, only c1's copy written so far: a placement
+				// under way, nothing confirmed (confirming c1 alone would
+				// move the application off c2).
+				{at: 14 * time.Second, analyze: false, change: func(in *Inputs) {
+					in.Applications = []map[string]any{{"name": "demo", "cluster_placement": map[string]any{"cluster_id": []any{"c1", "c2"}, "instances": int64(2)}}}
+					in.Mechanisms = placedOn("c1")
+				}},
 				// Two instances, on c1 and c2 (the user's list has both):
 				// both confirmed, neither dropped.
 				{at: 20 * time.Second, analyze: true, change: func(in *Inputs) {
@@ -192,6 +199,15 @@ func TestExamplePolicies(t *testing.T) {
 				{at: 40 * time.Second, analyze: false, change: func(in *Inputs) {
 					in.Applications = []map[string]any{{"name": "demo", "cluster_placement": map[string]any{"cluster_id": []any{"c2"}}}}
 				}},
+				// One copy, seen on two clusters while it moves: nothing
+				// confirmed until it runs on one.
+				{at: 50 * time.Second, analyze: false, change: func(in *Inputs) {
+					in.Applications = []map[string]any{{"name": "demo", "cluster_placement": map[string]any{"cluster_id": []any{"c1", "c2"}}}}
+				}},
+				{at: 60 * time.Second, analyze: true, change: func(in *Inputs) { in.Mechanisms = placedOn("c2") }, plan: map[string]any{"clusterPlacement": map[string]any{
+					"action": map[string]any{"component": "c2"},
+					"app":    []any{map[string]any{"name": "demo", "cluster_placement": map[string]any{"cluster_id": []any{"c1", "c2"}}}},
+				}}},
 			},
 		},
 		"node/policy-CPUFrequencyConfigurator.star": {
