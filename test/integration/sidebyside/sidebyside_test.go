@@ -489,9 +489,12 @@ func shapes(clusters []string) []Shape {
 	}
 }
 
-// The short version: ten applications of each shape by each path on the
-// shared testbed, all Running, each on exactly its clusters with the
-// same pods on both sides, and nothing left behind.
+// The short version: ten applications of each shape raw and as
+// MLSysOpsApp objects, and of the first shape through the northbound API
+// too, on the shared testbed, all Running, each on exactly its clusters
+// with the same pods on both sides, and nothing left behind. The API
+// hands the same objects on whatever their shape (its own tests cover
+// it); the benchmark sends every shape by every path.
 func TestSideBySideSmoke(t *testing.T) {
 	env := testbed.Shared(t)
 	ta := testbed.StartTestAgents(t, env, testbed.TestAgentsOptions{Nodes: true})
@@ -502,6 +505,9 @@ func TestSideBySideSmoke(t *testing.T) {
 	t.Cleanup(func() { h.cleanup(t) })
 	for i, s := range shapes(env.Clusters) {
 		for _, p := range []Path{PathRaw, PathCR, PathAPI} {
+			if p == PathAPI && i > 0 {
+				continue
+			}
 			t.Run(s.Name+"/"+string(p), func(t *testing.T) {
 				prefix := fmt.Sprintf("sbs%d-%s", i, shortPath(p))
 				q0 := h.queues()
