@@ -88,15 +88,20 @@ build:
 ## (agent processes that integration tests start are built with -race too).
 ## Integration packages run one after another: they share one testbed, and
 ## two packages' placement controllers must not act on each other's apps.
-## Last, the 5-minute chaos soak on the same testbed (a fixed seed's plan).
+## Then the 5-minute chaos soak on the same testbed (a fixed seed's plan),
+## and last the test that kills the testbed and takes it down (run there,
+## not among the integration packages, so the testbed is up once).
+LAST_TEST := TestKilledThenDownLeavesNothing
 test: lint verify vulncheck
 	@status=0; \
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v /test/integration) || status=$$?; \
 	MLSYSOPS_TESTBED_STATE=$(abspath $(TEST_STATE)) MLSYSOPS_TESTBED_PORT_BASE=$(TEST_PORT_BASE) $(SCALE_ENV) \
-	  $(GO) test -race -count=1 -p 1 -timeout $(TEST_TIMEOUT) ./test/integration/... || status=$$?; \
+	  $(GO) test -race -count=1 -p 1 -timeout $(TEST_TIMEOUT) -skip '^$(LAST_TEST)$$' ./test/integration/... || status=$$?; \
 	$(MAKE) --no-print-directory test-redis-modes || status=$$?; \
 	$(TESTBED) down --state $(SCALE_STATE) --port-base $(SCALE_PORT_BASE) >/dev/null || true; \
-	$(MAKE) --no-print-directory chaos CHAOS_DURATION=$(CHAOS_TEST_DURATION) SEED=$(CHAOS_TEST_SEED) CHAOS_TIMEOUT=$(CHAOS_TEST_TIMEOUT) || status=$$?; \
+	$(MAKE) --no-print-directory chaos CHAOS_DURATION=$(CHAOS_TEST_DURATION) SEED=$(CHAOS_TEST_SEED) CHAOS_TIMEOUT=$(CHAOS_TEST_TIMEOUT) CHAOS_KEEP_TESTBED=1 || status=$$?; \
+	MLSYSOPS_TESTBED_STATE=$(abspath $(TEST_STATE)) MLSYSOPS_TESTBED_PORT_BASE=$(TEST_PORT_BASE) \
+	  $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -run '^$(LAST_TEST)$$' ./test/integration/testbed/ || status=$$?; \
 	$(TESTBED) down --state $(TEST_STATE) --port-base $(TEST_PORT_BASE) >/dev/null || true; \
 	exit $$status
 
@@ -135,12 +140,15 @@ CHAOS_TEST_SEED ?= 28001
 CHAOS_TEST_TIMEOUT ?= 30m
 # go test's -timeout of make chaos.
 CHAOS_TIMEOUT ?= 24h
+# Non-empty: leave the testbed up after the soak (make test's last test
+# takes it down).
+CHAOS_KEEP_TESTBED ?=
 chaos:
 	@status=0; \
 	MLSYSOPS_CHAOS_DURATION=$(CHAOS_DURATION) MLSYSOPS_CHAOS_SEED=$(SEED) \
 	MLSYSOPS_TESTBED_STATE=$(abspath $(TEST_STATE)) MLSYSOPS_TESTBED_PORT_BASE=$(TEST_PORT_BASE) \
 	  $(GO) test -tags chaos -race -count=1 -p 1 -v -run '^TestChaos$$' -timeout $(CHAOS_TIMEOUT) ./test/integration/chaos/ || status=$$?; \
-	$(TESTBED) down --state $(TEST_STATE) --port-base $(TEST_PORT_BASE) >/dev/null || true; \
+	$(if $(CHAOS_KEEP_TESTBED),,$(TESTBED) down --state $(TEST_STATE) --port-base $(TEST_PORT_BASE) >/dev/null || true;) \
 	exit $$status
 
 ## test-unit: tests that need no testbed

@@ -2,7 +2,9 @@ package testbed_test
 
 // This file's name puts its test last in the package (go test runs the
 // files in name order): it kills and then takes the shared testbed down,
-// which `make test` does at the end anyway.
+// which `make test` does at the end anyway. `make test` runs it on its own
+// after the chaos soak, so that the Redis modes and the soak find the
+// testbed up instead of starting it again.
 
 import (
 	"context"
