@@ -254,11 +254,21 @@ func (tb *Testbed) prepareRealNode(n *realNode, pauseRef string) ([]*proc.Proces
 		"kube-proxy.yaml":                tb.kubeProxyConfig(n, proxyKC),
 	}
 	for f, content := range files {
-		if err := os.WriteFile(tb.nodeDir(n, f), []byte(content), 0o644); err != nil {
+		if err := writeIfChanged(tb.nodeDir(n, f), []byte(content)); err != nil {
 			return nil, err
 		}
 	}
 	return tb.nodeProcesses(n), nil
+}
+
+// writeIfChanged writes a configuration file unless it already holds
+// content: kube-proxy exits when its configuration file is written, so
+// an up that wrote the same file again restarted every kube-proxy.
+func writeIfChanged(path string, content []byte) error {
+	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, content) {
+		return nil
+	}
+	return os.WriteFile(path, content, 0o644)
 }
 
 // Fixed ports inside each real node's namespace: every node has its own
